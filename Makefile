@@ -1,0 +1,157 @@
+# memslope - top-level build.
+#
+#   make            memslope and libmemslope.so into build/
+#   make deps       install the Debian packages the build and the tests need
+#   make check      unit tests (ASan+UBSan), end-to-end tests, a short fuzz run
+#   make demo       record a bundled fixture and print its report
+#   make install PREFIX=DIR
+#   make bench      overhead benchmarks (bench/README.md)
+#
+# Layout of build/ mirrors an install prefix, so memslope finds its shim at
+# ../lib/memslope/libmemslope.so from either place.
+
+VERSION := 0.1.0
+PREFIX ?= /usr/local
+CC ?= cc
+CLANG ?= clang
+B := build
+
+WARN := -Wall -Wextra -Werror
+BASE_CFLAGS := -std=gnu11 -g -O2 $(WARN) -D_GNU_SOURCE -DMEMSLOPE_VERSION='"$(VERSION)"'
+CFLAGS ?=
+ALL_CFLAGS = $(BASE_CFLAGS) $(CFLAGS)
+
+# Parts linked into the memslope binary. tracer/main.c holds main(); every
+# other file is also linked into the unit tests.
+CORE_SRC := $(filter-out tracer/main.c,$(wildcard tracer/*.c report/*.c leakscan/*.c))
+CORE_OBJ := $(CORE_SRC:%.c=$(B)/obj/%.o)
+CORE_LIBS := -ldw -lelf -lz -lstdc++ -lpthread -lm
+
+# The shim. preload/shim.c defines malloc itself and cannot run under ASan;
+# the other preload files are plain units that the tests link.
+SHIM_SRC := $(wildcard preload/*.c)
+SHIM_OBJ := $(SHIM_SRC:%.c=$(B)/shim-obj/%.o)
+SHIM_UNIT_SRC := $(filter-out preload/shim.c,$(SHIM_SRC))
+SHIM_CFLAGS := -fPIC -ftls-model=initial-exec -fvisibility=hidden -fno-omit-frame-pointer
+SHIM_LIBS := -lunwind -ldl -lpthread
+
+MEMSLOPE := $(B)/bin/memslope
+SHIM := $(B)/lib/memslope/libmemslope.so
+
+# Unit tests: every tests/unit/test_*.c, linked against the core and the shim
+# units, all built with AddressSanitizer and UndefinedBehaviorSanitizer.
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/unit/%)
+SAN_CORE_OBJ := $(CORE_SRC:%.c=$(B)/san-obj/%.o) $(SHIM_UNIT_SRC:%.c=$(B)/san-obj/%.o)
+
+# Fixtures: programs with known behaviour, built without optimisation so
+# that lines are exact.
+FIXTURE_C := $(wildcard fixtures/*.c)
+FIXTURE_CXX := $(wildcard fixtures/*.cpp)
+FIXTURE_BIN := $(FIXTURE_C:fixtures/%.c=$(B)/fixtures/%) $(FIXTURE_CXX:fixtures/%.cpp=$(B)/fixtures/%)
+FIXTURE_CFLAGS := -std=gnu11 -g -O0 -pthread -Iinclude -D_GNU_SOURCE
+
+# Fuzz targets: tests/fuzz/fuzz_*.c with libFuzzer, against the core built by clang.
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(B)/fuzz/%)
+FUZZ_CORE_OBJ := $(CORE_SRC:%.c=$(B)/fuzz-obj/%.o)
+FUZZ_FLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
+
+.PHONY: all deps check unit e2e fuzz-smoke demo install bench clean fixtures
+all: $(MEMSLOPE) $(SHIM) $(B)/include/memslope.h $(B)/lib/memslope/python/memslope.py
+
+$(B)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+$(MEMSLOPE): $(B)/obj/tracer/main.o $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(CORE_LIBS)
+
+$(B)/shim-obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(SHIM_CFLAGS) -MMD -MP -c $< -o $@
+
+$(SHIM): $(SHIM_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -o $@ $^ $(SHIM_LIBS) -Wl,-z,now -Wl,-z,nodelete
+
+$(B)/include/memslope.h: include/memslope.h
+	@mkdir -p $(dir $@)
+	cp $< $@
+
+$(B)/lib/memslope/python/memslope.py: python/memslope.py
+	@mkdir -p $(dir $@)
+	cp $< $@
+
+$(B)/san-obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(SAN_FLAGS) -O1 -MMD -MP -c $< -o $@
+
+$(B)/libcore-san.a: $(SAN_CORE_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(B)/unit/%: tests/unit/%.c $(B)/libcore-san.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(SAN_FLAGS) -O1 -o $@ $< $(B)/libcore-san.a $(CORE_LIBS) -lcmocka
+
+$(B)/fixtures/%: fixtures/%.c include/memslope.h
+	@mkdir -p $(dir $@)
+	$(CC) $(FIXTURE_CFLAGS) -o $@ $< -ldl
+
+$(B)/fixtures/%: fixtures/%.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) -g -O0 -pthread -Iinclude -o $@ $<
+
+fixtures: $(FIXTURE_BIN)
+
+$(B)/fuzz-obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CLANG) $(BASE_CFLAGS) -Wno-unused-command-line-argument $(FUZZ_FLAGS) -O1 -c $< -o $@
+
+$(B)/fuzz/%: tests/fuzz/%.c $(FUZZ_CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(BASE_CFLAGS) -fsanitize=fuzzer,address,undefined -O1 -o $@ $^ $(CORE_LIBS)
+
+# --- set-up and tests --------------------------------------------------------
+
+deps:
+	./tests/install-deps.sh
+
+unit: $(UNIT_BIN)
+	@./tests/run-unit.sh $(UNIT_BIN)
+
+e2e: all fixtures
+	@./tests/e2e/run.sh
+
+fuzz-smoke: $(FUZZ_BIN)
+	@./tests/fuzz/run.sh smoke $(FUZZ_BIN)
+
+check: deps
+	$(MAKE) all fixtures
+	$(MAKE) unit
+	$(MAKE) e2e
+	$(MAKE) fuzz-smoke
+
+demo: deps
+	$(MAKE) all fixtures
+	./$(MEMSLOPE) record -o $(B)/demo.trace -- ./$(B)/fixtures/demo_leak
+	./$(MEMSLOPE) report $(B)/demo.trace
+
+bench: all
+	$(MAKE) -C bench
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/memslope/python \
+	    $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 755 $(MEMSLOPE) $(DESTDIR)$(PREFIX)/bin/memslope
+	install -m 755 $(SHIM) $(DESTDIR)$(PREFIX)/lib/memslope/libmemslope.so
+	install -m 644 include/memslope.h $(DESTDIR)$(PREFIX)/include/memslope.h
+	install -m 644 python/memslope.py $(DESTDIR)$(PREFIX)/lib/memslope/python/memslope.py
+	install -m 644 docs/memslope.1 $(DESTDIR)$(PREFIX)/share/man/man1/memslope.1
+
+clean:
+	rm -rf $(B)
+
+-include $(shell find $(B) -name '*.d' 2>/dev/null)

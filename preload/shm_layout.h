@@ -1,0 +1,170 @@
+/*
+ * shm_layout.h - the shared-memory ABI between the shim (libmemslope.so,
+ * producer) and the tracer (memslope record, consumer).
+ *
+ * Each process image that loads the shim while traced creates one memfd named
+ * "memslope" (MFD_CLOEXEC), sized SHM_TOTAL_SIZE and mapped MAP_SHARED. The
+ * tracer finds it through /proc/PID/fd and maps it too. The file is sparse:
+ * only the pages a process touches cost memory.
+ *
+ * Why the shim creates it and not the tracer: every fork child and every exec
+ * needs a fresh, empty region (addresses and stack ids are per address space),
+ * and a descriptor that survives exec would leak into programs that were not
+ * meant to be traced. See docs/trace-format.md, "shared memory".
+ *
+ * Layout (offsets from the start of the mapping):
+ *
+ *   [0, SHM_HEADER_SIZE)          struct shm_header
+ *   thread slots                  SHM_MAX_THREADS x struct shm_thread_slot,
+ *                                 each followed by its ring of events
+ *   stack table                   SHM_STACK_TABLE_ENTRIES x struct shm_stack_entry
+ *   frame pool                    SHM_FRAME_POOL_FRAMES x uint64_t
+ *   name pool                     SHM_NAME_POOL_BYTES bytes of case names
+ *
+ * Concurrency: every ring has exactly one producer (the thread that owns the
+ * slot) and one consumer (the tracer). Stack entries are inserted lock-free by
+ * any thread; an entry is published (state READY, release) before any event
+ * naming its id is committed, so the tracer always sees complete stacks.
+ */
+#ifndef MEMSLOPE_SHM_LAYOUT_H
+#define MEMSLOPE_SHM_LAYOUT_H
+
+#include <stdint.h>
+
+#define SHM_MAGIC 0x4d454d534c4f5045ull /* "MEMSLOPE" */
+#define SHM_VERSION 1u
+#define SHM_MEMFD_NAME "memslope"
+
+/* Environment the tracer passes to the target. */
+#define SHM_ENV_TRACER_PID "MEMSLOPE_TRACER_PID" /* decimal pid; shim records only when set */
+#define SHM_ENV_MAX_FRAMES "MEMSLOPE_MAX_FRAMES" /* default SHM_DEFAULT_MAX_FRAMES */
+#define SHM_ENV_SAMPLE_RATE "MEMSLOPE_SAMPLE_RATE" /* bytes; 0 = backtrace every allocation */
+
+#define SHM_DEFAULT_MAX_FRAMES 64u
+#define SHM_MAX_FRAMES_LIMIT 256u
+
+#define SHM_MAX_THREADS 1024u
+#define SHM_RING_EVENTS 32768u /* power of two; 1 MiB of events per thread */
+#define SHM_STACK_TABLE_ENTRIES (1u << 20) /* power of two */
+#define SHM_FRAME_POOL_FRAMES (1u << 24)
+/* name pool: see SHM_NAME_POOL_BYTES below */
+
+/* Stack id 0 is reserved: "no backtrace" (the table or pool was full, or the
+ * allocation was not sampled). Real ids are table indexes >= 1. */
+#define SHM_STACK_NONE 0u
+
+enum shm_event_kind {
+    SHM_EV_ALLOC = 1,   /* addr, size, stack_id */
+    SHM_EV_FREE = 2,    /* addr */
+    SHM_EV_CASE_BEGIN = 3, /* addr = offset of the name in the name pool, size = its length (no NUL) */
+    SHM_EV_ITERATION = 4,
+    SHM_EV_CASE_END = 5,
+};
+
+/* Entry point that allocated a block: lets the report tell malloc from new. */
+enum shm_alloc_fn {
+    SHM_FN_MALLOC = 0, SHM_FN_CALLOC, SHM_FN_REALLOC, SHM_FN_REALLOCARRAY,
+    SHM_FN_POSIX_MEMALIGN, SHM_FN_ALIGNED_ALLOC, SHM_FN_MEMALIGN, SHM_FN_VALLOC,
+    SHM_FN_PVALLOC,
+};
+
+/* 32 bytes. time is CLOCK_MONOTONIC nanoseconds: a free is stamped before the
+ * real free, an allocation after the real allocator returns, so the
+ * allocator's own locking orders the two stamps of a reused address. */
+struct shm_event {
+    uint64_t time_ns;
+    uint64_t addr;
+    uint64_t size;
+    uint32_t stack_id;
+    uint8_t kind;     /* enum shm_event_kind */
+    uint8_t alloc_fn; /* enum shm_alloc_fn, for SHM_EV_ALLOC */
+    uint16_t reserved;
+};
+
+enum shm_slot_state {
+    SHM_SLOT_FREE = 0,    /* may be claimed by a thread (CAS FREE -> OWNED) */
+    SHM_SLOT_OWNED = 1,   /* a live thread writes here */
+    SHM_SLOT_RETIRED = 2, /* its thread ended; the tracer drains it, then sets FREE */
+};
+
+/* One cache line of control, then the ring. Producer-written and
+ * consumer-written fields sit on separate cache lines. */
+struct shm_thread_slot {
+    /* producer side */
+    _Alignas(64) uint64_t write_pos; /* events committed (release) */
+    uint32_t state;                  /* enum shm_slot_state */
+    uint32_t tid;
+    uint32_t producer_waiting;       /* 1 while the producer sleeps on read_seq */
+    uint32_t pad0;
+    /* consumer side */
+    _Alignas(64) uint64_t read_pos;  /* events consumed (release) */
+    uint32_t read_seq;               /* futex word: bumped after every drain */
+    uint32_t pad1;
+    _Alignas(64) struct shm_event ring[SHM_RING_EVENTS];
+};
+
+enum shm_stack_state { SHM_STACK_EMPTY = 0, SHM_STACK_BUSY = 1, SHM_STACK_READY = 2 };
+
+struct shm_stack_entry {
+    uint64_t hash;         /* 0 = empty; claimed by CAS */
+    uint32_t frame_offset; /* index into the frame pool */
+    uint16_t depth;
+    uint16_t state;        /* enum shm_stack_state, READY stored with release */
+};
+
+struct shm_header {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t header_size;
+    uint64_t total_size;
+    uint32_t pid;             /* process that created the region */
+    uint32_t max_frames;
+    uint64_t slots_offset;
+    uint64_t slot_size;       /* sizeof(struct shm_thread_slot) */
+    uint32_t max_threads;
+    uint32_t ring_events;
+    uint64_t stack_table_offset;
+    uint32_t stack_table_entries;
+    uint32_t frame_pool_frames;
+    uint64_t frame_pool_offset;
+    uint32_t frame_pool_used;   /* atomic fetch-add by producers */
+    uint32_t stacks_dropped;    /* allocations recorded with SHM_STACK_NONE because a table was full */
+    uint32_t slots_exhausted;   /* threads that found no free slot (their events are lost: reported) */
+    uint32_t ready;             /* set to 1 (release) once the header is complete */
+    uint64_t sample_rate;       /* bytes; 0 = every allocation has a backtrace */
+    uint64_t name_pool_offset;
+    uint32_t name_pool_bytes;
+    uint32_t name_pool_used;    /* atomic fetch-add by producers */
+};
+
+#define SHM_HEADER_SIZE 4096u
+#define SHM_SLOTS_OFFSET SHM_HEADER_SIZE
+#define SHM_SLOT_SIZE ((uint64_t)sizeof(struct shm_thread_slot))
+#define SHM_STACK_TABLE_OFFSET (SHM_SLOTS_OFFSET + (uint64_t)SHM_MAX_THREADS * SHM_SLOT_SIZE)
+#define SHM_FRAME_POOL_OFFSET \
+    (SHM_STACK_TABLE_OFFSET + (uint64_t)SHM_STACK_TABLE_ENTRIES * sizeof(struct shm_stack_entry))
+#define SHM_NAME_POOL_OFFSET (SHM_FRAME_POOL_OFFSET + (uint64_t)SHM_FRAME_POOL_FRAMES * sizeof(uint64_t))
+#define SHM_NAME_POOL_BYTES (1u << 20)
+#define SHM_TOTAL_SIZE (SHM_NAME_POOL_OFFSET + SHM_NAME_POOL_BYTES)
+
+static inline struct shm_thread_slot *shm_slot(void *base, uint32_t index)
+{
+    return (struct shm_thread_slot *)((char *)base + SHM_SLOTS_OFFSET + (uint64_t)index * SHM_SLOT_SIZE);
+}
+
+static inline struct shm_stack_entry *shm_stack_table(void *base)
+{
+    return (struct shm_stack_entry *)((char *)base + SHM_STACK_TABLE_OFFSET);
+}
+
+static inline uint64_t *shm_frame_pool(void *base)
+{
+    return (uint64_t *)((char *)base + SHM_FRAME_POOL_OFFSET);
+}
+
+static inline char *shm_name_pool(void *base)
+{
+    return (char *)base + SHM_NAME_POOL_OFFSET;
+}
+
+#endif

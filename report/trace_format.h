@@ -1,0 +1,186 @@
+/*
+ * trace_format.h - the memslope trace file, version 1: the contract between
+ * the tracer (writer, tracer/trace_writer.h) and the reporter (reader,
+ * report/trace_reader.h). docs/trace-format.md is the prose version.
+ *
+ * A trace is a 16-byte file header followed by sections:
+ *
+ *   file header   char magic[8] = "MEMSLOPE"; u32 version = 1; u32 reserved = 0
+ *   section       u32 type; u32 reserved = 0; u64 payload_length;
+ *                 payload[payload_length]; u32 crc32(payload) (zlib's crc32)
+ *
+ * All integers are little-endian. A "str" is a u32 id into the string table,
+ * which STRINGS sections build up in order (id 0 is always ""); a section
+ * only names strings defined by an earlier STRINGS section. Likewise frame
+ * and module ids are defined before use. Unknown section types are skipped,
+ * so fields and sections can be added without breaking old readers.
+ *
+ * The file is appended to as recording goes; a reader of a file that ends
+ * inside a section (memslope was killed) reads every complete section before
+ * it and reports the trace as incomplete. The END section marks a complete
+ * trace.
+ *
+ * Payloads (field by field, in this order):
+ *
+ *   STRINGS   u32 first_id; u32 count; count x (u32 length; bytes[length])
+ *   INFO      str memslope_version; u64 start_unix_ns; u32 argc; argc x str;
+ *             u32 max_frames; u32 snapshots_limit; u64 interval_ns;
+ *             u64 sample_rate; u32 leak_check; u32 flags
+ *   MODULE    u32 module_id; str path; str build_id (lower-case hex, "" if none)
+ *   FRAMES    u32 first_id; u32 count; count x (u32 module_id; str function;
+ *             str file; u32 line; u64 address; u64 module_offset; u32 flags)
+ *   PROCESS   u32 process_id; u32 pid; u32 parent_process_id; str exe;
+ *             u32 argc; argc x str; u64 start_ns; u64 end_ns; u32 flags;
+ *             i32 exit_status; i32 exit_signal; u64 allocations; u64 frees;
+ *             u64 allocated_bytes; u64 peak_bytes; u64 peak_blocks;
+ *             u64 peak_time_ns; u64 live_bytes; u64 live_blocks;
+ *             u32 stacks_dropped; u32 slots_exhausted
+ *   STACKS    u32 process_id; u32 count; count x (u32 stack_id; u32 depth;
+ *             depth x u32 frame_id)        frames innermost first
+ *   SITES     u32 process_id; u32 count; count x (u32 stack_id;
+ *             u64 allocations; u64 allocated_bytes; u64 frees;
+ *             u64 live_bytes; u64 live_blocks; u64 peak_live_bytes;
+ *             u64 max_live_bytes)
+ *   SNAPSHOT  u32 process_id; u32 kind; u32 case_id; u64 iteration;
+ *             u64 time_ns; u64 live_bytes; u64 live_blocks; u32 count;
+ *             count x (u32 stack_id; u64 live_bytes; u64 live_blocks)
+ *   TIMELINE  u32 process_id; u64 interval_ns; u32 count;
+ *             count x (u64 time_ns; u64 live_bytes; u64 live_blocks)
+ *   WARNING   u32 process_id (TRACE_NONE for the whole trace); str message
+ *   END       u32 section_count (sections before END)
+ *
+ * Times (start_ns, time_ns, ...) are CLOCK_MONOTONIC nanoseconds; the INFO
+ * section's start_unix_ns anchors them to wall-clock time.
+ */
+#ifndef MEMSLOPE_TRACE_FORMAT_H
+#define MEMSLOPE_TRACE_FORMAT_H
+
+#include <stdint.h>
+
+#define TRACE_MAGIC "MEMSLOPE"
+#define TRACE_VERSION 1u
+#define TRACE_FILE_HEADER_SIZE 16u
+#define TRACE_SECTION_HEADER_SIZE 16u
+#define TRACE_SECTION_TRAILER_SIZE 4u
+#define TRACE_NONE 0xffffffffu /* "no process / module / case" */
+
+enum trace_section_type {
+    TRACE_SEC_STRINGS = 1,
+    TRACE_SEC_INFO = 2,
+    TRACE_SEC_MODULE = 3,
+    TRACE_SEC_FRAMES = 4,
+    TRACE_SEC_PROCESS = 5,
+    TRACE_SEC_STACKS = 6,
+    TRACE_SEC_SITES = 7,
+    TRACE_SEC_SNAPSHOT = 8,
+    TRACE_SEC_TIMELINE = 9,
+    TRACE_SEC_WARNING = 10,
+    TRACE_SEC_END = 0xffff,
+};
+
+enum trace_leak_check { TRACE_LEAK_CHECK_END = 0, TRACE_LEAK_CHECK_ITERATIONS = 1, TRACE_LEAK_CHECK_OFF = 2 };
+
+enum trace_frame_flags {
+    TRACE_FRAME_INLINED = 1u << 0,   /* inlined into the next (outer) frame of the stack */
+    TRACE_FRAME_ALLOCATOR = 1u << 1, /* an allocator entry point (operator new, ...): hidden in reports */
+};
+
+enum trace_process_flags {
+    TRACE_PROC_SHIM_SEEN = 1u << 0,  /* the shim ran in this image: its allocations are recorded */
+    TRACE_PROC_EXECED = 1u << 1,     /* the image was replaced by exec; the next PROCESS with the same pid continues it */
+    TRACE_PROC_SIGNALED = 1u << 2,   /* ended by exit_signal */
+    TRACE_PROC_EXITED = 1u << 3,     /* ended with exit_status */
+};
+
+enum trace_snapshot_kind {
+    TRACE_SNAP_EXIT = 1,
+    TRACE_SNAP_SIGNAL = 2, /* at a fatal signal, before delivery */
+    TRACE_SNAP_CASE_BEGIN = 3,
+    TRACE_SNAP_ITERATION = 4,
+    TRACE_SNAP_CASE_END = 5,
+    TRACE_SNAP_EXEC = 6,   /* the image was replaced by exec */
+};
+
+/* In-memory forms of the records above, shared by writer and reader.
+ * Strings are C strings here; the writer interns them. */
+
+struct trace_info {
+    const char *memslope_version;
+    uint64_t start_unix_ns;
+    uint32_t argc;
+    const char *const *argv;
+    uint32_t max_frames;
+    uint32_t snapshots_limit;
+    uint64_t interval_ns;
+    uint64_t sample_rate;
+    uint32_t leak_check; /* enum trace_leak_check */
+    uint32_t flags;
+};
+
+struct trace_module {
+    uint32_t module_id;
+    const char *path;
+    const char *build_id;
+};
+
+struct trace_frame {
+    uint32_t module_id; /* TRACE_NONE when the address is in no known module */
+    const char *function; /* "" when unknown */
+    const char *file;     /* "" when unknown */
+    uint32_t line;        /* 0 when unknown */
+    uint64_t address;
+    uint64_t module_offset;
+    uint32_t flags;       /* enum trace_frame_flags */
+};
+
+struct trace_process {
+    uint32_t process_id;
+    uint32_t pid;
+    uint32_t parent_process_id;
+    const char *exe;
+    uint32_t argc;
+    const char *const *argv;
+    uint64_t start_ns, end_ns;
+    uint32_t flags; /* enum trace_process_flags */
+    int32_t exit_status, exit_signal;
+    uint64_t allocations, frees, allocated_bytes;
+    uint64_t peak_bytes, peak_blocks, peak_time_ns;
+    uint64_t live_bytes, live_blocks;
+    uint32_t stacks_dropped, slots_exhausted;
+};
+
+struct trace_stack {
+    uint32_t stack_id;
+    uint32_t depth;
+    const uint32_t *frame_ids; /* innermost first */
+};
+
+struct trace_site {
+    uint32_t stack_id;
+    uint64_t allocations, allocated_bytes, frees;
+    uint64_t live_bytes, live_blocks;
+    uint64_t peak_live_bytes; /* this site's live bytes when the process peaked */
+    uint64_t max_live_bytes;  /* this site's own maximum */
+};
+
+struct trace_snapshot_entry {
+    uint32_t stack_id;
+    uint64_t live_bytes, live_blocks;
+};
+
+struct trace_snapshot {
+    uint32_t process_id;
+    uint32_t kind; /* enum trace_snapshot_kind */
+    uint32_t case_id;
+    uint64_t iteration;
+    uint64_t time_ns;
+    uint64_t live_bytes, live_blocks;
+    uint32_t count;
+    const struct trace_snapshot_entry *entries;
+};
+
+struct trace_timeline_point {
+    uint64_t time_ns, live_bytes, live_blocks;
+};
+
+#endif

@@ -1,0 +1,30 @@
+#!/bin/sh
+# Installs the Debian packages memslope's build and tests need, only those
+# that are missing. Runs apt-get update first: a fresh machine's package
+# lists may be stale. Needs root (or sudo) when something is missing.
+set -eu
+
+packages="gcc g++ make pkg-config libunwind-dev libelf-dev libdw-dev uthash-dev
+libcmocka-dev zlib1g-dev valgrind clang libclang-rt-dev python3 python3-dev
+procps coreutils"
+[ -n "${MEMSLOPE_EXTRA_DEPS:-}" ] && packages="$packages $MEMSLOPE_EXTRA_DEPS"
+
+missing=""
+for p in $packages; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+
+echo "make deps: installing$missing"
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null 2>&1 || {
+        echo "make deps: missing packages:$missing; run as root or install them with apt-get" >&2
+        exit 1
+    }
+    sudo=sudo
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+# shellcheck disable=SC2086
+$sudo apt-get install -y -q --no-install-recommends $missing

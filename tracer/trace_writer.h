@@ -1,0 +1,55 @@
+/*
+ * trace_writer.h - appends sections to a trace file (format: report/trace_format.h).
+ *
+ * The file is created under a temporary name in the destination's directory
+ * (O_CREAT|O_EXCL, mode 0666 & ~umask, never following a symlink), the 16-byte
+ * header is written, and it is renamed to the final path at once: from then
+ * on every section is appended whole (header, payload, crc) with one write
+ * sequence, so a reader never sees a half-written file as complete, and a
+ * memslope that is killed leaves a trace that reads up to its last section.
+ * trace_writer_finish() appends END.
+ *
+ * Strings are interned by the writer: pass C strings, and before a section
+ * that names new strings the writer emits a STRINGS section defining them.
+ * Every function returns 0 on success and -1 on an I/O error, with a message
+ * naming the file and the error in the writer (trace_writer_error()).
+ */
+#ifndef MEMSLOPE_TRACE_WRITER_H
+#define MEMSLOPE_TRACE_WRITER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../report/trace_format.h"
+
+struct trace_writer;
+
+/* Creates the file (see above). On failure returns NULL and writes a message
+ * naming the path and the reason into err. */
+struct trace_writer *trace_writer_create(const char *path, char *err, size_t err_size);
+
+const char *trace_writer_error(const struct trace_writer *writer);
+
+int trace_write_info(struct trace_writer *writer, const struct trace_info *info);
+int trace_write_module(struct trace_writer *writer, const struct trace_module *module);
+/* Frames get consecutive ids from 0 in the order written: the first frame of
+ * this call gets *first_id (the writer keeps the count). */
+int trace_write_frames(struct trace_writer *writer, const struct trace_frame *frames, uint32_t count,
+                       uint32_t *first_id);
+int trace_write_process(struct trace_writer *writer, const struct trace_process *process);
+int trace_write_stacks(struct trace_writer *writer, uint32_t process_id, const struct trace_stack *stacks,
+                       uint32_t count);
+int trace_write_sites(struct trace_writer *writer, uint32_t process_id, const struct trace_site *sites,
+                      uint32_t count);
+int trace_write_snapshot(struct trace_writer *writer, const struct trace_snapshot *snapshot);
+int trace_write_timeline(struct trace_writer *writer, uint32_t process_id, uint64_t interval_ns,
+                         const struct trace_timeline_point *points, uint32_t count);
+int trace_write_warning(struct trace_writer *writer, uint32_t process_id, const char *message);
+
+/* Appends END, flushes and closes; frees the writer whatever the outcome. */
+int trace_writer_finish(struct trace_writer *writer, char *err, size_t err_size);
+
+/* Closes without END (the trace stays readable, marked incomplete). */
+void trace_writer_abandon(struct trace_writer *writer);
+
+#endif
