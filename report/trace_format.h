@@ -47,6 +47,13 @@
  *   TIMELINE  u32 process_id; u64 interval_ns; u32 count;
  *             count x (u64 time_ns; u64 live_bytes; u64 live_blocks)
  *   WARNING   u32 process_id (TRACE_NONE for the whole trace); str message
+ *   CASE      u32 process_id; u32 case_id; str name; u64 begin_ns; u64 end_ns;
+ *             u64 iterations; u32 flags
+ *   LEAKS     u32 process_id; u32 case_id (TRACE_NONE: the check at exit or at
+ *             a fatal signal); u32 when (enum trace_snapshot_kind); u64 iteration;
+ *             u64 time_ns; 4 x (u64 bytes; u64 blocks) in enum leak_category
+ *             order; u32 count; count x (u32 stack_id; u32 category;
+ *             u64 bytes; u64 blocks; u64 first_iteration)   loss records
  *   END       u32 section_count (sections before END)
  *
  * Times (start_ns, time_ns, ...) are CLOCK_MONOTONIC nanoseconds; the INFO
@@ -75,6 +82,8 @@ enum trace_section_type {
     TRACE_SEC_SNAPSHOT = 8,
     TRACE_SEC_TIMELINE = 9,
     TRACE_SEC_WARNING = 10,
+    TRACE_SEC_CASE = 11,
+    TRACE_SEC_LEAKS = 12,
     TRACE_SEC_END = 0xffff,
 };
 
@@ -177,6 +186,47 @@ struct trace_snapshot {
     uint64_t live_bytes, live_blocks;
     uint32_t count;
     const struct trace_snapshot_entry *entries;
+};
+
+/* memcheck's four categories, in memcheck's order of severity. */
+enum trace_leak_category {
+    TRACE_LEAK_DEFINITE = 0,
+    TRACE_LEAK_INDIRECT = 1,
+    TRACE_LEAK_POSSIBLE = 2,
+    TRACE_LEAK_REACHABLE = 3,
+    TRACE_LEAK_CATEGORIES = 4,
+};
+
+enum trace_case_flags {
+    TRACE_CASE_ENDED = 1u << 0,    /* case_end was seen (else it ended with the process) */
+    TRACE_CASE_IMPLICIT = 1u << 1, /* the whole-process case, never named by a marker */
+};
+
+struct trace_case {
+    uint32_t process_id;
+    uint32_t case_id;
+    const char *name;
+    uint64_t begin_ns, end_ns;
+    uint64_t iterations;
+    uint32_t flags; /* enum trace_case_flags */
+};
+
+struct trace_loss_record {
+    uint32_t stack_id;
+    uint32_t category; /* enum trace_leak_category */
+    uint64_t bytes, blocks;
+    uint64_t first_iteration; /* earliest iteration that allocated one of these blocks (0: outside iterations) */
+};
+
+struct trace_leaks {
+    uint32_t process_id;
+    uint32_t case_id; /* TRACE_NONE: whole process at exit / fatal signal */
+    uint32_t when;    /* enum trace_snapshot_kind */
+    uint64_t iteration;
+    uint64_t time_ns;
+    uint64_t bytes[TRACE_LEAK_CATEGORIES], blocks[TRACE_LEAK_CATEGORIES];
+    uint32_t count;
+    const struct trace_loss_record *records;
 };
 
 struct trace_timeline_point {
