@@ -1,0 +1,168 @@
+/*
+ * leakscan.h - reachability of heap blocks, classified exactly as Valgrind
+ * memcheck's leak checker does (mc_leakcheck.c), on a stopped process or on
+ * a synthetic memory image. docs/leakscan.md is the prose version.
+ *
+ * The algorithm (leakscan_classify):
+ *   - A conservative scan of aligned 8-byte words. A word points to a block
+ *     when it equals the block's start (start pointer) or lies strictly
+ *     inside [start, start + size) (interior pointer). A zero-size block is
+ *     found only by a pointer to its start (memcheck treats it as size 1).
+ *   - Roots (ranges and register words) mark blocks Reachable through start
+ *     pointers and Possible through interior pointers; a block found from a
+ *     Possible block is at best Possible. memcheck's default heuristics
+ *     (stdstring, length64, newarray, multipleinheritance) turn some
+ *     interior pointers into start pointers, as memcheck does by default.
+ *   - The blocks left unreached are lost. In address order, each one still
+ *     unreached becomes a clique leader (definitely lost) and every
+ *     unreached block reachable from it through start or interior pointers
+ *     becomes indirectly lost, absorbing earlier leaders; a dropped cycle is
+ *     thus one definitely lost block (its lowest address) and the rest
+ *     indirectly lost, as memcheck reports it.
+ *   - Only words fully inside a block are scanned: [roundup(start, 8),
+ *     rounddown(start + size, 8)).
+ */
+#ifndef MEMSLOPE_LEAKSCAN_H
+#define MEMSLOPE_LEAKSCAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../report/trace_format.h"
+
+/* One live heap block. The caller fills address, size and stack_id;
+ * leakscan writes category (enum trace_leak_category). Any order. */
+struct leakscan_block {
+    uint64_t address, size;
+    uint32_t stack_id;
+    uint32_t category;
+};
+
+/* Bytes and blocks per enum trace_leak_category. */
+struct leakscan_totals {
+    uint64_t bytes[TRACE_LEAK_CATEGORIES];
+    uint64_t blocks[TRACE_LEAK_CATEGORIES];
+};
+
+/* [start, end) */
+struct leakscan_range {
+    uint64_t start, end;
+};
+
+/* How the algorithm reads the scanned memory. */
+struct leakscan_memory {
+    /* Fills buffer with length bytes at address; bytes that cannot be read
+     * are set to zero (a zero word points nowhere). Returns 0, or -1 when
+     * the memory is gone altogether (the process exited): the scan stops. */
+    int (*read)(void *context, uint64_t address, void *buffer, size_t length);
+    /* Optional: a pointer to length bytes at address held in memory already
+     * (a snapshot), or NULL, in which case read is used. Saves a copy. */
+    const void *(*view)(void *context, uint64_t address, size_t length);
+    /* Optional: memcheck's vtable test for the multipleinheritance
+     * heuristic (address points into a readable file mapping at a table of
+     * at least two pointers into executable file mappings). NULL: the
+     * heuristic is off. */
+    int (*is_vtable)(void *context, uint64_t address);
+    void *context;
+};
+
+/* Everything the algorithm looks at besides the blocks. */
+struct leakscan_image {
+    struct leakscan_memory memory;
+    const struct leakscan_range *roots; /* scanned as roots, whole */
+    size_t root_count;
+    const uint64_t *root_words;         /* register values, each a root word */
+    size_t root_word_count;
+};
+
+/* Statistics of one scan, for reports and the benchmark. */
+struct leakscan_stats {
+    uint64_t root_bytes;    /* bytes of root ranges scanned */
+    uint64_t block_bytes;   /* bytes of blocks scanned */
+    uint64_t pointer_hits;  /* words that pointed into a block */
+};
+
+/* Classifies every block (writes blocks[i].category) and, when totals is
+ * not NULL, sums them. Blocks must not overlap. Returns 0, or -1 with a
+ * message in err (out of memory, overlapping blocks, memory gone). */
+int leakscan_classify(const struct leakscan_image *image, struct leakscan_block *blocks, size_t block_count,
+                      struct leakscan_totals *totals, struct leakscan_stats *stats, char *err, size_t err_size);
+
+/* Sums classified blocks per category. */
+void leakscan_sum(const struct leakscan_block *blocks, size_t block_count, struct leakscan_totals *totals);
+
+/* Aggregates classified blocks per (stack_id, category) into loss records
+ * (first_iteration = 0), sorted by stack_id then category. *records is
+ * malloc'ed (free it); returns the count, or -1 on allocation failure. */
+long leakscan_aggregate(const struct leakscan_block *blocks, size_t block_count, struct trace_loss_record **records);
+
+/* memcheck's name of a category: "definitely_lost", "indirectly_lost",
+ * "possibly_lost", "still_reachable" ("unknown" otherwise). */
+const char *leakscan_category_name(uint32_t category);
+
+/*
+ * Process scan. Every thread of pid must be stopped by the caller (ptrace)
+ * and stay stopped during the call; tids lists them all. Roots: writable
+ * file mappings (loaded modules' data and .bss) and writable anonymous
+ * mappings that hold no block (their .bss tails, thread stacks of threads
+ * that are gone, static TLS, mmap'ed buffers), each thread's registers,
+ * each thread's stack from SP - 128 (the red zone) to the end of its
+ * mapping, each thread's TLS area around fs_base. Not roots: [heap] and any
+ * mapping that holds a block (only reached blocks in them are scanned),
+ * /memfd:memslope* (the profiler's shared memory), libmemslope.so's data,
+ * glibc's main_arena (free lists point at chunk headers, which are inside
+ * the previous block), [vvar], [vsyscall], device and unreadable mappings.
+ * Memory is read with process_vm_readv (fallback /proc/PID/mem); mappings
+ * dense with blocks are read whole first. Returns 0, or -1 with a message.
+ */
+int leakscan_process(pid_t pid, const pid_t *tids, size_t tid_count, struct leakscan_block *blocks,
+                     size_t block_count, struct leakscan_totals *totals, char *err, size_t err_size);
+
+/* As leakscan_process, with optional statistics and the address range of
+ * glibc's main_arena to leave out of the roots ({0, 0}: found by content). */
+int leakscan_process_ex(pid_t pid, const pid_t *tids, size_t tid_count, struct leakscan_block *blocks,
+                        size_t block_count, struct leakscan_totals *totals, struct leakscan_stats *stats,
+                        char *err, size_t err_size);
+
+/*
+ * Stopping a process that was never started under memslope
+ * (`memslope leaks PID`): PTRACE_SEIZE + PTRACE_INTERRUPT every thread in
+ * /proc/PID/task, re-listed until no new thread appears, each stop waited
+ * for. leakscan_detach lets every thread go on exactly as before.
+ */
+struct leakscan_stopped {
+    pid_t pid;
+    pid_t *tids;
+    size_t tid_count;
+};
+
+/* Returns 0, or -1 with a message (no such process, ptrace refused, the
+ * process exited); on failure every thread already attached is detached. */
+int leakscan_stop_process(pid_t pid, struct leakscan_stopped *stopped, char *err, size_t err_size);
+void leakscan_detach(struct leakscan_stopped *stopped);
+
+/*
+ * glibc malloc's heap of a stopped process, walked from outside: the main
+ * arena's [heap], other arenas' 64 MiB heaps, mmapped chunks. Every chunk
+ * header is validated; free chunks in fastbins and tcache bins and the
+ * tcache_perthread_struct chunks are left out. Sizes are usable sizes.
+ */
+struct leakscan_heap {
+    struct leakscan_block *blocks; /* in-use user blocks, by address */
+    size_t block_count;
+    uint64_t main_arena;           /* address of main_arena, 0 if not found */
+    size_t arena_count;            /* arenas walked, main included */
+    size_t mmapped_count;          /* mmapped chunks */
+};
+
+/* Returns 0, or -1 with a message saying which header did not validate
+ * (the caller then refuses to guess). */
+int leakscan_walk_glibc_heap(pid_t pid, struct leakscan_heap *heap, char *err, size_t err_size);
+void leakscan_heap_free(struct leakscan_heap *heap);
+
+/* glibc 2.26+ x86-64 malloc_state: offset of top and full size. */
+#define LEAKSCAN_MSTATE_TOP 96u
+#define LEAKSCAN_MSTATE_SIZE 2200u
+
+#endif

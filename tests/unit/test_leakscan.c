@@ -1,0 +1,475 @@
+/* test_leakscan.c - memcheck's leak categories on synthetic memory images. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../../leakscan/leakscan.h"
+
+/* A fake address space: one heap region and one root region. */
+#define HEAP_BASE 0x10000000ull
+#define HEAP_SIZE (1u << 20)
+#define ROOT_BASE 0x20000000ull
+#define ROOT_SIZE 4096u
+
+struct image {
+    uint8_t heap[HEAP_SIZE];
+    uint8_t root[ROOT_SIZE];
+    struct leakscan_block blocks[4096];
+    size_t count;
+    size_t root_used; /* bytes of root words written */
+    uint64_t registers[16];
+    size_t register_count;
+};
+
+static uint8_t *host(struct image *m, uint64_t address)
+{
+    if (address >= HEAP_BASE && address < HEAP_BASE + HEAP_SIZE)
+        return &m->heap[address - HEAP_BASE];
+    if (address >= ROOT_BASE && address < ROOT_BASE + ROOT_SIZE)
+        return &m->root[address - ROOT_BASE];
+    return NULL;
+}
+
+static int fake_read(void *context, uint64_t address, void *buffer, size_t length)
+{
+    struct image *m = context;
+    for (size_t i = 0; i < length; i++) {
+        uint8_t *byte = host(m, address + i);
+        ((uint8_t *)buffer)[i] = byte ? *byte : 0;
+    }
+    return 0;
+}
+
+static struct image *new_image(void)
+{
+    struct image *m = calloc(1, sizeof *m);
+    assert_non_null(m);
+    return m;
+}
+
+/* Adds a block at HEAP_BASE + offset; returns its address. */
+static uint64_t block(struct image *m, uint64_t offset, uint64_t size)
+{
+    m->blocks[m->count++] = (struct leakscan_block){.address = HEAP_BASE + offset, .size = size,
+                                                    .stack_id = (uint32_t)m->count, .category = 99};
+    return HEAP_BASE + offset;
+}
+
+static void store(struct image *m, uint64_t address, uint64_t value)
+{
+    memcpy(host(m, address), &value, 8);
+}
+
+static void root_word(struct image *m, uint64_t value)
+{
+    store(m, ROOT_BASE + m->root_used, value);
+    m->root_used += 8;
+}
+
+static uint32_t category(struct image *m, uint64_t address)
+{
+    for (size_t i = 0; i < m->count; i++)
+        if (m->blocks[i].address == address)
+            return m->blocks[i].category;
+    fail_msg("no block at 0x%llx", (unsigned long long)address);
+    return 99;
+}
+
+static void run(struct image *m, struct leakscan_totals *totals)
+{
+    struct leakscan_range root = {ROOT_BASE, ROOT_BASE + ROOT_SIZE};
+    struct leakscan_image image = {.memory = {.read = fake_read, .context = m},
+                                   .roots = &root,
+                                   .root_count = 1,
+                                   .root_words = m->registers,
+                                   .root_word_count = m->register_count};
+    char err[256] = "";
+    struct leakscan_totals ignored;
+    assert_int_equal(leakscan_classify(&image, m->blocks, m->count, totals ? totals : &ignored, NULL, err, sizeof err),
+                     0);
+}
+
+static void test_start_pointer_from_root_is_reachable(void **state)
+{
+    (void)state;
+    struct image *m = new_image();
+    uint64_t a = block(m, 0x100, 32), b = block(m, 0x200, 32);
+    root_word(m, a);
+    store(m, a + 8, b); /* a -> b: reachable through a reachable block */
+    uint64_t lost = block(m, 0x300, 48);
+    struct leakscan_totals totals;
+    run(m, &totals);
+    assert_int_equal(category(m, a), TRACE_LEAK_REACHABLE);
+    assert_int_equal(category(m, b), TRACE_LEAK_REACHABLE);
+    assert_int_equal(category(m, lost), TRACE_LEAK_DEFINITE);
+    assert_int_equal(totals.blocks[TRACE_LEAK_REACHABLE], 2);
+    assert_int_equal(totals.bytes[TRACE_LEAK_REACHABLE], 64);
+    assert_int_equal(totals.blocks[TRACE_LEAK_DEFINITE], 1);
+    assert_int_equal(totals.bytes[TRACE_LEAK_DEFINITE], 48);
+    free(m);
+}
+
+static void test_interior_pointer_is_possible_and_taints_chain(void **state)
+{
+    (void)state;
+    struct image *m = new_image();
+    uint64_t a = block(m, 0x100, 64), b = block(m, 0x200, 32);
+    root_word(m, a + 16);  /* interior only */
+    store(m, a + 8, b);    /* start pointer from a possible block */
+    run(m, NULL);
+    assert_int_equal(category(m, a), TRACE_LEAK_POSSIBLE);
+    assert_int_equal(category(m, b), TRACE_LEAK_POSSIBLE);
+    free(m);
+}
+
+static void test_later_start_pointer_upgrades_possible(void **state)
+{
+    (void)state;
+    struct image *m = new_image();
+    uint64_t a = block(m, 0x100, 64), b = block(m, 0x200, 32);
+    root_word(m, a + 16);  /* interior first */
+    root_word(m, a);       /* then a start pointer */
+    store(m, a + 8, b);
+    run(m, NULL);
+    assert_int_equal(category(m, a), TRACE_LEAK_REACHABLE);
+    assert_int_equal(category(m, b), TRACE_LEAK_REACHABLE);
+    free(m);
+}
+
+static void test_chain_of_indirect_blocks(void **state)
+{
+    (void)state;
+    struct image *m = new_image();
+    uint64_t a = block(m, 0x500, 16), b = block(m, 0x100, 16), c = block(m, 0x300, 16), d = block(m, 0x700, 16);
+    store(m, a, b);
+    store(m, b, c + 8); /* an interior pointer between lost blocks also makes it indirect */
+    store(m, c, d);
+    struct leakscan_totals totals;
+    run(m, &totals);
+    assert_int_equal(category(m, a), TRACE_LEAK_DEFINITE);
+    assert_int_equal(category(m, b), TRACE_LEAK_INDIRECT);
+    assert_int_equal(category(m, c), TRACE_LEAK_INDIRECT);
+    assert_int_equal(category(m, d), TRACE_LEAK_INDIRECT);
+    assert_int_equal(totals.blocks[TRACE_LEAK_INDIRECT], 3);
+    assert_int_equal(totals.blocks[TRACE_LEAK_DEFINITE], 1);
+    free(m);
+}
+
+static void test_dropped_cycle_is_one_definite_rest_indirect(void **state)
+{
+    (void)state;
+    struct image *m = new_image();
+    uint64_t a = block(m, 0x300, 16), b = block(m, 0x100, 16), c = block(m, 0x200, 16);
+    store(m, a, b);
+    store(m, b, c);
+    store(m, c, a);
+    run(m, NULL);
+    /* memcheck's leader is the lowest-address block of the cycle */
+    assert_int_equal(category(m, b), TRACE_LEAK_DEFINITE);
+    assert_int_equal(category(m, a), TRACE_LEAK_INDIRECT);
+    assert_int_equal(category(m, c), TRACE_LEAK_INDIRECT);
+    free(m);
+}
+
+static void test_clique_order_matches_memcheck(void **state)
+{
+    (void)state;
+    /* x <-> z is a cycle that y also points into. memcheck visits by
+     * address: x leads {x, z}; then y finds z already indirect and stays a
+     * leader of its own. Both x and y are definitely lost. */
+    struct image *m = new_image();
+    uint64_t x = block(m, 0x100, 16), y = block(m, 0x200, 16), z = block(m, 0x300, 16);
+    store(m, x, z);
+    store(m, z, x);
+    store(m, y, z);
+    run(m, NULL);
+    assert_int_equal(category(m, x), TRACE_LEAK_DEFINITE);
+    assert_int_equal(category(m, y), TRACE_LEAK_DEFINITE);
+    assert_int_equal(category(m, z), TRACE_LEAK_INDIRECT);
+    free(m);
+}
+
+static void test_later_leader_absorbs_earlier_leader(void **state)
+{
+    (void)state;
+    struct image *m = new_image();
+    uint64_t early = block(m, 0x100, 16), late = block(m, 0x400, 16);
+    store(m, late, early);
+    run(m, NULL);
+    assert_int_equal(category(m, early), TRACE_LEAK_INDIRECT);
+    assert_int_equal(category(m, late), TRACE_LEAK_DEFINITE);
+    free(m);
+}
+
+static void test_zero_size_block_only_via_start_pointer(void **state)
+{
+    (void)state;
+    struct image *m = new_image();
+    uint64_t z1 = block(m, 0x100, 0), z2 = block(m, 0x200, 0), after = block(m, 0x201, 15);
+    root_word(m, z1);
+    root_word(m, z2 + 1); /* that is after's start, not z2 */
+    struct leakscan_totals totals;
+    run(m, &totals);
+    assert_int_equal(category(m, z1), TRACE_LEAK_REACHABLE);
+    assert_int_equal(category(m, z2), TRACE_LEAK_DEFINITE);
+    assert_int_equal(category(m, after), TRACE_LEAK_REACHABLE);
+    assert_int_equal(totals.bytes[TRACE_LEAK_DEFINITE], 0);
+    assert_int_equal(totals.blocks[TRACE_LEAK_DEFINITE], 1);
+    free(m);
+}
+
+static void test_one_past_end_is_not_a_pointer(void **state)
+{
+    (void)state;
+    struct image *m = new_image();
+    uint64_t a = block(m, 0x100, 32);
+    root_word(m, a + 32);
+    run(m, NULL);
+    assert_int_equal(category(m, a), TRACE_LEAK_DEFINITE);
+    free(m);
+}
+
+static void test_register_words_are_roots(void **state)
+{
+    (void)state;
+    struct image *m = new_image();
+    uint64_t a = block(m, 0x100, 32), b = block(m, 0x200, 32);
+    m->registers[m->register_count++] = a;
+    m->registers[m->register_count++] = b + 4;
+    run(m, NULL);
+    assert_int_equal(category(m, a), TRACE_LEAK_REACHABLE);
+    assert_int_equal(category(m, b), TRACE_LEAK_POSSIBLE);
+    free(m);
+}
+
+static void test_partial_last_word_is_not_scanned(void **state)
+{
+    (void)state;
+    struct image *m = new_image();
+    uint64_t holder = block(m, 0x100, 12), target = block(m, 0x200, 16);
+    root_word(m, holder);
+    store(m, holder + 8, target); /* bytes 8..15: only 4 belong to the block */
+    run(m, NULL);
+    assert_int_equal(category(m, target), TRACE_LEAK_DEFINITE);
+    free(m);
+}
+
+static void test_length64_and_newarray_heuristics(void **state)
+{
+    (void)state;
+    struct image *m = new_image();
+    uint64_t length64 = block(m, 0x100, 40), newarray = block(m, 0x200, 8 + 3 * 16), plain = block(m, 0x300, 40);
+    store(m, length64, 32);   /* size - 8 */
+    store(m, newarray, 3);    /* three elements */
+    root_word(m, length64 + 8);
+    root_word(m, newarray + 8);
+    root_word(m, plain + 8);  /* plain's first word is 0: no heuristic */
+    run(m, NULL);
+    assert_int_equal(category(m, length64), TRACE_LEAK_REACHABLE);
+    assert_int_equal(category(m, newarray), TRACE_LEAK_REACHABLE);
+    assert_int_equal(category(m, plain), TRACE_LEAK_POSSIBLE);
+    free(m);
+}
+
+static void test_stdstring_heuristic(void **state)
+{
+    (void)state;
+    struct image *m = new_image();
+    uint64_t s = block(m, 0x100, 24 + 15 + 1);
+    store(m, s, 5);       /* length */
+    store(m, s + 8, 15);  /* capacity */
+    root_word(m, s + 24);
+    run(m, NULL);
+    assert_int_equal(category(m, s), TRACE_LEAK_REACHABLE);
+    free(m);
+}
+
+static void test_unsorted_input_and_aggregate(void **state)
+{
+    (void)state;
+    struct image *m = new_image();
+    uint64_t c = block(m, 0x900, 10), a = block(m, 0x100, 20), b = block(m, 0x500, 30);
+    m->blocks[0].stack_id = 7;
+    m->blocks[1].stack_id = 7;
+    m->blocks[2].stack_id = 3;
+    root_word(m, a);
+    run(m, NULL);
+    assert_int_equal(category(m, a), TRACE_LEAK_REACHABLE);
+    assert_int_equal(category(m, b), TRACE_LEAK_DEFINITE);
+    assert_int_equal(category(m, c), TRACE_LEAK_DEFINITE);
+    struct trace_loss_record *records;
+    long n = leakscan_aggregate(m->blocks, m->count, &records);
+    assert_int_equal(n, 3);
+    assert_int_equal(records[0].stack_id, 3);
+    assert_int_equal(records[0].category, TRACE_LEAK_DEFINITE);
+    assert_int_equal(records[0].bytes, 30);
+    assert_int_equal(records[1].stack_id, 7);
+    assert_int_equal(records[1].category, TRACE_LEAK_DEFINITE);
+    assert_int_equal(records[1].bytes, 10);
+    assert_int_equal(records[2].category, TRACE_LEAK_REACHABLE);
+    assert_int_equal(records[2].bytes, 20);
+    free(records);
+    free(m);
+}
+
+static void test_overlapping_blocks_are_refused(void **state)
+{
+    (void)state;
+    struct image *m = new_image();
+    block(m, 0x100, 32);
+    block(m, 0x110, 32);
+    struct leakscan_image image = {.memory = {.read = fake_read, .context = m}};
+    char err[256] = "";
+    assert_int_equal(leakscan_classify(&image, m->blocks, m->count, NULL, NULL, err, sizeof err), -1);
+    assert_non_null(strstr(err, "overlap"));
+    free(m);
+}
+
+static void test_no_blocks(void **state)
+{
+    (void)state;
+    struct image *m = new_image();
+    struct leakscan_totals totals;
+    run(m, &totals);
+    assert_int_equal(totals.blocks[TRACE_LEAK_DEFINITE], 0);
+    free(m);
+}
+
+/* ---- a naive transcription of memcheck's algorithm, as an oracle --------- */
+
+enum { N_RANDOM = 300 };
+
+static long naive_find(const struct image *m, const size_t *sorted, uint64_t word)
+{
+    for (size_t k = 0; k < m->count; k++) {
+        const struct leakscan_block *b = &m->blocks[sorted[k]];
+        uint64_t end = b->address + (b->size ? b->size : 1);
+        if (word >= b->address && word < end)
+            return (long)k;
+    }
+    return -1;
+}
+
+static void naive_classify(const struct image *m, uint32_t *out)
+{
+    size_t sorted[N_RANDOM];
+    for (size_t i = 0; i < m->count; i++)
+        sorted[i] = i;
+    for (size_t i = 0; i < m->count; i++) /* insertion sort by address */
+        for (size_t j = i; j > 0 && m->blocks[sorted[j]].address < m->blocks[sorted[j - 1]].address; j--) {
+            size_t t = sorted[j];
+            sorted[j] = sorted[j - 1];
+            sorted[j - 1] = t;
+        }
+    int st[N_RANDOM] = {0}; /* 0 unreached 1 possible 2 reachable 3 indirect */
+    /* roots to fixpoint: repeat until nothing changes */
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (size_t off = 0; off + 8 <= m->root_used; off += 8) {
+            uint64_t w;
+            memcpy(&w, &m->root[off], 8);
+            long k = naive_find(m, sorted, w);
+            if (k < 0)
+                continue;
+            int want = w == m->blocks[sorted[k]].address ? 2 : 1;
+            if (want > st[k]) st[k] = want, changed = 1;
+        }
+        for (size_t j = 0; j < m->count; j++) {
+            if (st[j] != 1 && st[j] != 2)
+                continue;
+            const struct leakscan_block *b = &m->blocks[sorted[j]];
+            for (uint64_t a = (b->address + 7) & ~7ull; a + 8 <= b->address + b->size; a += 8) {
+                uint64_t w;
+                memcpy(&w, &m->heap[a - HEAP_BASE], 8);
+                long k = naive_find(m, sorted, w);
+                if (k < 0)
+                    continue;
+                int want = (w == m->blocks[sorted[k]].address && st[j] == 2) ? 2 : 1;
+                if (want > st[k]) st[k] = want, changed = 1;
+            }
+        }
+    }
+    for (size_t leader = 0; leader < m->count; leader++) {
+        if (st[leader] != 0)
+            continue;
+        size_t todo[N_RANDOM], top = 0;
+        todo[top++] = leader;
+        while (top) {
+            const struct leakscan_block *b = &m->blocks[sorted[todo[--top]]];
+            for (uint64_t a = (b->address + 7) & ~7ull; a + 8 <= b->address + b->size; a += 8) {
+                uint64_t w;
+                memcpy(&w, &m->heap[a - HEAP_BASE], 8);
+                long k = naive_find(m, sorted, w);
+                if (k >= 0 && st[k] == 0 && (size_t)k != leader)
+                    st[k] = 3, todo[top++] = (size_t)k;
+            }
+        }
+    }
+    static const uint32_t map[4] = {TRACE_LEAK_DEFINITE, TRACE_LEAK_POSSIBLE, TRACE_LEAK_REACHABLE,
+                                    TRACE_LEAK_INDIRECT};
+    for (size_t k = 0; k < m->count; k++)
+        out[sorted[k]] = map[st[k]];
+}
+
+static void test_random_graphs_match_naive_memcheck(void **state)
+{
+    (void)state;
+    srand(12345);
+    for (int round = 0; round < 40; round++) {
+        struct image *m = new_image();
+        uint64_t offset = 64;
+        for (int i = 0; i < N_RANDOM; i++) {
+            uint64_t size = (uint64_t)(rand() % 5) * 8 + (uint64_t)(rand() % 3 == 0 ? rand() % 8 : 0);
+            block(m, offset, size);
+            offset += size + 16 + (uint64_t)(rand() % 4) * 16;
+        }
+        for (size_t i = 0; i < m->count; i++) { /* random pointers, some interior */
+            struct leakscan_block *b = &m->blocks[i];
+            for (uint64_t a = b->address; a + 8 <= b->address + b->size; a += 8) {
+                if (rand() % 3)
+                    continue;
+                const struct leakscan_block *t = &m->blocks[rand() % m->count];
+                store(m, a, t->address + (rand() % 4 == 0 && t->size > 1 ? (uint64_t)rand() % t->size : 0));
+            }
+        }
+        for (int r = 0; r < 6; r++) {
+            const struct leakscan_block *t = &m->blocks[rand() % m->count];
+            root_word(m, t->address + (rand() % 3 == 0 && t->size > 1 ? (uint64_t)rand() % t->size : 0));
+        }
+        uint32_t expected[N_RANDOM];
+        naive_classify(m, expected);
+        run(m, NULL);
+        for (size_t i = 0; i < m->count; i++)
+            assert_int_equal(m->blocks[i].category, expected[i]);
+        free(m);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_start_pointer_from_root_is_reachable),
+        cmocka_unit_test(test_interior_pointer_is_possible_and_taints_chain),
+        cmocka_unit_test(test_later_start_pointer_upgrades_possible),
+        cmocka_unit_test(test_chain_of_indirect_blocks),
+        cmocka_unit_test(test_dropped_cycle_is_one_definite_rest_indirect),
+        cmocka_unit_test(test_clique_order_matches_memcheck),
+        cmocka_unit_test(test_later_leader_absorbs_earlier_leader),
+        cmocka_unit_test(test_zero_size_block_only_via_start_pointer),
+        cmocka_unit_test(test_one_past_end_is_not_a_pointer),
+        cmocka_unit_test(test_register_words_are_roots),
+        cmocka_unit_test(test_partial_last_word_is_not_scanned),
+        cmocka_unit_test(test_length64_and_newarray_heuristics),
+        cmocka_unit_test(test_stdstring_heuristic),
+        cmocka_unit_test(test_unsorted_input_and_aggregate),
+        cmocka_unit_test(test_overlapping_blocks_are_refused),
+        cmocka_unit_test(test_no_blocks),
+        cmocka_unit_test(test_random_graphs_match_naive_memcheck),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
