@@ -1,0 +1,451 @@
+/*
+ * test_symbolize.c - tracer/symbolize.c against this test binary (built
+ * with -g -O1, so lines and inlining are known here) and libc.
+ */
+#include <dlfcn.h>
+#include <elf.h>
+#include <limits.h>
+#include <link.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../../tracer/symbolize.h"
+
+#define NOINLINE __attribute__((noinline, noclone))
+
+/* symbolize.c's demangler; not in symbolize.h, which callers need not see. */
+char *symbolize_demangle(const char *name);
+
+/* What the probed functions record about themselves. */
+struct probe {
+    void *return_address;
+    int call_line;  /* line of the call whose return address was taken */
+    int outer_line; /* line in the noinline caller of the inlined helper */
+};
+
+NOINLINE static void take_return_address(struct probe *probe)
+{
+    probe->return_address = __builtin_return_address(0);
+    __asm__ volatile("" ::: "memory");
+}
+
+/* gcc puts a function's first instruction on the line of its opening brace. */
+enum { CALLER_ENTRY_LINE = __LINE__ + 2 };
+NOINLINE static void call_with_known_line(struct probe *probe)
+{
+    probe->call_line = __LINE__ + 1;
+    take_return_address(probe);
+    __asm__ volatile("" ::: "memory"); /* no tail call: the return address stays here */
+}
+
+static inline __attribute__((always_inline)) void inlined_helper(struct probe *probe)
+{
+    probe->call_line = __LINE__ + 1;
+    take_return_address(probe);
+    __asm__ volatile("" ::: "memory");
+}
+
+NOINLINE static void calls_inlined_helper(struct probe *probe)
+{
+    probe->outer_line = __LINE__ + 1;
+    inlined_helper(probe);
+    __asm__ volatile("" ::: "memory");
+}
+
+/* Symbols with C++ names, to see them demangled and flagged. Placement new
+ * (_ZnwmPv) is inline-only in C++, so defining it here replaces nothing. */
+void function_named_foo_bar(void) __asm__("_ZN3foo3barEv");
+NOINLINE void function_named_foo_bar(void)
+{
+    __asm__ volatile("" ::: "memory");
+}
+
+void *function_named_placement_new(size_t size, void *where) __asm__("_ZnwmPv");
+NOINLINE void *function_named_placement_new(size_t size, void *where)
+{
+    __asm__ volatile("" ::: "memory");
+    return (char *)where + size;
+}
+
+static const char *basename_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+struct fixture {
+    struct proc_maps maps;
+    struct symbolizer *symbolizer;
+};
+
+static int set_up(void **state)
+{
+    struct fixture *fixture = calloc(1, sizeof *fixture);
+    assert_non_null(fixture);
+    assert_int_equal(proc_maps_read(getpid(), &fixture->maps), 0);
+    fixture->symbolizer = symbolizer_create(&fixture->maps);
+    assert_non_null(fixture->symbolizer);
+    *state = fixture;
+    return 0;
+}
+
+static int tear_down(void **state)
+{
+    struct fixture *fixture = *state;
+    symbolizer_destroy(fixture->symbolizer);
+    proc_maps_free(&fixture->maps);
+    free(fixture);
+    return 0;
+}
+
+static const struct trace_module *module_of(const struct symbolizer *symbolizer, const struct trace_frame *frame)
+{
+    size_t count;
+    const struct trace_module *modules = symbolizer_modules(symbolizer, &count);
+    assert_true(frame->module_id < count);
+    assert_int_equal(modules[frame->module_id].module_id, frame->module_id);
+    return &modules[frame->module_id];
+}
+
+/* Collects the build-id note of the main program, as hex. */
+static int find_own_build_id(struct dl_phdr_info *info, size_t size, void *hex)
+{
+    (void)size;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        if (info->dlpi_phdr[i].p_type != PT_NOTE)
+            continue;
+        const char *note = (const char *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+        const char *end = note + info->dlpi_phdr[i].p_memsz;
+        while (note + sizeof(ElfW(Nhdr)) <= end) {
+            const ElfW(Nhdr) *header = (const ElfW(Nhdr) *)note;
+            const unsigned char *desc = (const unsigned char *)note + sizeof *header + ((header->n_namesz + 3) & ~3u);
+            if (header->n_type == NT_GNU_BUILD_ID && header->n_namesz == 4 && memcmp(header + 1, "GNU", 4) == 0) {
+                for (unsigned j = 0; j < header->n_descsz; j++)
+                    sprintf((char *)hex + 2 * j, "%02x", desc[j]);
+                return 1;
+            }
+            note = (const char *)desc + ((header->n_descsz + 3) & ~3u);
+        }
+    }
+    return 1; /* the first object is the main program: stop there */
+}
+
+static void test_function_entry_in_this_binary(void **state)
+{
+    struct fixture *fixture = *state;
+    struct trace_frame frames[8];
+    uint64_t address = (uint64_t)(uintptr_t)&call_with_known_line;
+    size_t count = symbolizer_resolve(fixture->symbolizer, address, 0, frames, 8);
+    assert_int_equal(count, 1);
+    assert_string_equal(frames[0].function, "call_with_known_line");
+    assert_string_equal(basename_of(frames[0].file), "test_symbolize.c");
+    assert_int_equal(frames[0].line, CALLER_ENTRY_LINE);
+    assert_int_equal(frames[0].address, address);
+    assert_int_equal(frames[0].flags, 0);
+
+    char exe[PATH_MAX];
+    ssize_t length = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    assert_true(length > 0);
+    exe[length] = '\0';
+    const struct trace_module *module = module_of(fixture->symbolizer, &frames[0]);
+    assert_string_equal(module->path, exe);
+    char build_id[129] = "";
+    dl_iterate_phdr(find_own_build_id, build_id);
+    assert_string_equal(module->build_id, build_id);
+    if (build_id[0])
+        assert_int_equal(strlen(module->build_id), 40); /* gcc's default sha1 */
+}
+
+static void test_return_address_gives_the_call_line(void **state)
+{
+    struct fixture *fixture = *state;
+    struct probe probe = {0};
+    call_with_known_line(&probe);
+    struct trace_frame frames[8];
+    size_t count = symbolizer_resolve(fixture->symbolizer, (uint64_t)(uintptr_t)probe.return_address, 1, frames, 8);
+    assert_int_equal(count, 1);
+    assert_string_equal(frames[0].function, "call_with_known_line");
+    assert_string_equal(basename_of(frames[0].file), "test_symbolize.c");
+    assert_int_equal(frames[0].line, probe.call_line);
+    assert_int_equal(frames[0].address, (uint64_t)(uintptr_t)probe.return_address);
+}
+
+static void test_inlined_frames_innermost_first(void **state)
+{
+    struct fixture *fixture = *state;
+    struct probe probe = {0};
+    calls_inlined_helper(&probe);
+    struct trace_frame frames[8];
+    size_t count = symbolizer_resolve(fixture->symbolizer, (uint64_t)(uintptr_t)probe.return_address, 1, frames, 8);
+    assert_int_equal(count, 2);
+    assert_string_equal(frames[0].function, "inlined_helper");
+    assert_int_equal(frames[0].flags, TRACE_FRAME_INLINED);
+    assert_string_equal(basename_of(frames[0].file), "test_symbolize.c");
+    assert_int_equal(frames[0].line, probe.call_line);
+    assert_string_equal(frames[1].function, "calls_inlined_helper");
+    assert_int_equal(frames[1].flags, 0);
+    assert_string_equal(basename_of(frames[1].file), "test_symbolize.c");
+    assert_int_equal(frames[1].line, probe.outer_line);
+    assert_int_equal(frames[0].module_id, frames[1].module_id);
+    assert_int_equal(frames[0].module_offset, frames[1].module_offset);
+
+    /* max smaller than the inline depth keeps the innermost frames. */
+    assert_int_equal(symbolizer_resolve(fixture->symbolizer, (uint64_t)(uintptr_t)probe.return_address, 1, frames, 1), 1);
+    assert_string_equal(frames[0].function, "inlined_helper");
+}
+
+static void test_libc_function(void **state)
+{
+    struct fixture *fixture = *state;
+    void *getpid_address = dlsym(RTLD_DEFAULT, "getpid");
+    assert_non_null(getpid_address);
+    struct trace_frame frames[8];
+    size_t count = symbolizer_resolve(fixture->symbolizer, (uint64_t)(uintptr_t)getpid_address, 0, frames, 8);
+    assert_true(count >= 1);
+    assert_non_null(strstr(frames[count - 1].function, "getpid"));
+    assert_non_null(strstr(module_of(fixture->symbolizer, &frames[0])->path, "libc.so"));
+    assert_int_equal(frames[count - 1].flags & TRACE_FRAME_ALLOCATOR, 0);
+}
+
+static void test_libc_malloc_is_an_allocator(void **state)
+{
+    struct fixture *fixture = *state;
+    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    assert_non_null(libc);
+    void *malloc_address = dlsym(libc, "malloc");
+    dlclose(libc);
+    struct trace_frame frames[8];
+    size_t count = symbolizer_resolve(fixture->symbolizer, (uint64_t)(uintptr_t)malloc_address, 0, frames, 8);
+    assert_true(count >= 1);
+    print_message("libc's malloc: %s\n", frames[count - 1].function);
+    assert_true(frames[count - 1].flags & TRACE_FRAME_ALLOCATOR);
+}
+
+static void test_address_in_no_mapping(void **state)
+{
+    struct fixture *fixture = *state;
+    struct trace_frame frames[8];
+    assert_int_equal(symbolizer_resolve(fixture->symbolizer, 0x10, 1, frames, 8), 1);
+    assert_int_equal(frames[0].module_id, TRACE_NONE);
+    assert_string_equal(frames[0].function, "");
+    assert_string_equal(frames[0].file, "");
+    assert_int_equal(frames[0].line, 0);
+    assert_int_equal(frames[0].flags, 0);
+    assert_int_equal(frames[0].address, 0x10);
+}
+
+static void test_cxx_names_demangled_and_flagged(void **state)
+{
+    struct fixture *fixture = *state;
+    struct trace_frame frames[8];
+    size_t count =
+        symbolizer_resolve(fixture->symbolizer, (uint64_t)(uintptr_t)&function_named_foo_bar, 0, frames, 8);
+    assert_int_equal(count, 1);
+    assert_string_equal(frames[0].function, "foo::bar()");
+    assert_int_equal(frames[0].flags, 0);
+    count = symbolizer_resolve(fixture->symbolizer, (uint64_t)(uintptr_t)&function_named_placement_new, 0, frames, 8);
+    assert_int_equal(count, 1);
+    assert_string_equal(frames[0].function, "operator new(unsigned long, void*)");
+    assert_int_equal(frames[0].flags, TRACE_FRAME_ALLOCATOR);
+}
+
+static void test_demangle_helper(void **state)
+{
+    (void)state;
+    char *demangled = symbolize_demangle("_ZN3foo3barEv");
+    assert_non_null(demangled);
+    assert_string_equal(demangled, "foo::bar()");
+    free(demangled);
+    demangled = symbolize_demangle("_ZnamRKSt9nothrow_t");
+    assert_non_null(demangled);
+    assert_string_equal(demangled, "operator new[](unsigned long, std::nothrow_t const&)");
+    free(demangled);
+    assert_null(symbolize_demangle("getpid"));
+    assert_null(symbolize_demangle("_Znot_really_mangled"));
+}
+
+static void test_same_strings_and_cache(void **state)
+{
+    struct fixture *fixture = *state;
+    struct probe probe = {0};
+    call_with_known_line(&probe);
+    struct trace_frame first[4], second[4];
+    uint64_t address = (uint64_t)(uintptr_t)probe.return_address;
+    assert_int_equal(symbolizer_resolve(fixture->symbolizer, address, 1, first, 4), 1);
+    assert_int_equal(symbolizer_resolve(fixture->symbolizer, address, 1, second, 4), 1);
+    assert_ptr_equal(first[0].function, second[0].function);
+    assert_memory_equal(&first[0], &second[0], sizeof first[0]);
+    /* The same address as a non-return address is a different question. */
+    assert_int_equal(symbolizer_resolve(fixture->symbolizer, address, 0, second, 4), 1);
+    assert_int_equal(second[0].address, address);
+}
+
+/* The maps of this process with the lines of one path rewritten by edit;
+ * other lines are kept. */
+static char *maps_text_with(const char *path_part, const char *(*edit)(const char *line, char *out, size_t size))
+{
+    FILE *file = fopen("/proc/self/maps", "r");
+    assert_non_null(file);
+    size_t capacity = 1 << 20, length = 0;
+    char *text = calloc(1, capacity);
+    char line[4096 + 256], edited[4096 + 512];
+    while (fgets(line, sizeof line, file)) {
+        const char *kept = strstr(line, path_part) ? edit(line, edited, sizeof edited) : line;
+        size_t kept_length = strlen(kept);
+        assert_true(length + kept_length < capacity);
+        memcpy(text + length, kept, kept_length + 1);
+        length += kept_length;
+    }
+    fclose(file);
+    return text;
+}
+
+static const char *mark_deleted(const char *line, char *out, size_t size)
+{
+    snprintf(out, size, "%.*s (deleted)\n", (int)strcspn(line, "\n"), line);
+    return out;
+}
+
+static const char *drop_line(const char *line, char *out, size_t size)
+{
+    (void)line;
+    (void)size;
+    out[0] = '\0';
+    return out;
+}
+
+/* Only libc's executable segment, as if its first mapping had been missed:
+ * the bias comes from the segment's own offset. */
+static const char *keep_executable_only(const char *line, char *out, size_t size)
+{
+    return strstr(line, " r-xp ") ? line : drop_line(line, out, size);
+}
+
+static void resolve_getpid_in(const char *maps_text)
+{
+    struct proc_maps maps;
+    assert_int_equal(proc_maps_parse(maps_text, strlen(maps_text), &maps), 0);
+    struct symbolizer *symbolizer = symbolizer_create(&maps);
+    assert_non_null(symbolizer);
+    struct trace_frame frames[4];
+    size_t count = symbolizer_resolve(symbolizer, (uint64_t)(uintptr_t)dlsym(RTLD_DEFAULT, "getpid"), 0, frames, 4);
+    assert_true(count >= 1);
+    assert_non_null(strstr(frames[count - 1].function, "getpid"));
+    symbolizer_destroy(symbolizer);
+    proc_maps_free(&maps);
+}
+
+static void test_bias_from_an_executable_segment_alone(void **state)
+{
+    (void)state;
+    char *text = maps_text_with("libc.so", keep_executable_only);
+    resolve_getpid_in(text);
+    free(text);
+}
+
+static void test_deleted_file_still_found_by_its_old_name(void **state)
+{
+    (void)state;
+    char *text = maps_text_with("libc.so", mark_deleted);
+    resolve_getpid_in(text);
+    free(text);
+}
+
+static void test_unreadable_file_gives_module_and_offset(void **state)
+{
+    (void)state;
+    static const char text[] = "10000000-10002000 r--p 00004000 fe:00 1 /etc/passwd\n"
+                               "20000000-20001000 r-xp 00001000 fe:00 2 /nonexistent/libgone.so (deleted)\n"
+                               "30000000-30001000 rw-p 00000000 00:00 0 \n"
+                               "40000000-40001000 r-xp 00000000 00:00 0 [vdso]\n";
+    struct proc_maps maps;
+    assert_int_equal(proc_maps_parse(text, sizeof text - 1, &maps), 0);
+    struct symbolizer *symbolizer = symbolizer_create(&maps);
+    assert_non_null(symbolizer);
+    struct trace_frame frame;
+    assert_int_equal(symbolizer_resolve(symbolizer, 0x20000123, 1, &frame, 1), 1);
+    assert_string_equal(frame.function, "");
+    assert_int_equal(frame.module_offset, 0x1123);
+    assert_string_equal(module_of(symbolizer, &frame)->path, "/nonexistent/libgone.so (deleted)");
+    assert_string_equal(module_of(symbolizer, &frame)->build_id, "");
+    assert_int_equal(symbolizer_resolve(symbolizer, 0x10001000, 0, &frame, 1), 1);
+    assert_int_equal(frame.module_offset, 0x5000);
+    assert_string_equal(module_of(symbolizer, &frame)->path, "/etc/passwd");
+    assert_int_equal(symbolizer_resolve(symbolizer, 0x30000010, 0, &frame, 1), 1);
+    assert_int_equal(frame.module_id, TRACE_NONE);
+    assert_int_equal(symbolizer_resolve(symbolizer, 0x40000010, 0, &frame, 1), 1);
+    assert_int_equal(frame.module_id, TRACE_NONE);
+    size_t module_count;
+    symbolizer_modules(symbolizer, &module_count);
+    assert_int_equal(module_count, 2); /* only the modules addresses fell into */
+    symbolizer_destroy(symbolizer);
+    proc_maps_free(&maps);
+}
+
+static double seconds_since(const struct timespec *start)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - start->tv_sec) + (double)(now.tv_nsec - start->tv_nsec) / 1e9;
+}
+
+/* Not a pass/fail figure: prints the cost of 10,000 distinct libc return
+ * addresses from a fresh symbolizer, then of the same ones cached. */
+static void test_ten_thousand_libc_addresses(void **state)
+{
+    struct fixture *fixture = *state;
+    const struct proc_map *text = NULL;
+    for (size_t i = 0; i < fixture->maps.count && !text; i++)
+        if (strstr(fixture->maps.maps[i].path, "libc.so") && (fixture->maps.maps[i].perms & PROC_MAP_EXEC))
+            text = &fixture->maps.maps[i];
+    assert_non_null(text);
+    enum { ADDRESSES = 10000 };
+    uint64_t stride = (text->end - text->start) / ADDRESSES;
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    struct symbolizer *symbolizer = symbolizer_create(&fixture->maps);
+    size_t named = 0;
+    struct trace_frame frames[16];
+    for (int i = 0; i < ADDRESSES; i++) {
+        size_t count = symbolizer_resolve(symbolizer, text->start + 1 + (uint64_t)i * stride, 1, frames, 16);
+        named += frames[count - 1].function[0] != '\0';
+    }
+    double fresh = seconds_since(&start);
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (int i = 0; i < ADDRESSES; i++)
+        symbolizer_resolve(symbolizer, text->start + 1 + (uint64_t)i * stride, 1, frames, 16);
+    double cached = seconds_since(&start);
+    printf("symbolize: %d distinct libc addresses in %.3f s (create included; %zu named), again cached in %.4f s\n",
+           ADDRESSES, fresh, named, cached);
+    assert_true(named > ADDRESSES / 2);
+    symbolizer_destroy(symbolizer);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_function_entry_in_this_binary, set_up, tear_down),
+        cmocka_unit_test_setup_teardown(test_return_address_gives_the_call_line, set_up, tear_down),
+        cmocka_unit_test_setup_teardown(test_inlined_frames_innermost_first, set_up, tear_down),
+        cmocka_unit_test_setup_teardown(test_libc_function, set_up, tear_down),
+        cmocka_unit_test_setup_teardown(test_libc_malloc_is_an_allocator, set_up, tear_down),
+        cmocka_unit_test_setup_teardown(test_address_in_no_mapping, set_up, tear_down),
+        cmocka_unit_test_setup_teardown(test_cxx_names_demangled_and_flagged, set_up, tear_down),
+        cmocka_unit_test(test_demangle_helper),
+        cmocka_unit_test_setup_teardown(test_same_strings_and_cache, set_up, tear_down),
+        cmocka_unit_test(test_bias_from_an_executable_segment_alone),
+        cmocka_unit_test(test_deleted_file_still_found_by_its_old_name),
+        cmocka_unit_test(test_unreadable_file_gives_module_and_offset),
+        cmocka_unit_test_setup_teardown(test_ten_thousand_libc_addresses, set_up, tear_down),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
