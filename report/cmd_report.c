@@ -1,0 +1,222 @@
+/* cmd_report.c - `memslope report FILE [--format text|json] [-o OUT]
+ * [--metric NAME] [--case NAME]`: 0 success, 1 failure, 2 usage. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "../tracer/commands.h"
+#include "report_model.h"
+#include "trace_reader.h"
+
+static const char report_usage[] =
+    "usage: memslope report FILE [--format text|json] [-o OUT]\n"
+    "                       [--metric growth|leaked|peak|allocated|temporary] [--case NAME]\n";
+
+enum report_format { FORMAT_TEXT, FORMAT_JSON };
+
+struct report_options {
+    const char *trace_path;
+    const char *output_path; /* NULL: stdout */
+    enum report_format format;
+    enum report_metric metric;
+    const char *case_name;
+};
+
+static int usage_error(const char *format, const char *value)
+{
+    fputs("memslope report: ", stderr);
+    fprintf(stderr, format, value);
+    fputc('\n', stderr);
+    fputs(report_usage, stderr);
+    return 2;
+}
+
+/* "--name VALUE" or "--name=VALUE"; *value gets VALUE, *i moves past it. */
+static int option_value(int argc, char **argv, int *i, const char *name, const char **value)
+{
+    size_t length = strlen(name);
+    if (strncmp(argv[*i], name, length) != 0)
+        return 0;
+    if (argv[*i][length] == '=') {
+        *value = argv[*i] + length + 1;
+        return 1;
+    }
+    if (argv[*i][length] != '\0')
+        return 0;
+    *value = *i + 1 < argc ? argv[++*i] : NULL;
+    return 1;
+}
+
+static int apply_option(struct report_options *options, const char *name, const char *value)
+{
+    if (!value)
+        return usage_error("%s needs a value", name);
+    if (strcmp(name, "--format") == 0) {
+        if (strcmp(value, "text") == 0)
+            options->format = FORMAT_TEXT;
+        else if (strcmp(value, "json") == 0)
+            options->format = FORMAT_JSON;
+        else
+            return usage_error("unknown format '%s' (valid formats: text, json)", value);
+    } else if (strcmp(name, "--metric") == 0) {
+        if (report_metric_parse(value, &options->metric) != 0)
+            return usage_error("unknown metric '%s' (valid: growth, leaked, peak, allocated, temporary)", value);
+    } else if (strcmp(name, "--case") == 0) {
+        options->case_name = value;
+    } else {
+        options->output_path = value;
+    }
+    return 0;
+}
+
+static int parse_options(int argc, char **argv, struct report_options *options)
+{
+    static const char *const valued[] = {"--format", "--metric", "--case", "--output", "-o"};
+    int only_operands = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *value = NULL;
+        int matched = 0;
+        for (size_t k = 0; !only_operands && !matched && k < sizeof valued / sizeof *valued; k++)
+            if (option_value(argc, argv, &i, valued[k], &value)) {
+                matched = 1;
+                int rc = apply_option(options, valued[k], value);
+                if (rc)
+                    return rc;
+            }
+        if (matched)
+            continue;
+        if (!only_operands && (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)) {
+            fputs(report_usage, stdout);
+            return -1;
+        }
+        if (!only_operands && strcmp(argv[i], "--") == 0)
+            only_operands = 1;
+        else if (!only_operands && argv[i][0] == '-' && argv[i][1] != '\0')
+            return usage_error("unknown option '%s'", argv[i]);
+        else if (options->trace_path)
+            return usage_error("one trace file only ('%s' is extra)", argv[i]);
+        else
+            options->trace_path = argv[i];
+    }
+    if (!options->trace_path)
+        return usage_error("%s", "which trace? give a trace FILE");
+    return 0;
+}
+
+/* --- output through a temporary file renamed into place --------------------------- */
+
+struct output {
+    FILE *file;
+    char *temp_path; /* NULL for stdout */
+};
+
+static int open_output(struct output *output, const char *path)
+{
+    output->file = stdout;
+    output->temp_path = NULL;
+    if (!path || strcmp(path, "-") == 0)
+        return 0;
+    const char *slash = strrchr(path, '/');
+    int dir_length = slash ? (int)(slash - path + 1) : 0;
+    for (int attempt = 0; attempt < 100; attempt++) {
+        uint64_t random_value = 0;
+        if (getrandom(&random_value, sizeof random_value, GRND_NONBLOCK) != (ssize_t)sizeof random_value)
+            random_value = ((uint64_t)getpid() << 20) + (uint64_t)attempt;
+        if (asprintf(&output->temp_path, "%.*s.%s.%016llx.tmp", dir_length, path, slash ? slash + 1 : path,
+                     (unsigned long long)random_value) < 0)
+            return -1;
+        int fd = open(output->temp_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+        if (fd >= 0 && (output->file = fdopen(fd, "w")))
+            return 0;
+        int saved = errno;
+        if (fd >= 0) {
+            close(fd);
+            unlink(output->temp_path);
+        }
+        free(output->temp_path);
+        output->temp_path = NULL;
+        errno = saved;
+        if (fd >= 0 || errno != EEXIST)
+            return -1;
+    }
+    return -1;
+}
+
+/* Flushes and renames into place; on any error removes the temporary file. */
+static int close_output(struct output *output, const char *path, int failed)
+{
+    int write_failed = ferror(output->file);
+    if (!output->temp_path) {
+        if (fflush(stdout) != 0 || write_failed) {
+            fprintf(stderr, "memslope report: cannot write the report: %s\n", strerror(errno));
+            return -1;
+        }
+        return 0;
+    }
+    int close_failed = fclose(output->file) != 0;
+    int saved = errno;
+    if (failed || write_failed || close_failed || rename(output->temp_path, path) != 0) {
+        if (!failed)
+            fprintf(stderr, "memslope report: %s: cannot write: %s\n", path,
+                    strerror(close_failed ? saved : write_failed ? EIO : errno));
+        unlink(output->temp_path);
+        failed = 1;
+    }
+    free(output->temp_path);
+    return failed ? -1 : 0;
+}
+
+/* --- the command ---------------------------------------------------------------------- */
+
+static void warn_if_incomplete(const struct trace_model *model, const char *path)
+{
+    if (model->incomplete)
+        fprintf(stderr,
+                "memslope report: warning: %s is incomplete (%s): recording was cut short; "
+                "reporting the %llu complete sections before the cut\n",
+                path, model->incomplete_reason, (unsigned long long)model->section_count);
+}
+
+static int write_report(const struct report_options *options, const struct report *report)
+{
+    struct output output;
+    if (open_output(&output, options->output_path) != 0) {
+        fprintf(stderr, "memslope report: %s: cannot create: %s\n", options->output_path, strerror(errno));
+        return 1;
+    }
+    if (options->format == FORMAT_JSON)
+        report_write_json(report, output.file);
+    else
+        report_write_text(report, output.file);
+    return close_output(&output, options->output_path, 0) == 0 ? 0 : 1;
+}
+
+int cmd_report(int argc, char **argv)
+{
+    struct report_options options = {.format = FORMAT_TEXT, .metric = REPORT_METRIC_GROWTH};
+    int rc = parse_options(argc, argv, &options);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    struct trace_model model;
+    char err[512];
+    if (trace_read_file(options.trace_path, &model, err, sizeof err) != 0) {
+        fprintf(stderr, "memslope report: %s\n", err);
+        return 1;
+    }
+    warn_if_incomplete(&model, options.trace_path);
+    struct report report;
+    if (report_build(&report, &model, options.trace_path, options.metric, options.case_name, err, sizeof err) != 0) {
+        fprintf(stderr, "memslope report: %s\n", err);
+        trace_model_free(&model);
+        return 1;
+    }
+    rc = write_report(&options, &report);
+    report_free(&report);
+    trace_model_free(&model);
+    return rc;
+}

@@ -1,0 +1,219 @@
+/* report_json.c - the JSON report, version 1 (design.md, "JSON report"). */
+#include "json_writer.h"
+#include "report_model.h"
+
+static const char *const category_keys[TRACE_LEAK_CATEGORIES] = {"definitely_lost", "indirectly_lost",
+                                                                  "possibly_lost", "still_reachable"};
+
+static void write_argv(struct json_writer *json, uint32_t argc, const char *const *argv)
+{
+    json_array_begin(json);
+    for (uint32_t i = 0; i < argc; i++)
+        json_string(json, argv[i]);
+    json_array_end(json);
+}
+
+static void write_command(struct json_writer *json, const struct report *report)
+{
+    const struct trace_model *model = report->model;
+    json_key(json, "command");
+    if (model->has_info)
+        write_argv(json, model->info.argc, model->info.argv);
+    else if (report->primary)
+        write_argv(json, report->primary->info.argc, report->primary->info.argv);
+    else
+        write_argv(json, 0, NULL);
+}
+
+static void write_exit(struct json_writer *json, const struct trace_model_process *process)
+{
+    json_key(json, "exit");
+    if (!process || !(process->info.flags & (TRACE_PROC_SIGNALED | TRACE_PROC_EXITED))) {
+        json_null(json);
+        return;
+    }
+    json_object_begin(json);
+    if (process->info.flags & TRACE_PROC_SIGNALED)
+        json_member_int(json, "signal", process->info.exit_signal);
+    else
+        json_member_int(json, "status", process->info.exit_status);
+    json_object_end(json);
+}
+
+static void write_totals(struct json_writer *json, const struct trace_model_process *process)
+{
+    struct trace_process zero = {0};
+    const struct trace_process *info = process ? &process->info : &zero;
+    json_key(json, "totals");
+    json_object_begin(json);
+    json_member_uint(json, "allocations", info->allocations);
+    json_member_uint(json, "frees", info->frees);
+    json_member_uint(json, "allocated_bytes", info->allocated_bytes);
+    json_member_uint(json, "peak_bytes", info->peak_bytes);
+    json_object_end(json);
+}
+
+static void write_amount(struct json_writer *json, const char *key, uint64_t bytes, uint64_t blocks)
+{
+    json_key(json, key);
+    json_object_begin(json);
+    json_member_uint(json, "bytes", bytes);
+    json_member_uint(json, "blocks", blocks);
+    json_object_end(json);
+}
+
+static void write_leaks(struct json_writer *json, const char *key, const struct trace_leaks *leaks)
+{
+    json_key(json, key);
+    if (!leaks) {
+        json_null(json);
+        return;
+    }
+    json_object_begin(json);
+    for (int c = 0; c < TRACE_LEAK_CATEGORIES; c++)
+        write_amount(json, category_keys[c], leaks->bytes[c], leaks->blocks[c]);
+    json_object_end(json);
+}
+
+static void write_frames(struct json_writer *json, const struct report *report, const struct report_site *site)
+{
+    json_key(json, "frames");
+    json_array_begin(json);
+    for (uint32_t i = 0; site->stack && i < site->stack->depth; i++) {
+        const struct trace_model_frame *frame = &report->model->frames[site->stack->frame_ids[i]];
+        if (!report_frame_visible(frame))
+            continue;
+        json_object_begin(json);
+        json_member_string(json, "function", frame->function);
+        json_member_string(json, "file", frame->file);
+        json_member_uint(json, "line", frame->line);
+        json_member_string(json, "module", frame->module ? frame->module->path : "");
+        json_member_uint(json, "address", frame->address);
+        json_member_uint(json, "module_offset", frame->module_offset);
+        if (frame->flags & TRACE_FRAME_INLINED) {
+            json_key(json, "inlined");
+            json_bool(json, 1);
+        }
+        json_object_end(json);
+    }
+    json_array_end(json);
+}
+
+static void write_site(struct json_writer *json, const struct report *report, const struct report_site *site)
+{
+    json_object_begin(json);
+    write_frames(json, report, site);
+    json_key(json, "growth_bytes_per_iteration");
+    if (site->growth.known)
+        json_double(json, site->growth.bytes_per_iteration);
+    else
+        json_null(json);
+    json_member_uint(json, "setup_bytes", site->setup_bytes);
+    json_member_uint(json, "live_bytes", site->live_bytes);
+    json_member_uint(json, "leaked_bytes", site->leaked_bytes);
+    json_member_uint(json, "leaked_blocks", site->leaked_blocks);
+    json_member_uint(json, "allocations", site->allocations);
+    json_member_uint(json, "allocated_bytes", site->allocated_bytes);
+    json_object_end(json);
+}
+
+static void write_case(struct json_writer *json, const struct report *report, const struct report_case *c)
+{
+    json_object_begin(json);
+    json_member_string(json, "name", c->name);
+    json_member_uint(json, "iterations", c->iterations);
+    write_amount(json, "setup", c->setup_bytes, c->setup_blocks);
+    json_key(json, "growth");
+    if (c->growth.known) {
+        json_object_begin(json);
+        json_member_double(json, "bytes_per_iteration", c->growth.bytes_per_iteration);
+        json_member_double(json, "blocks_per_iteration", c->growth.blocks_per_iteration);
+        json_object_end(json);
+    } else {
+        json_null(json);
+    }
+    write_leaks(json, "leaks", c->leaks);
+    json_member_uint(json, "peak_bytes", c->peak_bytes);
+    json_key(json, "sites");
+    json_array_begin(json);
+    for (size_t i = 0; i < c->site_count; i++)
+        write_site(json, report, &c->sites[i]);
+    json_array_end(json);
+    json_object_end(json);
+}
+
+static void write_strings(struct json_writer *json, const char *key, const char *const *items, size_t count)
+{
+    json_key(json, key);
+    json_array_begin(json);
+    for (size_t i = 0; i < count; i++)
+        json_string(json, items[i]);
+    json_array_end(json);
+}
+
+static void write_process(struct json_writer *json, const struct trace_model_process *p, int primary)
+{
+    json_object_begin(json);
+    json_member_uint(json, "pid", p->info.pid);
+    json_member_string(json, "exe", p->info.exe);
+    json_key(json, "argv");
+    write_argv(json, p->info.argc, p->info.argv);
+    json_key(json, "primary");
+    json_bool(json, primary);
+    json_key(json, "execed");
+    json_bool(json, (p->info.flags & TRACE_PROC_EXECED) != 0);
+    write_exit(json, p);
+    write_totals(json, p);
+    write_amount(json, "live_at_exit", p->info.live_bytes, p->info.live_blocks);
+    write_strings(json, "warnings", p->warnings, p->warning_count);
+    json_object_end(json);
+}
+
+static void write_processes(struct json_writer *json, const struct report *report)
+{
+    json_key(json, "processes");
+    json_array_begin(json);
+    for (const struct trace_model_process *p = report->model->processes; p; p = p->hh.next)
+        write_process(json, p, p == report->primary);
+    json_array_end(json);
+}
+
+/* Warnings of the whole trace, then the primary process's. */
+static void write_warnings(struct json_writer *json, const struct report *report)
+{
+    const struct trace_model *model = report->model;
+    json_key(json, "warnings");
+    json_array_begin(json);
+    if (model->incomplete)
+        json_string(json, model->incomplete_reason);
+    for (size_t i = 0; i < model->warning_count; i++)
+        json_string(json, model->warnings[i]);
+    for (size_t i = 0; report->primary && i < report->primary->warning_count; i++)
+        json_string(json, report->primary->warnings[i]);
+    json_array_end(json);
+}
+
+void report_write_json(const struct report *report, FILE *out)
+{
+    struct json_writer json;
+    json_init(&json, out, 1);
+    json_object_begin(&json);
+    json_member_string(&json, "format", "memslope-report");
+    json_member_uint(&json, "version", 1);
+    write_command(&json, report);
+    write_exit(&json, report->primary);
+    write_totals(&json, report->primary);
+    write_leaks(&json, "leaks_at_exit", report->exit_leaks);
+    json_key(&json, "cases");
+    json_array_begin(&json);
+    for (size_t i = 0; i < report->case_count; i++)
+        write_case(&json, report, &report->cases[i]);
+    json_array_end(&json);
+    write_processes(&json, report);
+    if (report->model->incomplete) {
+        json_key(&json, "incomplete");
+        json_bool(&json, 1);
+    }
+    write_warnings(&json, report);
+    json_object_end(&json);
+}

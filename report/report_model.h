@@ -1,0 +1,88 @@
+/*
+ * report_model.h - what `memslope report` presents, derived from a trace
+ * model: the primary process, its cases, and per case the sites sorted by
+ * the chosen metric. Every output format renders this, so they agree.
+ */
+#ifndef MEMSLOPE_REPORT_MODEL_H
+#define MEMSLOPE_REPORT_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "trace_reader.h"
+
+enum report_metric {
+    REPORT_METRIC_GROWTH,    /* growth per iteration, then leaked, live, allocated bytes */
+    REPORT_METRIC_LEAKED,    /* leaked bytes, then live, allocated bytes */
+    REPORT_METRIC_PEAK,      /* the site's live bytes when the process peaked */
+    REPORT_METRIC_ALLOCATED, /* allocated bytes, then allocations */
+    REPORT_METRIC_TEMPORARY, /* allocations that were freed again, then allocations */
+};
+
+/* Parses a --metric name; -1 when unknown. */
+int report_metric_parse(const char *name, enum report_metric *metric);
+
+struct report_growth {
+    int known; /* 0: null in JSON (fewer than 3 iteration snapshots, or not estimated) */
+    double bytes_per_iteration, blocks_per_iteration;
+};
+
+struct report_site {
+    uint32_t stack_id;
+    const struct trace_model_stack *stack; /* NULL when the trace never defined the stack */
+    struct report_growth growth;
+    uint64_t setup_bytes;
+    uint64_t live_bytes, live_blocks;
+    uint64_t leaked_bytes, leaked_blocks; /* definitely + indirectly lost */
+    uint64_t allocations, frees, allocated_bytes;
+    uint64_t peak_live_bytes;
+};
+
+struct report_case {
+    const char *name;
+    uint32_t case_id; /* TRACE_NONE for the whole-process case made up by the report */
+    uint64_t iterations;
+    uint64_t setup_bytes, setup_blocks;
+    struct report_growth growth;
+    const struct trace_leaks *leaks; /* NULL: no leak check for this case */
+    uint64_t peak_bytes;
+    struct report_site *sites; /* sorted by the report's metric */
+    size_t site_count;
+};
+
+struct report {
+    const struct trace_model *model;
+    const char *trace_name;
+    const struct trace_model_process *primary; /* NULL when the trace names no process */
+    const struct trace_leaks *exit_leaks;      /* the primary's check at exit; NULL if none */
+    enum report_metric metric;
+    struct report_case *cases;
+    size_t case_count;
+};
+
+/* Builds the report; case_name (NULL: all) keeps one case. Returns 0, or -1
+ * with a message in err (no such case, out of memory). */
+int report_build(struct report *report, const struct trace_model *model, const char *trace_name,
+                 enum report_metric metric, const char *case_name, char *err, size_t err_size);
+void report_free(struct report *report);
+
+/* The process image that did the work: most allocations, ties to the first. */
+const struct trace_model_process *report_primary_process(const struct trace_model *model);
+
+/* Growth of live bytes over a case's iteration snapshots. Returns "unknown"
+ * for fewer than 3 snapshots; the robust estimator (warm-up detection,
+ * Theil-Sen) is not implemented yet, so it is "unknown" for now in any case. */
+struct report_growth report_estimate_growth(const struct trace_snapshot *const *iteration_snapshots, size_t count);
+
+/* A frame is shown unless it is an allocator entry point. */
+int report_frame_visible(const struct trace_model_frame *frame);
+
+/* Formats bytes in human units ("48 B", "1.5 KiB", "12.0 MiB"). */
+const char *report_human_bytes(uint64_t bytes, char *buffer, size_t size);
+
+/* The text and JSON renderings (report_text.c, report_json.c). */
+void report_write_text(const struct report *report, FILE *out);
+void report_write_json(const struct report *report, FILE *out);
+
+#endif

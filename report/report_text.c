@@ -1,0 +1,288 @@
+/* report_text.c - the human-readable report, for an 80-100 column terminal. */
+#include "report_model.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { TOP_SITES = 10, FRAMES_SHOWN = 5, COMMAND_WIDTH = 40 };
+
+static const char *const category_names[TRACE_LEAK_CATEGORIES] = {"definitely lost", "indirectly lost",
+                                                                   "possibly lost", "still reachable"};
+
+/* 1234567 -> "1,234,567", as memcheck prints counts. */
+static const char *with_commas(uint64_t value, char *buffer, size_t size)
+{
+    char digits[32];
+    int n = snprintf(digits, sizeof digits, "%" PRIu64, value);
+    size_t out = 0;
+    for (int i = 0; i < n && out + 2 < size; i++) {
+        if (i > 0 && (n - i) % 3 == 0)
+            buffer[out++] = ',';
+        buffer[out++] = digits[i];
+    }
+    buffer[out] = '\0';
+    return buffer;
+}
+
+static void write_command(FILE *out, const struct report *report)
+{
+    const struct trace_model *model = report->model;
+    uint32_t argc = model->has_info ? model->info.argc : 0;
+    const char *const *argv = model->has_info ? model->info.argv : NULL;
+    if (argc == 0 && report->primary) {
+        argc = report->primary->info.argc;
+        argv = report->primary->info.argv;
+    }
+    int width = 0;
+    for (uint32_t i = 0; i < argc && width < COMMAND_WIDTH; i++)
+        width += fprintf(out, "%s%.*s", i ? " " : "", COMMAND_WIDTH - width, argv[i]);
+    if (width >= COMMAND_WIDTH)
+        fputs("...", out);
+    if (argc == 0)
+        fputs("(unknown command)", out);
+}
+
+static void write_exit(FILE *out, const struct trace_model_process *process)
+{
+    if (!process || !process->has_info)
+        fputs("exit unknown", out);
+    else if (process->info.flags & TRACE_PROC_SIGNALED)
+        fprintf(out, "killed by signal %d (%s)", process->info.exit_signal, strsignal(process->info.exit_signal));
+    else if (process->info.flags & TRACE_PROC_EXITED)
+        fprintf(out, "exited %d", process->info.exit_status);
+    else
+        fputs("did not finish", out);
+}
+
+static void write_summary(FILE *out, const struct report *report)
+{
+    const struct trace_model_process *p = report->primary;
+    struct trace_process zero = {0};
+    const struct trace_process *info = p ? &p->info : &zero;
+    char a[32], f[32], allocated[32], peak[32], live[32];
+    write_command(out, report);
+    fputs(": ", out);
+    write_exit(out, p);
+    fprintf(out, "; %s allocations, %s frees; %s allocated, peak %s, %s live at exit\n",
+            with_commas(info->allocations, a, sizeof a), with_commas(info->frees, f, sizeof f),
+            report_human_bytes(info->allocated_bytes, allocated, sizeof allocated),
+            report_human_bytes(info->peak_bytes, peak, sizeof peak),
+            report_human_bytes(info->live_bytes, live, sizeof live));
+}
+
+static void write_frame(FILE *out, const struct trace_model_frame *frame, int first)
+{
+    const char *function = *frame->function ? frame->function : "???";
+    fprintf(out, "    %s %s", first ? "at" : "by", function);
+    if (*frame->file && frame->line)
+        fprintf(out, " (%s:%u)", frame->file, frame->line);
+    else if (frame->module)
+        fprintf(out, " (%s+0x%" PRIx64 ")", strrchr(frame->module->path, '/') ? strrchr(frame->module->path, '/') + 1
+                                                                              : frame->module->path,
+                frame->module_offset);
+    else
+        fprintf(out, " (0x%" PRIx64 ")", frame->address);
+    if (frame->flags & TRACE_FRAME_INLINED)
+        fputs(" [inlined]", out);
+    fputc('\n', out);
+}
+
+/* Up to FRAMES_SHOWN visible frames of a stack, innermost first. */
+static void write_stack(FILE *out, const struct report *report, uint32_t stack_id)
+{
+    const struct trace_model_stack *stack = report->primary ? trace_model_stack(report->primary, stack_id) : NULL;
+    int shown = 0;
+    for (uint32_t i = 0; stack && i < stack->depth && shown < FRAMES_SHOWN; i++) {
+        const struct trace_model_frame *frame = &report->model->frames[stack->frame_ids[i]];
+        if (report_frame_visible(frame))
+            write_frame(out, frame, shown++ == 0);
+    }
+    if (!stack)
+        fprintf(out, "    (stack %u is not in the trace)\n", stack_id);
+    else if (shown == 0)
+        fputs("    (no frames outside the allocator)\n", out);
+}
+
+/* --- leaks: memcheck-style loss records and summary ------------------------------ */
+
+static int compare_records(const void *left, const void *right)
+{
+    const struct trace_loss_record *a = *(const struct trace_loss_record *const *)left;
+    const struct trace_loss_record *b = *(const struct trace_loss_record *const *)right;
+    if (a->bytes != b->bytes)
+        return a->bytes < b->bytes ? 1 : -1;
+    return a->category < b->category ? -1 : a->category > b->category;
+}
+
+static void write_leak_summary(FILE *out, const struct trace_leaks *leaks)
+{
+    char bytes[32], blocks[32];
+    fputs("LEAK SUMMARY:\n", out);
+    for (int c = 0; c < TRACE_LEAK_CATEGORIES; c++)
+        fprintf(out, "   %15s: %s bytes in %s blocks\n", category_names[c], with_commas(leaks->bytes[c], bytes, 32),
+                with_commas(leaks->blocks[c], blocks, 32));
+}
+
+/* Loss records that are lost (still reachable ones are only summed), largest first. */
+static void write_loss_records(FILE *out, const struct report *report, const struct trace_leaks *leaks)
+{
+    const struct trace_loss_record **lost = calloc((size_t)leaks->count + 1, sizeof *lost);
+    size_t n = 0;
+    for (uint32_t i = 0; lost && i < leaks->count; i++)
+        if (leaks->records[i].category != TRACE_LEAK_REACHABLE)
+            lost[n++] = &leaks->records[i];
+    if (lost)
+        qsort(lost, n, sizeof *lost, compare_records);
+    char bytes[32], blocks[32];
+    for (size_t i = 0; i < n && i < TOP_SITES; i++) {
+        fprintf(out, "%s bytes in %s blocks are %s in loss record %zu of %zu\n",
+                with_commas(lost[i]->bytes, bytes, 32), with_commas(lost[i]->blocks, blocks, 32),
+                category_names[lost[i]->category], i + 1, n);
+        write_stack(out, report, lost[i]->stack_id);
+        fputc('\n', out);
+    }
+    if (n > TOP_SITES)
+        fprintf(out, "(%zu more loss records; --format json lists every site)\n\n", n - TOP_SITES);
+    if (n == 0)
+        fputs("No leaks: every block still allocated at exit was reachable.\n\n", out);
+    free(lost);
+}
+
+/* --- site tables ---------------------------------------------------------------- */
+
+static int compare_by_live(const void *left, const void *right)
+{
+    const struct trace_site *a = *(const struct trace_site *const *)left, *b = *(const struct trace_site *const *)right;
+    if (a->live_bytes != b->live_bytes)
+        return a->live_bytes < b->live_bytes ? 1 : -1;
+    return a->stack_id < b->stack_id ? -1 : a->stack_id > b->stack_id;
+}
+
+static int compare_by_allocations(const void *left, const void *right)
+{
+    const struct trace_site *a = *(const struct trace_site *const *)left, *b = *(const struct trace_site *const *)right;
+    if (a->allocations != b->allocations)
+        return a->allocations < b->allocations ? 1 : -1;
+    return a->stack_id < b->stack_id ? -1 : a->stack_id > b->stack_id;
+}
+
+/* The primary's sites, sorted; NULL when there are none. */
+static const struct trace_site **sorted_sites(const struct trace_model_process *process, size_t *count,
+                                              int (*compare)(const void *, const void *))
+{
+    *count = 0;
+    if (!process || process->site_count == 0)
+        return NULL;
+    const struct trace_site **sites = calloc(process->site_count, sizeof *sites);
+    for (const struct trace_model_site *s = process->sites; sites && s; s = s->hh.next)
+        sites[(*count)++] = &s->site;
+    if (sites)
+        qsort(sites, *count, sizeof *sites, compare);
+    return sites;
+}
+
+static void write_not_freed(FILE *out, const struct report *report)
+{
+    size_t n;
+    const struct trace_site **sites = sorted_sites(report->primary, &n, compare_by_live);
+    char live[32], blocks[32], allocations[32];
+    fputs("Top sites by bytes not freed at exit\n\n", out);
+    size_t shown = 0;
+    for (size_t i = 0; i < n && shown < TOP_SITES && sites[i]->live_bytes; i++, shown++) {
+        fprintf(out, "%s in %s blocks not freed, from %s allocations\n",
+                report_human_bytes(sites[i]->live_bytes, live, 32), with_commas(sites[i]->live_blocks, blocks, 32),
+                with_commas(sites[i]->allocations, allocations, 32));
+        write_stack(out, report, sites[i]->stack_id);
+        fputc('\n', out);
+    }
+    if (shown == 0)
+        fputs("Every allocation was freed.\n\n", out);
+    free(sites);
+}
+
+static void write_top_allocations(FILE *out, const struct report *report)
+{
+    size_t n;
+    const struct trace_site **sites = sorted_sites(report->primary, &n, compare_by_allocations);
+    char allocations[32], allocated[32], live[32];
+    fputs("Top sites by allocations\n\n", out);
+    for (size_t i = 0; i < n && i < TOP_SITES && sites[i]->allocations; i++) {
+        fprintf(out, "%s allocations, %s allocated, %s live at exit\n",
+                with_commas(sites[i]->allocations, allocations, 32),
+                report_human_bytes(sites[i]->allocated_bytes, allocated, 32),
+                report_human_bytes(sites[i]->live_bytes, live, 32));
+        write_stack(out, report, sites[i]->stack_id);
+        fputc('\n', out);
+    }
+    if (n == 0)
+        fputs("No allocation sites were recorded.\n\n", out);
+    free(sites);
+}
+
+/* --- cases, other processes, warnings ---------------------------------------------- */
+
+static void write_cases(FILE *out, const struct report *report)
+{
+    if (!report->primary || report->primary->case_count == 0)
+        return;
+    char setup[32];
+    fputs("Cases\n\n", out);
+    for (size_t i = 0; i < report->case_count; i++) {
+        const struct report_case *c = &report->cases[i];
+        fprintf(out, "%s: %" PRIu64 " iterations, retained %s in %" PRIu64 " blocks, ", c->name, c->iterations,
+                report_human_bytes(c->setup_bytes, setup, 32), c->setup_blocks);
+        if (c->growth.known)
+            fprintf(out, "growth %.1f B/iteration", c->growth.bytes_per_iteration);
+        else
+            fputs("growth not estimated", out);
+        if (c->leaks)
+            fprintf(out, ", %" PRIu64 " bytes definitely lost", c->leaks->bytes[TRACE_LEAK_DEFINITE]);
+        fputc('\n', out);
+    }
+    fputc('\n', out);
+}
+
+static void write_other_processes(FILE *out, const struct report *report)
+{
+    if (report->model->process_count < 2)
+        return;
+    char allocated[32];
+    fputs("Other processes\n\n", out);
+    for (const struct trace_model_process *p = report->model->processes; p; p = p->hh.next) {
+        if (p == report->primary)
+            continue;
+        fprintf(out, "pid %u %s%s: ", p->info.pid, *p->info.exe ? p->info.exe : "(unknown)",
+                p->info.flags & TRACE_PROC_EXECED ? " (replaced by exec)" : "");
+        write_exit(out, p);
+        fprintf(out, "; %" PRIu64 " allocations, %s allocated\n", p->info.allocations,
+                report_human_bytes(p->info.allocated_bytes, allocated, 32));
+    }
+    fputc('\n', out);
+}
+
+static void write_warning_list(FILE *out, const char *const *warnings, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        fprintf(out, "warning: %s\n", warnings[i]);
+}
+
+void report_write_text(const struct report *report, FILE *out)
+{
+    write_summary(out, report);
+    fputc('\n', out);
+    if (report->exit_leaks) {
+        fputs("Leaks at exit, largest first (memcheck's categories)\n\n", out);
+        write_loss_records(out, report, report->exit_leaks);
+        write_leak_summary(out, report->exit_leaks);
+        fputc('\n', out);
+    } else {
+        write_not_freed(out, report);
+    }
+    write_top_allocations(out, report);
+    write_cases(out, report);
+    write_other_processes(out, report);
+    write_warning_list(out, report->model->warnings, report->model->warning_count);
+    if (report->primary)
+        write_warning_list(out, report->primary->warnings, report->primary->warning_count);
+}
