@@ -1,0 +1,87 @@
+/*
+ * ring_writer.c - slow paths of the ring producer: claiming and retiring a
+ * slot, waiting for the consumer when the ring is full.
+ */
+#include "ring_writer.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Where the next slot search starts: threads that come and go spread over
+ * the slots instead of all probing slot 0 upwards. */
+static uint32_t next_slot_hint;
+
+#define RING_WAIT_TIMEOUT_NS 10000000L /* 10 ms: how often a sleeper checks the consumer is alive */
+
+bool ring_claim_slot(void *base, struct ring_producer *producer, uint32_t tid)
+{
+    struct shm_header *header = base;
+    uint32_t start = __atomic_fetch_add(&next_slot_hint, 1, __ATOMIC_RELAXED);
+    for (uint32_t n = 0; n < SHM_MAX_THREADS; n++) {
+        struct shm_thread_slot *slot = shm_slot(base, (start + n) % SHM_MAX_THREADS);
+        uint32_t expected = SHM_SLOT_FREE;
+        if (__atomic_load_n(&slot->state, __ATOMIC_RELAXED) != SHM_SLOT_FREE)
+            continue;
+        if (!__atomic_compare_exchange_n(&slot->state, &expected, SHM_SLOT_OWNED, 0, __ATOMIC_ACQ_REL,
+                                         __ATOMIC_RELAXED))
+            continue;
+        __atomic_store_n(&slot->tid, tid, __ATOMIC_RELEASE);
+        __atomic_store_n(&slot->producer_waiting, 0, __ATOMIC_RELAXED);
+        /* The consumer frees a slot only once drained (read_pos ==
+         * write_pos), so carrying on from write_pos keeps both positions
+         * monotonic whether or not the consumer resets them. */
+        producer->reserve = __atomic_load_n(&slot->write_pos, __ATOMIC_ACQUIRE);
+        producer->nesting = 0;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        producer->slot = slot;
+        return true;
+    }
+    __atomic_fetch_add(&header->slots_exhausted, 1, __ATOMIC_RELAXED);
+    return false;
+}
+
+void ring_retire_slot(struct ring_producer *producer)
+{
+    struct shm_thread_slot *slot = producer->slot;
+    if (!slot)
+        return;
+    producer->slot = NULL;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    __atomic_store_n(&slot->write_pos, producer->reserve, __ATOMIC_RELEASE);
+    __atomic_store_n(&slot->state, SHM_SLOT_RETIRED, __ATOMIC_RELEASE);
+}
+
+static bool ring_has_space(struct shm_thread_slot *slot, uint64_t index)
+{
+    return index - __atomic_load_n(&slot->read_pos, __ATOMIC_ACQUIRE) < SHM_RING_EVENTS;
+}
+
+bool ring_wait_for_space(struct shm_thread_slot *slot, uint64_t index, pid_t consumer_pid)
+{
+    int saved_errno = errno; /* malloc must not change errno when it succeeds */
+    while (!ring_has_space(slot, index)) {
+        /* Dekker-style with the consumer, which advances read_pos, bumps
+         * read_seq, then reads producer_waiting: either it sees our flag
+         * and wakes us, or we see its new read_seq / read_pos. */
+        __atomic_store_n(&slot->producer_waiting, 1, __ATOMIC_SEQ_CST);
+        uint32_t seq = __atomic_load_n(&slot->read_seq, __ATOMIC_SEQ_CST);
+        if (ring_has_space(slot, index))
+            break;
+        struct timespec timeout = {0, RING_WAIT_TIMEOUT_NS};
+        long rc = syscall(SYS_futex, &slot->read_seq, FUTEX_WAIT, seq, &timeout, NULL, 0);
+        if (rc == -1 && errno == ETIMEDOUT) {
+            if (kill(consumer_pid, 0) == -1 && errno == ESRCH) {
+                __atomic_store_n(&slot->producer_waiting, 0, __ATOMIC_RELAXED);
+                errno = saved_errno;
+                return false;
+            }
+        }
+    }
+    __atomic_store_n(&slot->producer_waiting, 0, __ATOMIC_RELAXED);
+    errno = saved_errno;
+    return true;
+}

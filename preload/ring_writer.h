@@ -1,0 +1,106 @@
+/*
+ * ring_writer.h - the producer side of a thread's event ring.
+ *
+ * One producer per slot: the thread that owns it. The consumer is the
+ * tracer, in another process, through the MAP_SHARED region.
+ *
+ * Signal safety: a signal handler may allocate while its thread is inside
+ * ring_write. Each write takes its index with one instruction (an unlocked
+ * xadd on the thread's own counter: atomic with respect to a signal on the
+ * same thread, no bus lock), so nested writes never share an index. Only the
+ * outermost level publishes write_pos; a nested write is published by the
+ * level it interrupted. write_pos never moves backwards: the outer level only
+ * reloads and stores it while `nesting` is 1, when no handler publishes, and
+ * re-checks after dropping to 0 (see ring_publish).
+ *
+ * Full ring: the producer sleeps on the slot's read_seq futex (shared, the
+ * memory is MAP_SHARED across processes) with a 10 ms timeout and never
+ * drops an event; on each timeout it checks the consumer is still alive.
+ */
+#ifndef MEMSLOPE_RING_WRITER_H
+#define MEMSLOPE_RING_WRITER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "shm_layout.h"
+
+/* Per-thread producer state; lives in a thread-local variable. */
+struct ring_producer {
+    struct shm_thread_slot *slot; /* NULL until the thread claims one */
+    uint64_t reserve;             /* next index to hand out (>= write_pos) */
+    uint32_t nesting;             /* ring_write levels active on this thread */
+};
+
+/* Claims a FREE slot (CAS FREE -> OWNED), sets its tid and points the producer
+ * at it. Returns false when every slot is taken (and counts
+ * header->slots_exhausted). */
+bool ring_claim_slot(void *base, struct ring_producer *producer, uint32_t tid);
+
+/* Marks the producer's slot RETIRED (after publishing everything) and
+ * forgets it; the consumer drains and frees it. */
+void ring_retire_slot(struct ring_producer *producer);
+
+/* Sleeps until event `index` fits in the ring. Returns false if the consumer
+ * process `consumer_pid` no longer exists (then the caller stops recording). */
+bool ring_wait_for_space(struct shm_thread_slot *slot, uint64_t index, pid_t consumer_pid);
+
+static inline uint64_t ring_take_index(uint64_t *reserve)
+{
+#if defined(__x86_64__)
+    uint64_t index = 1;
+    __asm__ volatile("xaddq %0, %1" : "+r"(index), "+m"(*reserve) : : "memory");
+    return index;
+#else
+    return __atomic_fetch_add(reserve, 1, __ATOMIC_RELAXED);
+#endif
+}
+
+/* Called with nesting == 1 (the outermost level). */
+static inline void ring_publish(struct ring_producer *producer)
+{
+    struct shm_thread_slot *slot = producer->slot;
+    for (;;) {
+        uint64_t committed = __atomic_load_n(&producer->reserve, __ATOMIC_RELAXED);
+        __atomic_store_n(&slot->write_pos, committed, __ATOMIC_RELEASE);
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        __atomic_store_n(&producer->nesting, 0, __ATOMIC_RELAXED);
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        /* A handler that ran after the reload above wrote an event the
+         * store did not cover; a handler that runs from here on publishes
+         * its own (it sees nesting 0). */
+        if (__atomic_load_n(&producer->reserve, __ATOMIC_RELAXED) == committed)
+            return;
+        __atomic_store_n(&producer->nesting, 1, __ATOMIC_RELAXED);
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    }
+}
+
+/* Appends one event to the producer's ring (a slot must be claimed).
+ * Returns false only if the ring was full and the consumer is gone. */
+static inline bool ring_write(struct ring_producer *producer, const struct shm_event *event,
+                              pid_t consumer_pid)
+{
+    struct shm_thread_slot *slot = producer->slot;
+    /* A plain increment is safe here: a nested handler restores the value
+     * before it returns. */
+    producer->nesting++;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    uint64_t index = ring_take_index(&producer->reserve);
+    if (__builtin_expect(index - __atomic_load_n(&slot->read_pos, __ATOMIC_ACQUIRE) >= SHM_RING_EVENTS, 0)) {
+        if (!ring_wait_for_space(slot, index, consumer_pid)) {
+            producer->nesting--;
+            return false;
+        }
+    }
+    slot->ring[index & (SHM_RING_EVENTS - 1)] = *event;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    if (producer->nesting == 1)
+        ring_publish(producer);
+    else
+        producer->nesting--;
+    return true;
+}
+
+#endif

@@ -1,0 +1,722 @@
+/*
+ * shim.c - libmemslope.so: the allocator interposers and the marker API.
+ *
+ * Every allocator entry point is exported here with default visibility (the
+ * rest of the library is hidden) and forwards to the next definition found by
+ * dlsym(RTLD_NEXT). When the process is traced (MEMSLOPE_TRACER_PID is set)
+ * each successful allocation and each free of a non-NULL pointer is written,
+ * as one event, into the calling thread's ring in the shared region; an
+ * allocation carries the id of its deduplicated backtrace.
+ *
+ * What is counted follows valgrind memcheck's "total heap usage" line:
+ * free(NULL) is nothing; realloc is a free of the old block (if any) plus an
+ * allocation of the new one; realloc(p, 0), which glibc turns into free(p)
+ * returning NULL, is one free; malloc(0) is an allocation of 0 bytes; a
+ * failed allocation is nothing. (memcheck 3.19 does not intercept pvalloc at
+ * all; the shim records it like memalign, which is what the program did.)
+ *
+ * Allocations the shim itself causes (dlsym, the unwinder, pthread_atfork,
+ * ...) are made while the thread's guard is up and go to the real allocator
+ * unrecorded: memcheck would not see them either. Before the real functions
+ * are known, dlsym's own calloc is served from a static bootstrap arena whose
+ * blocks never reach the real free.
+ *
+ * Nothing is ever torn down: the region stays mapped and the fd open until
+ * the process image ends, so the last free in the last destructor is still
+ * recorded.
+ */
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <link.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
+#include "ring_writer.h"
+#include "shm_layout.h"
+#include "shm_region.h"
+#include "stack_table.h"
+
+#define SHIM_EXPORT __attribute__((visibility("default")))
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* ---- the real allocator ------------------------------------------------ */
+
+struct real_allocator {
+    void *(*malloc)(size_t);
+    void (*free)(void *);
+    void *(*calloc)(size_t, size_t);
+    void *(*realloc)(void *, size_t);
+    void *(*reallocarray)(void *, size_t, size_t);
+    int (*posix_memalign)(void **, size_t, size_t);
+    void *(*aligned_alloc)(size_t, size_t);
+    void *(*memalign)(size_t, size_t);
+    void *(*valloc)(size_t);
+    void *(*pvalloc)(size_t);
+};
+
+static struct real_allocator real;
+static int real_resolved; /* 1 (release) once every member of `real` is set */
+
+/* ---- per-thread state -------------------------------------------------- */
+
+/* Direct-mapped (hash, depth) -> id cache in front of the shared table: a
+ * hot allocation site costs a hash and one thread-private load instead of a
+ * probe of the 16 MiB table. A 64-bit hash plus depth is trusted here (the
+ * shared table compares frames); a false hit needs a 64-bit collision. */
+#define STACK_CACHE_ENTRIES 256u
+
+struct stack_cache_entry {
+    uint64_t hash; /* 0 = empty; written last, see remember_stack */
+    uint32_t depth;
+    uint32_t id;
+};
+
+struct shim_thread {
+    struct ring_producer producer;
+    uint32_t guard;      /* > 0 while the shim's own code may allocate: pass through */
+    uint32_t capturing;  /* stack captures in progress (signal nesting) */
+    uint8_t resolving;   /* inside dlsym: serve from the bootstrap arena */
+    uint8_t no_slot;     /* no free slot was found: this thread is not recorded */
+    uint8_t sample_primed;
+    uint64_t bytes_until_sample;
+    uint64_t rng;
+    struct stack_cache_entry stack_cache[STACK_CACHE_ENTRIES];
+};
+
+static __thread struct shim_thread this_thread __attribute__((tls_model("initial-exec")));
+
+/* ---- process-wide recording state --------------------------------------- */
+
+enum record_state { RECORD_UNDECIDED = 0, RECORD_INITIALISING, RECORD_ON, RECORD_OFF };
+
+static int record_state;
+static void *region;        /* the shared region of this process image */
+static int region_fd = -1;  /* kept open: the tracer finds the region through it */
+static pid_t tracer_pid;
+static uint32_t max_frames = SHM_DEFAULT_MAX_FRAMES;
+static uint64_t sample_rate;
+static uintptr_t shim_text_start, shim_text_end;
+static pthread_key_t thread_exit_key;
+
+/* ---- bootstrap arena: dlsym's allocations before `real` is known -------- */
+
+#define BOOTSTRAP_ARENA_BYTES (64u * 1024u)
+#define BOOTSTRAP_HEADER 16u /* holds the block's size, for realloc */
+
+static _Alignas(64) char bootstrap_arena[BOOTSTRAP_ARENA_BYTES];
+static size_t bootstrap_used;
+
+static bool is_bootstrap(const void *pointer)
+{
+    return (const char *)pointer >= bootstrap_arena &&
+           (const char *)pointer < bootstrap_arena + BOOTSTRAP_ARENA_BYTES;
+}
+
+static void *bootstrap_alloc(size_t size, size_t alignment)
+{
+    if (alignment < BOOTSTRAP_HEADER)
+        alignment = BOOTSTRAP_HEADER;
+    if (size > BOOTSTRAP_ARENA_BYTES || (alignment & (alignment - 1)) || alignment > 4096) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    size_t old_used = __atomic_load_n(&bootstrap_used, __ATOMIC_RELAXED);
+    for (;;) {
+        size_t start = (old_used + BOOTSTRAP_HEADER + alignment - 1) & ~(alignment - 1);
+        size_t new_used = start + ((size + 15u) & ~(size_t)15u);
+        if (new_used > BOOTSTRAP_ARENA_BYTES) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        if (__atomic_compare_exchange_n(&bootstrap_used, &old_used, new_used, 0, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED)) {
+            /* never reused, so still zero: calloc needs no memset */
+            *(size_t *)(bootstrap_arena + start - BOOTSTRAP_HEADER) = size;
+            return bootstrap_arena + start;
+        }
+    }
+}
+
+static size_t bootstrap_size(const void *pointer)
+{
+    return *(const size_t *)((const char *)pointer - BOOTSTRAP_HEADER);
+}
+
+/* ---- resolving the real allocator --------------------------------------- */
+
+static void *next_symbol(const char *name)
+{
+    return dlsym(RTLD_NEXT, name);
+}
+
+static void resolve_real(void)
+{
+    struct shim_thread *thread = &this_thread;
+    int saved_errno = errno;
+    thread->resolving = 1;
+    struct real_allocator found;
+    /* POSIX allows converting dlsym's void * to a function pointer. */
+    *(void **)&found.malloc = next_symbol("malloc");
+    *(void **)&found.free = next_symbol("free");
+    *(void **)&found.calloc = next_symbol("calloc");
+    *(void **)&found.realloc = next_symbol("realloc");
+    *(void **)&found.reallocarray = next_symbol("reallocarray");
+    *(void **)&found.posix_memalign = next_symbol("posix_memalign");
+    *(void **)&found.aligned_alloc = next_symbol("aligned_alloc");
+    *(void **)&found.memalign = next_symbol("memalign");
+    *(void **)&found.valloc = next_symbol("valloc");
+    *(void **)&found.pvalloc = next_symbol("pvalloc");
+    thread->resolving = 0;
+    if (!found.malloc || !found.free || !found.calloc || !found.realloc) {
+        static const char message[] = "memslope: cannot find the real malloc (dlsym RTLD_NEXT)\n";
+        ssize_t ignored = write(2, message, sizeof message - 1);
+        (void)ignored;
+        _exit(127);
+    }
+    real = found;
+    __atomic_store_n(&real_resolved, 1, __ATOMIC_RELEASE);
+    errno = saved_errno;
+}
+
+/* True when `real` may be used; false while this thread is inside dlsym
+ * (the caller then uses the bootstrap arena). */
+static inline bool real_ready(void)
+{
+    if (LIKELY(__atomic_load_n(&real_resolved, __ATOMIC_ACQUIRE)))
+        return true;
+    if (this_thread.resolving)
+        return false;
+    resolve_real();
+    return true;
+}
+
+/* ---- initialisation ------------------------------------------------------ */
+
+static void thread_exit_destructor(void *value);
+static void fork_child(void);
+
+/* The executable PT_LOAD of this library: leading backtrace frames in it are
+ * the shim's own and are dropped. __ehdr_start avoids dl_iterate_phdr's lock
+ * (the first malloc may come from inside the dynamic loader). */
+extern const ElfW(Ehdr) __ehdr_start __attribute__((visibility("hidden")));
+
+static void find_own_text(void)
+{
+    const ElfW(Ehdr) *ehdr = &__ehdr_start;
+    const ElfW(Phdr) *phdr = (const ElfW(Phdr) *)((const char *)ehdr + ehdr->e_phoff);
+    uintptr_t bias = 0;
+    for (unsigned i = 0; i < ehdr->e_phnum; i++) {
+        if (phdr[i].p_type == PT_LOAD && phdr[i].p_offset == 0) {
+            bias = (uintptr_t)ehdr - phdr[i].p_vaddr;
+            break;
+        }
+    }
+    for (unsigned i = 0; i < ehdr->e_phnum; i++) {
+        if (phdr[i].p_type == PT_LOAD && (phdr[i].p_flags & PF_X)) {
+            shim_text_start = bias + phdr[i].p_vaddr;
+            shim_text_end = shim_text_start + phdr[i].p_memsz;
+        }
+    }
+}
+
+/* Runs once, with the guard up: everything it allocates is unrecorded. */
+static bool start_recording(void)
+{
+    const char *pid_text = getenv(SHM_ENV_TRACER_PID);
+    uint64_t pid = shm_parse_u64(pid_text, 0);
+    if (pid == 0 || pid > INT32_MAX)
+        return false;
+    tracer_pid = (pid_t)pid;
+    uint64_t frames = shm_parse_u64(getenv(SHM_ENV_MAX_FRAMES), SHM_DEFAULT_MAX_FRAMES);
+    if (frames < 1)
+        frames = 1;
+    if (frames > SHM_MAX_FRAMES_LIMIT)
+        frames = SHM_MAX_FRAMES_LIMIT;
+    max_frames = (uint32_t)frames;
+    sample_rate = shm_parse_u64(getenv(SHM_ENV_SAMPLE_RATE), 0);
+
+    find_own_text();
+    unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+    if (pthread_key_create(&thread_exit_key, thread_exit_destructor) != 0)
+        return false;
+    region = shm_region_create(&region_fd, (uint32_t)getpid(), max_frames, sample_rate);
+    if (!region)
+        return false;
+    /* Registered this early, our child handler runs before any the program
+     * registers later (child handlers run in registration order), so the
+     * child never writes into the parent's region. */
+    if (pthread_atfork(NULL, NULL, fork_child) != 0)
+        return false;
+    return true;
+}
+
+static bool decide_recording(struct shim_thread *thread)
+{
+    if (thread->guard || thread->resolving)
+        return false;
+    int state = RECORD_UNDECIDED;
+    if (__atomic_compare_exchange_n(&record_state, &state, RECORD_INITIALISING, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE)) {
+        int saved_errno = errno;
+        thread->guard++;
+        if (!__atomic_load_n(&real_resolved, __ATOMIC_ACQUIRE))
+            resolve_real();
+        bool on = start_recording();
+        thread->guard--;
+        errno = saved_errno;
+        __atomic_store_n(&record_state, on ? RECORD_ON : RECORD_OFF, __ATOMIC_RELEASE);
+        return on;
+    }
+    /* Another thread is initialising (only possible if threads exist
+     * before the first allocation): wait, it is a few syscalls away. */
+    while (state == RECORD_INITIALISING) {
+        sched_yield();
+        state = __atomic_load_n(&record_state, __ATOMIC_ACQUIRE);
+    }
+    return state == RECORD_ON;
+}
+
+static inline bool should_record(struct shim_thread *thread)
+{
+    int state = __atomic_load_n(&record_state, __ATOMIC_ACQUIRE);
+    if (LIKELY(state == RECORD_ON))
+        return thread->guard == 0 && !thread->no_slot;
+    if (state == RECORD_OFF)
+        return false;
+    return decide_recording(thread) && !thread->no_slot;
+}
+
+static void stop_recording(void)
+{
+    __atomic_store_n(&record_state, RECORD_OFF, __ATOMIC_RELEASE);
+}
+
+__attribute__((constructor)) static void shim_constructor(void)
+{
+    should_record(&this_thread);
+}
+
+/* ---- threads and fork ----------------------------------------------------- */
+
+static bool ensure_slot(struct shim_thread *thread)
+{
+    if (LIKELY(thread->producer.slot != NULL))
+        return true;
+    int saved_errno = errno;
+    thread->guard++;
+    bool claimed = ring_claim_slot(region, &thread->producer, (uint32_t)syscall(SYS_gettid));
+    if (claimed)
+        pthread_setspecific(thread_exit_key, (void *)1); /* arms thread_exit_destructor */
+    else
+        thread->no_slot = 1;
+    thread->guard--;
+    errno = saved_errno;
+    return claimed;
+}
+
+/* pthread key destructor: the thread is ending. Allocations made after this
+ * (other TLS destructors) claim a new slot and re-arm the key; whatever the
+ * thread frees after the last destructor round stays in an OWNED slot whose
+ * tid is gone, which the tracer drains like a RETIRED one. */
+static void thread_exit_destructor(void *value)
+{
+    (void)value;
+    ring_retire_slot(&this_thread.producer);
+}
+
+/* Child of fork: the inherited mapping is the parent's region (MAP_SHARED,
+ * so writing into it would corrupt the parent's rings). Start a fresh one:
+ * addresses and stack ids are per address space. */
+static void fork_child(void)
+{
+    struct shim_thread *thread = &this_thread;
+    if (__atomic_load_n(&record_state, __ATOMIC_ACQUIRE) != RECORD_ON)
+        return;
+    thread->guard++;
+    close(region_fd);
+    munmap(region, SHM_TOTAL_SIZE);
+    region_fd = -1;
+    memset(&thread->producer, 0, sizeof thread->producer);
+    memset(thread->stack_cache, 0, sizeof thread->stack_cache);
+    thread->no_slot = 0;
+    region = shm_region_create(&region_fd, (uint32_t)getpid(), max_frames, sample_rate);
+    if (!region)
+        stop_recording();
+    thread->guard--;
+}
+
+/* ---- events ------------------------------------------------------------------ */
+
+static inline uint64_t now_ns(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now); /* vDSO: no syscall */
+    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+static inline void write_event(struct shim_thread *thread, const struct shm_event *event)
+{
+    if (UNLIKELY(!ring_write(&thread->producer, event, tracer_pid)))
+        stop_recording(); /* the tracer is gone: nobody will ever drain */
+}
+
+/* Poisson sampling as tcmalloc does it: every byte is a sample point with
+ * probability 1/sample_rate, so the gaps are exponential with mean
+ * sample_rate and an allocation is sampled when it crosses one. */
+static uint64_t next_random(struct shim_thread *thread)
+{
+    if (!thread->rng)
+        thread->rng = now_ns() ^ ((uint64_t)(uintptr_t)thread * 0x9e3779b97f4a7c15ull) ^ 1;
+    uint64_t x = thread->rng; /* xorshift64* */
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    thread->rng = x;
+    return x * 0x2545f4914f6cdd1dull;
+}
+
+/* log2 of a double in (0, 1] from its exponent and a cubic of its mantissa:
+ * ample for drawing sampling gaps, and no libm. */
+static double approx_log2(double value)
+{
+    union {
+        double d;
+        uint64_t bits;
+    } u = {.d = value};
+    int exponent = (int)((u.bits >> 52) & 0x7ff) - 1023;
+    u.bits = (u.bits & 0x000fffffffffffffull) | 0x3ff0000000000000ull; /* mantissa in [1, 2) */
+    double m = u.d;
+    double log2_mantissa = -1.7417939 + (2.8212026 + (-1.4699568 + (0.44717955 - 0.056570851 * m) * m) * m) * m;
+    return exponent + log2_mantissa;
+}
+
+static uint64_t next_sample_gap(struct shim_thread *thread)
+{
+    /* uniform in (0, 1]: 53 random bits plus one */
+    double uniform = ((double)(next_random(thread) >> 11) + 1.0) / 9007199254740992.0;
+    double gap = -approx_log2(uniform) * 0.6931471805599453 * (double)sample_rate;
+    return gap < 1.0 ? 1 : (uint64_t)gap;
+}
+
+static inline bool sampled(struct shim_thread *thread, size_t size)
+{
+    if (LIKELY(sample_rate == 0))
+        return true;
+    if (!thread->sample_primed) {
+        thread->sample_primed = 1;
+        thread->bytes_until_sample = next_sample_gap(thread);
+    }
+    if (size < thread->bytes_until_sample) {
+        thread->bytes_until_sample -= size;
+        return false;
+    }
+    thread->bytes_until_sample = next_sample_gap(thread);
+    return true;
+}
+
+/* Room for the shim's own frames (the interposer, record_alloc) on top of
+ * max_frames, so they can be dropped without losing a frame of the program. */
+#define SHIM_FRAME_SLACK 6u
+
+static inline bool in_shim_text(uint64_t ip)
+{
+    return ip >= shim_text_start && ip < shim_text_end;
+}
+
+static void remember_stack(struct stack_cache_entry *entry, uint64_t hash, uint32_t depth, uint32_t id)
+{
+    /* hash last, with hash 0 in between: a signal handler reading the entry
+     * meanwhile sees a miss or a complete entry, never a mix */
+    __atomic_store_n(&entry->hash, 0, __ATOMIC_RELAXED);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    entry->depth = depth;
+    entry->id = id;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    __atomic_store_n(&entry->hash, hash, __ATOMIC_RELAXED);
+}
+
+static uint32_t capture_stack(struct shim_thread *thread, size_t size)
+{
+    if (!sampled(thread, size))
+        return SHM_STACK_NONE;
+    uint64_t frames[SHM_MAX_FRAMES_LIMIT + SHIM_FRAME_SLACK];
+    thread->guard++; /* the unwinder's own allocations are not the program's */
+    thread->capturing++;
+    int saved_errno = errno;
+    int got = unw_backtrace((void **)frames, (int)(max_frames + SHIM_FRAME_SLACK));
+    errno = saved_errno;
+    thread->guard--;
+    uint32_t id = SHM_STACK_NONE;
+    if (got > 0) {
+        uint32_t skip = 0;
+        while (skip < (uint32_t)got && in_shim_text(frames[skip]))
+            skip++;
+        uint32_t depth = (uint32_t)got - skip;
+        if (depth > max_frames)
+            depth = max_frames;
+        const uint64_t *kept = frames + skip;
+        uint64_t hash = stack_hash(kept, depth);
+        struct stack_cache_entry *cached = &thread->stack_cache[hash & (STACK_CACHE_ENTRIES - 1)];
+        if (__atomic_load_n(&cached->hash, __ATOMIC_RELAXED) == hash && cached->depth == depth) {
+            id = cached->id;
+        } else {
+            id = stack_table_intern(region, hash, kept, depth);
+            /* only the outermost capture updates the cache, so a signal
+             * handler's update cannot interleave with ours */
+            if (id != SHM_STACK_NONE && thread->capturing == 1)
+                remember_stack(cached, hash, depth, id);
+        }
+    }
+    thread->capturing--;
+    return id;
+}
+
+__attribute__((noinline)) static void record_alloc(void *pointer, size_t size, enum shm_alloc_fn fn)
+{
+    struct shim_thread *thread = &this_thread;
+    if (!ensure_slot(thread))
+        return;
+    struct shm_event event = {
+        .addr = (uint64_t)(uintptr_t)pointer,
+        .size = size,
+        .stack_id = capture_stack(thread, size),
+        .kind = SHM_EV_ALLOC,
+        .alloc_fn = (uint8_t)fn,
+    };
+    event.time_ns = now_ns(); /* after the real allocator returned */
+    write_event(thread, &event);
+}
+
+/* time_ns is taken by the caller before the real free / realloc. */
+static void record_free(void *pointer, uint64_t time_ns)
+{
+    struct shim_thread *thread = &this_thread;
+    if (!ensure_slot(thread))
+        return;
+    struct shm_event event = {
+        .time_ns = time_ns,
+        .addr = (uint64_t)(uintptr_t)pointer,
+        .kind = SHM_EV_FREE,
+    };
+    write_event(thread, &event);
+}
+
+static void record_marker(enum shm_event_kind kind, uint64_t addr, uint64_t size)
+{
+    struct shim_thread *thread = &this_thread;
+    if (!should_record(thread) || !ensure_slot(thread))
+        return;
+    struct shm_event event = {
+        .time_ns = now_ns(),
+        .addr = addr,
+        .size = size,
+        .kind = (uint8_t)kind,
+    };
+    write_event(thread, &event);
+}
+
+/* ---- the interposers ------------------------------------------------------ */
+
+SHIM_EXPORT void *malloc(size_t size)
+{
+    if (UNLIKELY(!real_ready()))
+        return bootstrap_alloc(size, 16);
+    void *pointer = real.malloc(size);
+    if (LIKELY(pointer != NULL) && should_record(&this_thread))
+        record_alloc(pointer, size, SHM_FN_MALLOC);
+    return pointer;
+}
+
+SHIM_EXPORT void free(void *pointer)
+{
+    if (!pointer || UNLIKELY(is_bootstrap(pointer)))
+        return;
+    if (UNLIKELY(!real_ready()))
+        return; /* cannot happen: a non-bootstrap block came from `real` */
+    if (should_record(&this_thread))
+        record_free(pointer, now_ns()); /* before the real free: see shm_event */
+    real.free(pointer);
+}
+
+SHIM_EXPORT void *calloc(size_t count, size_t size)
+{
+    if (UNLIKELY(!real_ready())) {
+        size_t bytes;
+        if (__builtin_mul_overflow(count, size, &bytes)) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        return bootstrap_alloc(bytes, 16);
+    }
+    void *pointer = real.calloc(count, size);
+    if (LIKELY(pointer != NULL) && should_record(&this_thread))
+        record_alloc(pointer, count * size, SHM_FN_CALLOC);
+    return pointer;
+}
+
+/* realloc of a bootstrap block (dlsym's, in practice): moved to the real
+ * heap unrecorded, like the block itself. */
+static void *realloc_bootstrap(void *old, size_t size)
+{
+    void *moved = real_ready() ? real.malloc(size) : bootstrap_alloc(size, 16);
+    if (moved) {
+        size_t old_size = bootstrap_size(old);
+        memcpy(moved, old, old_size < size ? old_size : size);
+    }
+    return moved;
+}
+
+/* Shared by realloc and reallocarray once the real call returned `moved`. */
+static inline void record_realloc(void *old, void *moved, size_t size, uint64_t free_time,
+                                  enum shm_alloc_fn fn)
+{
+    if (moved) {
+        if (old)
+            record_free(old, free_time);
+        record_alloc(moved, size, fn);
+    } else if (old && size == 0) {
+        record_free(old, free_time); /* glibc: realloc(p, 0) frees p, returns NULL */
+    }
+    /* else it failed and the old block is untouched: nothing happened */
+}
+
+SHIM_EXPORT void *realloc(void *old, size_t size)
+{
+    if (UNLIKELY(old != NULL && is_bootstrap(old)))
+        return realloc_bootstrap(old, size);
+    if (UNLIKELY(!real_ready()))
+        return bootstrap_alloc(size, 16);
+    struct shim_thread *thread = &this_thread;
+    bool recording = should_record(thread);
+    uint64_t free_time = recording && old ? now_ns() : 0;
+    void *moved = real.realloc(old, size);
+    if (recording)
+        record_realloc(old, moved, size, free_time, SHM_FN_REALLOC);
+    return moved;
+}
+
+SHIM_EXPORT void *reallocarray(void *old, size_t count, size_t size)
+{
+    size_t bytes;
+    if (__builtin_mul_overflow(count, size, &bytes)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (UNLIKELY(old != NULL && is_bootstrap(old)))
+        return realloc_bootstrap(old, bytes);
+    if (UNLIKELY(!real_ready()))
+        return bootstrap_alloc(bytes, 16);
+    struct shim_thread *thread = &this_thread;
+    bool recording = should_record(thread);
+    uint64_t free_time = recording && old ? now_ns() : 0;
+    void *moved = real.reallocarray ? real.reallocarray(old, count, size) : real.realloc(old, bytes);
+    if (recording)
+        record_realloc(old, moved, bytes, free_time, SHM_FN_REALLOCARRAY);
+    return moved;
+}
+
+SHIM_EXPORT int posix_memalign(void **out, size_t alignment, size_t size)
+{
+    if (UNLIKELY(!real_ready())) {
+        void *pointer = bootstrap_alloc(size, alignment);
+        if (!pointer)
+            return ENOMEM;
+        *out = pointer;
+        return 0;
+    }
+    int rc = real.posix_memalign(out, alignment, size);
+    if (rc == 0 && should_record(&this_thread))
+        record_alloc(*out, size, SHM_FN_POSIX_MEMALIGN);
+    return rc;
+}
+
+SHIM_EXPORT void *aligned_alloc(size_t alignment, size_t size)
+{
+    if (UNLIKELY(!real_ready()))
+        return bootstrap_alloc(size, alignment);
+    void *pointer = real.aligned_alloc(alignment, size);
+    if (LIKELY(pointer != NULL) && should_record(&this_thread))
+        record_alloc(pointer, size, SHM_FN_ALIGNED_ALLOC);
+    return pointer;
+}
+
+SHIM_EXPORT void *memalign(size_t alignment, size_t size)
+{
+    if (UNLIKELY(!real_ready()))
+        return bootstrap_alloc(size, alignment);
+    void *pointer = real.memalign(alignment, size);
+    if (LIKELY(pointer != NULL) && should_record(&this_thread))
+        record_alloc(pointer, size, SHM_FN_MEMALIGN);
+    return pointer;
+}
+
+SHIM_EXPORT void *valloc(size_t size)
+{
+    if (UNLIKELY(!real_ready()))
+        return bootstrap_alloc(size, 4096);
+    void *pointer = real.valloc(size);
+    if (LIKELY(pointer != NULL) && should_record(&this_thread))
+        record_alloc(pointer, size, SHM_FN_VALLOC);
+    return pointer;
+}
+
+SHIM_EXPORT void *pvalloc(size_t size)
+{
+    if (UNLIKELY(!real_ready()))
+        return bootstrap_alloc(size, 4096);
+    void *pointer = real.pvalloc(size);
+    if (LIKELY(pointer != NULL) && should_record(&this_thread))
+        record_alloc(pointer, size, SHM_FN_PVALLOC);
+    return pointer;
+}
+
+/* ---- the marker API ------------------------------------------------------- */
+
+/* noinline and with a body each: the tracer plants breakpoints on them. */
+SHIM_EXPORT __attribute__((noinline)) void memslope_case_begin(const char *name)
+{
+    struct shim_thread *thread = &this_thread;
+    if (!should_record(thread))
+        return;
+    if (!name)
+        name = "";
+    size_t length = strlen(name);
+    uint64_t offset = 0, stored_length = 0;
+    struct shm_header *header = region;
+    if (length < SHM_NAME_POOL_BYTES) {
+        uint32_t start = __atomic_fetch_add(&header->name_pool_used, (uint32_t)length + 1, __ATOMIC_RELAXED);
+        if ((uint64_t)start + length + 1 <= SHM_NAME_POOL_BYTES) {
+            char *pool = shm_name_pool(region);
+            memcpy(pool + start, name, length);
+            pool[start + length] = '\0';
+            offset = start;
+            stored_length = length;
+        }
+    }
+    /* Pool full: an empty name (offset 0, length 0); the event's release
+     * publish orders the copied name before the event either way. */
+    record_marker(SHM_EV_CASE_BEGIN, offset, stored_length);
+}
+
+SHIM_EXPORT __attribute__((noinline)) void memslope_iteration(void)
+{
+    record_marker(SHM_EV_ITERATION, 0, 0);
+}
+
+SHIM_EXPORT __attribute__((noinline)) void memslope_case_end(void)
+{
+    record_marker(SHM_EV_CASE_END, 0, 0);
+}

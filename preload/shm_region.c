@@ -1,0 +1,77 @@
+/*
+ * shm_region.c - the memfd behind a process image's shared region.
+ */
+#include "shm_region.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+_Static_assert(sizeof(struct shm_header) <= SHM_HEADER_SIZE, "header fits its page");
+_Static_assert(sizeof(struct shm_event) == 32, "event ABI is 32 bytes");
+_Static_assert((SHM_RING_EVENTS & (SHM_RING_EVENTS - 1)) == 0, "ring size is a power of two");
+_Static_assert((SHM_STACK_TABLE_ENTRIES & (SHM_STACK_TABLE_ENTRIES - 1)) == 0, "table size is a power of two");
+
+void shm_region_init_header(void *base, uint32_t pid, uint32_t max_frames, uint64_t sample_rate)
+{
+    struct shm_header *header = base;
+    header->magic = SHM_MAGIC;
+    header->version = SHM_VERSION;
+    header->header_size = SHM_HEADER_SIZE;
+    header->total_size = SHM_TOTAL_SIZE;
+    header->pid = pid;
+    header->max_frames = max_frames;
+    header->slots_offset = SHM_SLOTS_OFFSET;
+    header->slot_size = SHM_SLOT_SIZE;
+    header->max_threads = SHM_MAX_THREADS;
+    header->ring_events = SHM_RING_EVENTS;
+    header->stack_table_offset = SHM_STACK_TABLE_OFFSET;
+    header->stack_table_entries = SHM_STACK_TABLE_ENTRIES;
+    header->frame_pool_frames = SHM_FRAME_POOL_FRAMES;
+    header->frame_pool_offset = SHM_FRAME_POOL_OFFSET;
+    header->sample_rate = sample_rate;
+    header->name_pool_offset = SHM_NAME_POOL_OFFSET;
+    header->name_pool_bytes = SHM_NAME_POOL_BYTES;
+    __atomic_store_n(&header->ready, 1, __ATOMIC_RELEASE);
+}
+
+void *shm_region_create(int *fd_out, uint32_t pid, uint32_t max_frames, uint64_t sample_rate)
+{
+    int saved_errno = errno;
+    void *base = NULL;
+    int fd = memfd_create(SHM_MEMFD_NAME, MFD_CLOEXEC);
+    if (fd < 0)
+        goto out;
+    if (ftruncate(fd, (off_t)SHM_TOTAL_SIZE) != 0) {
+        close(fd);
+        goto out;
+    }
+    base = mmap(NULL, SHM_TOTAL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) {
+        base = NULL;
+        close(fd);
+        goto out;
+    }
+    shm_region_init_header(base, pid, max_frames, sample_rate);
+    *fd_out = fd;
+out:
+    errno = saved_errno;
+    return base;
+}
+
+uint64_t shm_parse_u64(const char *text, uint64_t fallback)
+{
+    if (!text || !*text)
+        return fallback;
+    uint64_t value = 0;
+    for (const char *c = text; *c; c++) {
+        if (*c < '0' || *c > '9')
+            return fallback;
+        uint64_t digit = (uint64_t)(*c - '0');
+        if (value > (UINT64_MAX - digit) / 10)
+            return fallback;
+        value = value * 10 + digit;
+    }
+    return value;
+}

@@ -1,0 +1,24 @@
+/*
+ * shm_region.h - creating the shared-memory region of one process image.
+ */
+#ifndef MEMSLOPE_SHM_REGION_H
+#define MEMSLOPE_SHM_REGION_H
+
+#include <stdint.h>
+
+#include "shm_layout.h"
+
+/* Fills the header of a zeroed region and stores ready = 1 (release). */
+void shm_region_init_header(void *base, uint32_t pid, uint32_t max_frames, uint64_t sample_rate);
+
+/* memfd_create(SHM_MEMFD_NAME, MFD_CLOEXEC), ftruncate to SHM_TOTAL_SIZE,
+ * mmap MAP_SHARED, fill the header. Returns the mapping and stores the fd
+ * (kept open: the tracer finds the region through /proc/PID/fd), or NULL on
+ * failure. Calls no allocator and preserves errno. */
+void *shm_region_create(int *fd_out, uint32_t pid, uint32_t max_frames, uint64_t sample_rate);
+
+/* Parses a decimal environment value without the allocator or locale;
+ * returns fallback for NULL, empty or malformed text. */
+uint64_t shm_parse_u64(const char *text, uint64_t fallback);
+
+#endif

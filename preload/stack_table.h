@@ -1,0 +1,48 @@
+/*
+ * stack_table.h - deduplicated backtraces in the shared stack table.
+ *
+ * Producers (every thread of the target) insert lock-free; the tracer only
+ * reads. An entry is claimed by CAS of its hash 0 -> h, its frames are copied
+ * into the frame pool (space taken by fetch-add), and it is published with a
+ * release store of state READY. A thread that finds the same hash waits for
+ * READY, then compares depth and frames, so a 64-bit hash collision costs a
+ * probe, never a wrong stack. Only the index (the stack id) crosses the ring.
+ */
+#ifndef MEMSLOPE_STACK_TABLE_H
+#define MEMSLOPE_STACK_TABLE_H
+
+#include <stdint.h>
+
+#include "shm_layout.h"
+
+/* Probes before the table counts as full for this stack: long clusters only
+ * happen when the table is nearly full, and a bounded probe keeps the
+ * worst case of an allocation bounded too. */
+#define STACK_TABLE_MAX_PROBES 256u
+
+/* Hash of a frame array; never 0 (0 marks an empty entry). */
+static inline uint64_t stack_hash(const uint64_t *frames, uint32_t depth)
+{
+    uint64_t hash = 0x8f1bbcdcbfa53e0bull ^ depth;
+    for (uint32_t i = 0; i < depth; i++) {
+        hash ^= frames[i];
+        hash *= 0x9e3779b97f4a7c15ull;
+        hash ^= hash >> 32;
+    }
+    /* murmur3 finaliser: the low bits index the table */
+    hash ^= hash >> 33;
+    hash *= 0xff51afd7ed558ccdull;
+    hash ^= hash >> 33;
+    return hash ? hash : 1;
+}
+
+/*
+ * Returns the id of the stack (a table index >= 1), inserting it if new, or
+ * SHM_STACK_NONE when the table or the frame pool is full (and then counts
+ * header->stacks_dropped). base is the start of the shared region.
+ * Async-signal-safe and lock-free except for waiting on an entry another
+ * thread is filling in (a few stores).
+ */
+uint32_t stack_table_intern(void *base, uint64_t hash, const uint64_t *frames, uint32_t depth);
+
+#endif
