@@ -133,3 +133,9 @@ void proc_maps_free(struct proc_maps *maps)
     maps->maps = NULL;
     maps->count = 0;
 }
+
+int proc_map_compare_start(const void *a, const void *b)
+{
+    const struct proc_map *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}

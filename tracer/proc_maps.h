@@ -35,6 +35,9 @@ int proc_maps_parse(const char *text, size_t length, struct proc_maps *out);
 /* The mapping that contains address, or NULL. */
 const struct proc_map *proc_maps_find(const struct proc_maps *maps, uint64_t address);
 
+/* qsort comparator: by start address. */
+int proc_map_compare_start(const void *a, const void *b);
+
 void proc_maps_free(struct proc_maps *maps);
 
 #endif

@@ -1,0 +1,184 @@
+/*
+ * launch.c - starting the target for `memslope record`: fork, wait until the
+ * tracer has seized the child, exec with the shim preloaded. The trace file
+ * is created between the fork and the exec, so an unwritable output path is
+ * reported before the target has run a single instruction of its own.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../preload/shm_layout.h"
+#include "session.h"
+#include "trace_writer.h"
+
+extern char **environ;
+
+#define SEIZE_OPTIONS                                                                                          \
+    (PTRACE_O_EXITKILL | PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC | PTRACE_O_TRACEEXIT | PTRACE_O_TRACEFORK | \
+     PTRACE_O_TRACEVFORK)
+
+/* environ plus LD_PRELOAD (the shim first, then what was there) and the
+ * shim's settings. */
+static char **target_environment(const struct session *session, const char *shim_path)
+{
+    size_t count = 0;
+    while (environ[count])
+        count++;
+    char **env = calloc(count + 8, sizeof *env);
+    if (!env)
+        return NULL;
+    size_t n = 0;
+    const char *previous_preload = NULL;
+    for (size_t i = 0; i < count; i++) {
+        if (strncmp(environ[i], "LD_PRELOAD=", 11) == 0)
+            previous_preload = environ[i] + 11;
+        else if (strncmp(environ[i], "MEMSLOPE_", 9) != 0)
+            env[n++] = environ[i];
+    }
+    char *preload = NULL, *tracer = NULL, *frames = NULL, *sample = NULL;
+    if (previous_preload && *previous_preload)
+        (void)!asprintf(&preload, "LD_PRELOAD=%s:%s", shim_path, previous_preload);
+    else
+        (void)!asprintf(&preload, "LD_PRELOAD=%s", shim_path);
+    (void)!asprintf(&tracer, "%s=%d", SHM_ENV_TRACER_PID, (int)getpid());
+    (void)!asprintf(&frames, "%s=%u", SHM_ENV_MAX_FRAMES, session->options.max_frames);
+    (void)!asprintf(&sample, "%s=%llu", SHM_ENV_SAMPLE_RATE, (unsigned long long)session->options.sample_rate);
+    if (!preload || !tracer || !frames || !sample) {
+        free(preload), free(tracer), free(frames), free(sample), free(env);
+        return NULL;
+    }
+    env[n++] = preload;
+    env[n++] = tracer;
+    env[n++] = frames;
+    env[n++] = sample;
+    env[n] = NULL;
+    return env;
+}
+
+/* In the child: wait for the go-ahead, exec, or report errno and die. */
+static void run_child(int go_fd, int error_fd, char *const *command, char **env)
+{
+    char go;
+    ssize_t n;
+    do
+        n = read(go_fd, &go, 1);
+    while (n < 0 && errno == EINTR);
+    if (n != 1)
+        _exit(127);
+    execvpe(command[0], command, env);
+    int error = errno;
+    (void)!write(error_fd, &error, sizeof error);
+    _exit(127);
+}
+
+static void default_output_name(char *buffer, size_t size, const char *command, pid_t pid)
+{
+    char *copy = strdup(command);
+    const char *base = copy ? basename(copy) : "target";
+    snprintf(buffer, size, "memslope.%s.%d.trace", base, (int)pid);
+    free(copy);
+}
+
+static int write_info(struct session *session)
+{
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    struct trace_info info = {
+        .memslope_version = MEMSLOPE_VERSION,
+        .start_unix_ns = (uint64_t)wall.tv_sec * 1000000000ull + (uint64_t)wall.tv_nsec,
+        .argc = (uint32_t)session->options.command_argc,
+        .argv = (const char *const *)session->options.command,
+        .max_frames = session->options.max_frames,
+        .snapshots_limit = session->options.snapshots_limit,
+        .interval_ns = session->options.interval_ns,
+        .sample_rate = session->options.sample_rate,
+        .leak_check = session->options.leak_check,
+    };
+    return trace_write_info(session->writer, &info);
+}
+
+/* Stops the child that will never exec and collects it. */
+static void abandon_child(pid_t child)
+{
+    kill(child, SIGKILL);
+    waitpid(child, NULL, __WALL);
+}
+
+int session_launch(struct session *session, const char *shim_path)
+{
+    const char *command = session->options.command[0];
+    char **env = target_environment(session, shim_path);
+    int go[2], error[2];
+    if (!env || pipe2(go, O_CLOEXEC) < 0 || pipe2(error, O_CLOEXEC) < 0) {
+        fprintf(stderr, "memslope: cannot start '%s': %s\n", command, strerror(errno));
+        return 1;
+    }
+    session->start_ns = session_now_ns();
+    pid_t child = fork();
+    if (child < 0) {
+        fprintf(stderr, "memslope: cannot start '%s': fork: %s\n", command, strerror(errno));
+        return 1;
+    }
+    if (child == 0) {
+        close(go[1]);
+        close(error[0]);
+        run_child(go[0], error[1], session->options.command, env);
+    }
+    close(go[0]);
+    close(error[1]);
+    session->initial_pid = child;
+
+    if (ptrace(PTRACE_SEIZE, child, 0, (void *)(long)SEIZE_OPTIONS) < 0) {
+        int e = errno;
+        abandon_child(child);
+        fprintf(stderr, "memslope: cannot trace '%s': %s (ptrace is not permitted here: run with CAP_SYS_PTRACE, "
+                        "or check kernel.yama.ptrace_scope and the container's seccomp profile)\n",
+                command, strerror(e));
+        return 1;
+    }
+
+    char default_name[4096], err[4096];
+    const char *output = session->options.output;
+    if (!output) {
+        default_output_name(default_name, sizeof default_name, command, child);
+        output = default_name;
+    }
+    session->writer = trace_writer_create(output, err, sizeof err);
+    if (!session->writer || write_info(session) < 0) {
+        fprintf(stderr, "memslope: %s (nothing was run; choose another path with -o)\n",
+                session->writer ? trace_writer_error(session->writer) : err);
+        abandon_child(child);
+        return 1;
+    }
+
+    (void)!write(go[1], "g", 1);
+    close(go[1]);
+    int exec_error = 0;
+    ssize_t n;
+    do
+        n = read(error[0], &exec_error, sizeof exec_error);
+    while (n < 0 && errno == EINTR);
+    close(error[0]);
+    /* env's strings from asprintf leak on purpose: the process ends soon and
+     * the child may still be reading them until exec. */
+    free(env);
+    if (n == (ssize_t)sizeof exec_error) {
+        waitpid(child, NULL, __WALL);
+        fprintf(stderr, "memslope: cannot run '%s': %s\n", command, strerror(exec_error));
+        trace_writer_abandon(session->writer);
+        session->writer = NULL;
+        unlink(output);
+        return exec_error == ENOENT ? 127 : 126;
+    }
+    snprintf(session->output_path, sizeof session->output_path, "%s", output);
+    return 0;
+}

@@ -1,0 +1,285 @@
+/* recorder.c - see recorder.h. */
+#include "recorder.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void recorder_init(struct recorder *recorder, uint64_t interval_ns)
+{
+    memset(recorder, 0, sizeof *recorder);
+    live_table_init(&recorder->live);
+    recorder->interval_ns = interval_ns;
+    recorder->open_case = TRACE_NONE;
+}
+
+/* Grows *array (of element_size bytes each) to hold at least needed items. */
+static int ensure_capacity(void **array, size_t *capacity, size_t needed, size_t element_size)
+{
+    if (needed <= *capacity)
+        return 0;
+    size_t grown = *capacity ? *capacity * 2 : 16;
+    while (grown < needed)
+        grown *= 2;
+    void *resized = realloc(*array, grown * element_size);
+    if (!resized)
+        return -1;
+    *array = resized;
+    *capacity = grown;
+    return 0;
+}
+
+static struct recorder_site *site_for_stack(struct recorder *recorder, uint32_t stack_id,
+                                            recorder_stack_lookup lookup, void *context)
+{
+    if (stack_id >= recorder->site_by_stack_size) {
+        size_t size = recorder->site_by_stack_size ? recorder->site_by_stack_size : 4096;
+        while (size <= stack_id)
+            size *= 2;
+        uint32_t *grown = realloc(recorder->site_by_stack, size * sizeof *grown);
+        if (!grown)
+            return NULL;
+        memset(grown + recorder->site_by_stack_size, 0, (size - recorder->site_by_stack_size) * sizeof *grown);
+        recorder->site_by_stack = grown;
+        recorder->site_by_stack_size = size;
+    }
+    uint32_t index = recorder->site_by_stack[stack_id];
+    if (index)
+        return &recorder->sites[index - 1];
+
+    if (ensure_capacity((void **)&recorder->sites, &recorder->site_capacity, recorder->site_count + 1,
+                        sizeof *recorder->sites) < 0)
+        return NULL;
+    struct recorder_site *site = &recorder->sites[recorder->site_count];
+    memset(site, 0, sizeof *site);
+    site->stack_id = stack_id;
+    const uint64_t *frames = NULL;
+    uint32_t depth = lookup ? lookup(context, stack_id, &frames) : 0;
+    if (depth && frames) {
+        site->frames = malloc(depth * sizeof *site->frames);
+        if (site->frames) {
+            memcpy(site->frames, frames, depth * sizeof *site->frames);
+            site->depth = depth;
+        }
+    }
+    site->peak_epoch = recorder->peak_epoch;
+    recorder->site_by_stack[stack_id] = (uint32_t)++recorder->site_count;
+    return site;
+}
+
+/* Before a site's live figure changes, save what it was at the last peak:
+ * unchanged since then, so its current value is its value at the peak. This
+ * gives every site's share of the peak without copying all sites per peak. */
+static void site_remember_peak(struct recorder *recorder, struct recorder_site *site)
+{
+    if (site->peak_epoch != recorder->peak_epoch) {
+        site->peak_live_bytes = site->live_bytes;
+        site->peak_epoch = recorder->peak_epoch;
+    }
+}
+
+static void sample_timeline(struct recorder *recorder, uint64_t time_ns)
+{
+    recorder->last_time_ns = time_ns;
+    if (!recorder->interval_ns || time_ns < recorder->next_sample_ns)
+        return;
+    if (ensure_capacity((void **)&recorder->timeline, &recorder->timeline_capacity, recorder->timeline_count + 1,
+                        sizeof *recorder->timeline) < 0) {
+        recorder->out_of_memory = 1;
+        return;
+    }
+    recorder->timeline[recorder->timeline_count++] =
+        (struct trace_timeline_point){time_ns, recorder->live_bytes, recorder->live_blocks};
+    recorder->next_sample_ns = time_ns - time_ns % recorder->interval_ns + recorder->interval_ns;
+}
+
+void recorder_alloc(struct recorder *recorder, uint64_t time_ns, uint64_t address, uint64_t size,
+                    uint32_t stack_id, recorder_stack_lookup lookup, void *context)
+{
+    struct recorder_site *site = site_for_stack(recorder, stack_id, lookup, context);
+    if (!site) {
+        recorder->out_of_memory = 1;
+        return;
+    }
+    struct live_block block = {
+        .address = address,
+        .size = size,
+        .site = (uint32_t)(site - recorder->sites),
+        .iteration = (uint32_t)recorder->iteration,
+        .case_id = recorder->open_case,
+    };
+    if (live_table_insert(&recorder->live, &block) < 0) {
+        recorder->out_of_memory = 1;
+        return;
+    }
+    site_remember_peak(recorder, site);
+    site->allocations++;
+    site->allocated_bytes += size;
+    site->live_bytes += size;
+    site->live_blocks++;
+    if (site->live_bytes > site->max_live_bytes)
+        site->max_live_bytes = site->live_bytes;
+
+    recorder->allocations++;
+    recorder->allocated_bytes += size;
+    recorder->live_bytes += size;
+    recorder->live_blocks++;
+    if (recorder->live_bytes > recorder->peak_bytes) {
+        recorder->peak_bytes = recorder->live_bytes;
+        recorder->peak_blocks = recorder->live_blocks;
+        recorder->peak_time_ns = time_ns;
+        recorder->peak_epoch++;
+    }
+    sample_timeline(recorder, time_ns);
+}
+
+void recorder_free_block(struct recorder *recorder, uint64_t time_ns, uint64_t address)
+{
+    struct live_block block;
+    recorder->frees++;
+    if (!live_table_remove(&recorder->live, address, &block)) {
+        /* Allocated before recording began (or by the shim's bootstrap). */
+        recorder->unmatched_frees++;
+        return;
+    }
+    struct recorder_site *site = &recorder->sites[block.site];
+    site_remember_peak(recorder, site);
+    site->frees++;
+    site->live_bytes -= block.size;
+    site->live_blocks--;
+    recorder->live_bytes -= block.size;
+    recorder->live_blocks--;
+    sample_timeline(recorder, time_ns);
+}
+
+void recorder_snapshot(struct recorder *recorder, uint32_t kind, uint64_t time_ns)
+{
+    if (ensure_capacity((void **)&recorder->snapshots, &recorder->snapshot_capacity, recorder->snapshot_count + 1,
+                        sizeof *recorder->snapshots) < 0) {
+        recorder->out_of_memory = 1;
+        return;
+    }
+    size_t count = 0;
+    for (size_t i = 0; i < recorder->site_count; i++)
+        count += recorder->sites[i].live_blocks > 0;
+    struct trace_snapshot_entry *entries = malloc((count ? count : 1) * sizeof *entries);
+    if (!entries) {
+        recorder->out_of_memory = 1;
+        return;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < recorder->site_count; i++) {
+        const struct recorder_site *site = &recorder->sites[i];
+        if (site->live_blocks > 0)
+            entries[n++] = (struct trace_snapshot_entry){site->stack_id, site->live_bytes, site->live_blocks};
+    }
+    struct recorder_snapshot *snapshot = &recorder->snapshots[recorder->snapshot_count++];
+    snapshot->entries = entries;
+    snapshot->header = (struct trace_snapshot){
+        .kind = kind,
+        .case_id = recorder->open_case,
+        .iteration = recorder->iteration,
+        .time_ns = time_ns,
+        .live_bytes = recorder->live_bytes,
+        .live_blocks = recorder->live_blocks,
+        .count = (uint32_t)n,
+        .entries = entries,
+    };
+}
+
+void recorder_case_begin(struct recorder *recorder, uint64_t time_ns, const char *name, size_t name_length)
+{
+    if (recorder->open_case != TRACE_NONE)
+        recorder_case_end(recorder, time_ns);
+    if (ensure_capacity((void **)&recorder->cases, &recorder->case_capacity, recorder->case_count + 1,
+                        sizeof *recorder->cases) < 0) {
+        recorder->out_of_memory = 1;
+        return;
+    }
+    struct recorder_case *c = &recorder->cases[recorder->case_count];
+    memset(c, 0, sizeof *c);
+    c->name = strndup(name, name_length);
+    if (!c->name) {
+        recorder->out_of_memory = 1;
+        return;
+    }
+    c->info.case_id = (uint32_t)recorder->case_count;
+    c->info.name = c->name;
+    c->info.begin_ns = time_ns;
+    recorder->open_case = (uint32_t)recorder->case_count++;
+    recorder->iteration = 0;
+    recorder_snapshot(recorder, TRACE_SNAP_CASE_BEGIN, time_ns);
+}
+
+void recorder_iteration(struct recorder *recorder, uint64_t time_ns)
+{
+    recorder->iteration++;
+    if (recorder->open_case != TRACE_NONE)
+        recorder->cases[recorder->open_case].info.iterations = recorder->iteration;
+    recorder_snapshot(recorder, TRACE_SNAP_ITERATION, time_ns);
+}
+
+void recorder_case_end(struct recorder *recorder, uint64_t time_ns)
+{
+    if (recorder->open_case == TRACE_NONE)
+        return;
+    recorder_snapshot(recorder, TRACE_SNAP_CASE_END, time_ns);
+    struct recorder_case *c = &recorder->cases[recorder->open_case];
+    c->info.end_ns = time_ns;
+    c->info.flags |= TRACE_CASE_ENDED;
+    recorder->open_case = TRACE_NONE;
+    recorder->iteration = 0;
+}
+
+int recorder_init_fork_child(struct recorder *child, const struct recorder *parent)
+{
+    recorder_init(child, parent->interval_ns);
+    if (live_table_copy(&child->live, &parent->live) < 0)
+        return -1;
+    child->sites = calloc(parent->site_count ? parent->site_count : 1, sizeof *child->sites);
+    child->site_by_stack = calloc(parent->site_by_stack_size ? parent->site_by_stack_size : 1, sizeof(uint32_t));
+    if (!child->sites || !child->site_by_stack)
+        return -1;
+    /* The child's stack ids are its own (a new shared region); inherited
+     * blocks keep their parent's frames under synthetic ids above the
+     * shim's range, so they never collide with the child's. */
+    for (size_t i = 0; i < parent->site_count; i++) {
+        const struct recorder_site *from = &parent->sites[i];
+        struct recorder_site *to = &child->sites[i];
+        memset(to, 0, sizeof *to);
+        to->stack_id = 0x80000000u | (uint32_t)i;
+        to->live_bytes = from->live_bytes;
+        to->live_blocks = from->live_blocks;
+        to->max_live_bytes = from->live_bytes;
+        if (from->depth) {
+            to->frames = malloc(from->depth * sizeof *to->frames);
+            if (!to->frames)
+                return -1;
+            memcpy(to->frames, from->frames, from->depth * sizeof *to->frames);
+            to->depth = from->depth;
+        }
+    }
+    child->site_count = child->site_capacity = parent->site_count;
+    child->site_by_stack_size = parent->site_by_stack_size;
+    child->live_bytes = parent->live_bytes;
+    child->live_blocks = parent->live_blocks;
+    child->peak_bytes = parent->live_bytes;
+    child->peak_blocks = parent->live_blocks;
+    return 0;
+}
+
+void recorder_free(struct recorder *recorder)
+{
+    live_table_free(&recorder->live);
+    for (size_t i = 0; i < recorder->site_count; i++)
+        free(recorder->sites[i].frames);
+    free(recorder->sites);
+    free(recorder->site_by_stack);
+    free(recorder->timeline);
+    for (size_t i = 0; i < recorder->snapshot_count; i++)
+        free(recorder->snapshots[i].entries);
+    free(recorder->snapshots);
+    for (size_t i = 0; i < recorder->case_count; i++)
+        free(recorder->cases[i].name);
+    free(recorder->cases);
+    recorder_init(recorder, 0);
+}

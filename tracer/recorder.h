@@ -1,0 +1,84 @@
+/*
+ * recorder.h - what the tracer knows about one process image: its live
+ * blocks, its allocation sites (one per unique backtrace), totals and peak,
+ * the heap-over-time timeline, its snapshots and cases. Fed with events in
+ * order by the shared-memory consumer; written out by trace_output.c.
+ */
+#ifndef MEMSLOPE_RECORDER_H
+#define MEMSLOPE_RECORDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../report/trace_format.h"
+#include "live_table.h"
+
+struct recorder_site {
+    uint32_t stack_id;      /* the shim's id, unique within the process image */
+    uint32_t depth;
+    uint64_t *frames;       /* return addresses, innermost first */
+    uint64_t allocations, allocated_bytes, frees;
+    uint64_t live_bytes, live_blocks;
+    uint64_t max_live_bytes;
+    uint64_t peak_live_bytes; /* live bytes when the process last peaked (valid for peak_epoch) */
+    uint64_t peak_epoch;
+};
+
+struct recorder_snapshot {
+    struct trace_snapshot header; /* entries owned here */
+    struct trace_snapshot_entry *entries;
+};
+
+struct recorder_case {
+    struct trace_case info; /* name owned here */
+    char *name;
+};
+
+struct recorder {
+    struct live_table live;
+    struct recorder_site *sites;
+    size_t site_count, site_capacity;
+    uint32_t *site_by_stack; /* stack_id -> site index + 1; 0 = none yet */
+    size_t site_by_stack_size;
+
+    uint64_t allocations, frees, allocated_bytes, unmatched_frees;
+    uint64_t live_bytes, live_blocks;
+    uint64_t peak_bytes, peak_blocks, peak_time_ns, peak_epoch;
+
+    uint64_t interval_ns, next_sample_ns;
+    struct trace_timeline_point *timeline;
+    size_t timeline_count, timeline_capacity;
+
+    struct recorder_snapshot *snapshots;
+    size_t snapshot_count, snapshot_capacity;
+
+    struct recorder_case *cases;
+    size_t case_count, case_capacity;
+    uint32_t open_case;       /* TRACE_NONE when no named case is open */
+    uint64_t iteration;       /* iteration number within the open case (0 = before the first) */
+    uint64_t last_time_ns;
+    int out_of_memory;        /* the tracer ran out of memory: figures are incomplete */
+};
+
+/* Looks up the frames of a stack id the first time a site is seen. Returns
+ * the depth (0 when unknown) and points *frames at a buffer the recorder
+ * copies from. */
+typedef uint32_t (*recorder_stack_lookup)(void *context, uint32_t stack_id, const uint64_t **frames);
+
+void recorder_init(struct recorder *recorder, uint64_t interval_ns);
+/* A fork child starts as a copy of its parent's live heap (counters from 0). */
+int recorder_init_fork_child(struct recorder *child, const struct recorder *parent);
+void recorder_free(struct recorder *recorder);
+
+void recorder_alloc(struct recorder *recorder, uint64_t time_ns, uint64_t address, uint64_t size,
+                    uint32_t stack_id, recorder_stack_lookup lookup, void *context);
+void recorder_free_block(struct recorder *recorder, uint64_t time_ns, uint64_t address);
+
+void recorder_case_begin(struct recorder *recorder, uint64_t time_ns, const char *name, size_t name_length);
+void recorder_iteration(struct recorder *recorder, uint64_t time_ns);
+void recorder_case_end(struct recorder *recorder, uint64_t time_ns);
+
+/* Records the per-site live heap now as a snapshot of the given kind. */
+void recorder_snapshot(struct recorder *recorder, uint32_t kind, uint64_t time_ns);
+
+#endif

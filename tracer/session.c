@@ -1,0 +1,624 @@
+/*
+ * session.c - the ptrace side of `memslope record`.
+ *
+ * One thread does everything: it reaps ptrace stops with waitpid(WNOHANG),
+ * drains the shared-memory rings of every process image between stops, and
+ * sleeps in sigtimedwait() for SIGCHLD (or a short timeout, so that rings
+ * are drained while the target runs) when there is nothing to do.
+ *
+ * Processes are followed through clone, fork, vfork and exec; each process
+ * image (a fork child, or the program an exec started) is recorded as a
+ * process of its own. Signals are passed through unchanged and group-stops
+ * are kept with PTRACE_LISTEN, so job control behaves as without memslope.
+ */
+#include "session.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <uthash.h>
+
+#include "../preload/shm_layout.h"
+#include "trace_output.h"
+#include "trace_writer.h"
+
+/* Sleep between drains while the target runs and reports nothing. */
+#define IDLE_WAIT_NS 2000000L
+/* Looking for a new image's region: often at first, then now and then (a
+ * static binary never gets one). */
+#define ATTACH_RETRY_FAST_NS 1000000ull
+#define ATTACH_RETRY_SLOW_NS 50000000ull
+
+struct traced_thread {
+    pid_t tid;
+    struct traced_process *process;
+    int reached_exit; /* stopped at PTRACE_EVENT_EXIT already */
+    UT_hash_handle hh;
+};
+
+uint64_t session_now_ns(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+}
+
+/* ---- processes and threads ---------------------------------------------- */
+
+static struct traced_process *process_create(struct session *session, pid_t pid, uint32_t parent_process_id)
+{
+    if (session->process_count == session->process_capacity) {
+        size_t capacity = session->process_capacity ? session->process_capacity * 2 : 8;
+        struct traced_process **grown = realloc(session->processes, capacity * sizeof *grown);
+        if (!grown)
+            return NULL;
+        session->processes = grown;
+        session->process_capacity = capacity;
+    }
+    struct traced_process *process = calloc(1, sizeof *process);
+    if (!process)
+        return NULL;
+    process->process_id = (uint32_t)session->process_count;
+    process->pid = pid;
+    process->parent_process_id = parent_process_id;
+    process->start_ns = session_now_ns();
+    process->state = PROCESS_RUNNING;
+    recorder_init(&process->recorder, session->options.interval_ns);
+    shm_consumer_init(&process->shm);
+    session->processes[session->process_count++] = process;
+    return process;
+}
+
+/* The running image of pid: the newest process record with that pid. */
+static struct traced_process *process_by_pid(struct session *session, pid_t pid)
+{
+    for (size_t i = session->process_count; i-- > 0;)
+        if (session->processes[i]->pid == pid && session->processes[i]->state != PROCESS_ENDED)
+            return session->processes[i];
+    return NULL;
+}
+
+static char *read_proc_file(pid_t pid, const char *name, size_t *length)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    size_t capacity = 4096, used = 0;
+    char *text = malloc(capacity + 1);
+    while (text) {
+        ssize_t n = read(fd, text + used, capacity - used);
+        if (n <= 0)
+            break;
+        used += (size_t)n;
+        if (used == capacity) {
+            char *grown = realloc(text, 2 * capacity + 1);
+            if (!grown) {
+                free(text);
+                text = NULL;
+                break;
+            }
+            text = grown;
+            capacity *= 2;
+        }
+    }
+    close(fd);
+    if (text)
+        text[used] = '\0';
+    if (length)
+        *length = used;
+    return text;
+}
+
+/* Names the image: /proc/PID/exe and the argv in /proc/PID/cmdline. */
+static void process_read_identity(struct traced_process *process)
+{
+    char path[64], exe[PATH_MAX];
+    snprintf(path, sizeof path, "/proc/%d/exe", (int)process->pid);
+    ssize_t n = readlink(path, exe, sizeof exe - 1);
+    free(process->exe);
+    process->exe = strdup(n > 0 ? (exe[n] = '\0', exe) : "");
+
+    size_t length = 0;
+    char *cmdline = read_proc_file(process->pid, "cmdline", &length);
+    for (uint32_t i = 0; i < process->argc; i++)
+        free(process->argv[i]);
+    free(process->argv);
+    process->argv = NULL;
+    process->argc = 0;
+    if (!cmdline)
+        return;
+    uint32_t count = 0;
+    for (size_t i = 0; i < length; i++)
+        count += cmdline[i] == '\0';
+    process->argv = calloc(count + 1, sizeof *process->argv);
+    for (size_t i = 0; process->argv && i < length; i += strlen(cmdline + i) + 1)
+        process->argv[process->argc++] = strdup(cmdline + i);
+    free(cmdline);
+}
+
+/* The image's own copy of identity (a fork child runs its parent's program). */
+static void process_copy_identity(struct traced_process *to, const struct traced_process *from)
+{
+    to->exe = strdup(from->exe ? from->exe : "");
+    to->argv = calloc(from->argc + 1, sizeof *to->argv);
+    for (uint32_t i = 0; to->argv && i < from->argc; i++)
+        to->argv[to->argc++] = strdup(from->argv[i]);
+}
+
+static struct traced_thread *thread_find(struct session *session, pid_t tid)
+{
+    struct traced_thread *thread;
+    HASH_FIND_INT(session->threads, &tid, thread);
+    return thread;
+}
+
+static struct traced_thread *thread_add(struct session *session, pid_t tid, struct traced_process *process)
+{
+    struct traced_thread *thread = thread_find(session, tid);
+    if (thread) {
+        if (thread->process != process) {
+            thread->process = process;
+            process->live_threads++;
+        }
+        return thread;
+    }
+    thread = calloc(1, sizeof *thread);
+    if (!thread)
+        return NULL;
+    thread->tid = tid;
+    thread->process = process;
+    process->live_threads++;
+    HASH_ADD_INT(session->threads, tid, thread);
+    return thread;
+}
+
+static void thread_remove(struct session *session, struct traced_thread *thread)
+{
+    if (!thread->reached_exit && thread->process->live_threads > 0)
+        thread->process->live_threads--;
+    HASH_DEL(session->threads, thread);
+    free(thread);
+}
+
+/* ---- draining and snapshots ---------------------------------------------- */
+
+/* Merges a fresh read of the image's mappings into what it had: addresses of
+ * a library that is dlclosed before exit must still symbolize. */
+static void process_refresh_maps(struct traced_process *process)
+{
+    struct proc_maps fresh;
+    if (proc_maps_read(process->pid, &fresh) < 0)
+        return;
+    size_t added = 0;
+    for (size_t i = 0; i < fresh.count; i++) {
+        struct proc_map *map = &fresh.maps[i];
+        const struct proc_map *known = proc_maps_find(&process->maps, map->start);
+        if (map->path[0] != '/' || (known && known->end == map->end && strcmp(known->path, map->path) == 0))
+            continue;
+        struct proc_map *grown = realloc(process->maps.maps, (process->maps.count + 1) * sizeof *grown);
+        if (!grown)
+            break;
+        process->maps.maps = grown;
+        process->maps.maps[process->maps.count++] = *map;
+        map->path = NULL; /* moved */
+        added++;
+    }
+    proc_maps_free(&fresh);
+    if (added)
+        qsort(process->maps.maps, process->maps.count, sizeof *process->maps.maps, proc_map_compare_start);
+}
+
+/* New sites: if any frame lies outside the known mappings, the image mapped
+ * something new (dlopen): read the maps while the process is alive. */
+static void process_check_new_sites(struct traced_process *process)
+{
+    struct recorder *recorder = &process->recorder;
+    for (; process->sites_checked < recorder->site_count; process->sites_checked++) {
+        const struct recorder_site *site = &recorder->sites[process->sites_checked];
+        for (uint32_t f = 0; f < site->depth; f++) {
+            if (!proc_maps_find(&process->maps, site->frames[f])) {
+                process_refresh_maps(process);
+                break;
+            }
+        }
+    }
+}
+
+static void process_try_attach(struct session *session, struct traced_process *process, uint64_t now)
+{
+    (void)session;
+    if (process->shm.base || process->vfork_child || process->state == PROCESS_ENDED || now < process->next_attach_ns)
+        return;
+    int found = shm_consumer_attach(&process->shm, process->pid, process->previous_image_inode);
+    process->attach_tries++;
+    if (found == 1) {
+        process->flags |= TRACE_PROC_SHIM_SEEN;
+        process_refresh_maps(process);
+        return;
+    }
+    uint64_t wait = process->attach_tries < 200 ? ATTACH_RETRY_FAST_NS : ATTACH_RETRY_SLOW_NS;
+    process->next_attach_ns = now + wait;
+}
+
+static size_t process_drain(struct traced_process *process, int full)
+{
+    size_t events = shm_consumer_drain(&process->shm, &process->recorder, full);
+    if (events)
+        process_check_new_sites(process);
+    return events;
+}
+
+static size_t drain_all(struct session *session)
+{
+    uint64_t now = session_now_ns();
+    size_t events = 0;
+    for (size_t i = 0; i < session->process_count; i++) {
+        struct traced_process *process = session->processes[i];
+        if (process->state == PROCESS_ENDED)
+            continue;
+        process_try_attach(session, process, now);
+        events += process_drain(process, 0);
+    }
+    return events;
+}
+
+/* The image is about to go (exit, fatal signal, exec): every event it
+ * committed is in its region, so drain it all and snapshot the heap. */
+static void process_final_snapshot(struct session *session, struct traced_process *process, uint32_t kind)
+{
+    if (process->final_snapshot_taken)
+        return;
+    if (!process->shm.base)
+        process_try_attach(session, process, UINT64_MAX);
+    process_drain(process, 1);
+    process_refresh_maps(process);
+    recorder_case_end(&process->recorder, session_now_ns());
+    recorder_snapshot(&process->recorder, kind, session_now_ns());
+    process->final_snapshot_taken = 1;
+}
+
+static void process_end(struct session *session, struct traced_process *process)
+{
+    process_final_snapshot(session, process, process->exit_signal ? TRACE_SNAP_SIGNAL : TRACE_SNAP_EXIT);
+    process_drain(process, 1);
+    uint32_t stacks_dropped, slots_exhausted;
+    shm_consumer_counters(&process->shm, &stacks_dropped, &slots_exhausted);
+    shm_consumer_detach(&process->shm);
+    process->end_ns = session_now_ns();
+    process->state = PROCESS_ENDED;
+    if (trace_output_process(session->writer, process, &session->modules_written, stacks_dropped, slots_exhausted) < 0)
+        fprintf(stderr, "memslope: %s\n", trace_writer_error(session->writer));
+    recorder_free(&process->recorder);
+}
+
+/* ---- ptrace stops -------------------------------------------------------- */
+
+static void resume(pid_t tid, int signal)
+{
+    ptrace(PTRACE_CONT, tid, 0, (void *)(long)signal);
+}
+
+/* Whether delivering signal will kill the process: not caught, not ignored,
+ * and terminating by default. */
+static int signal_is_fatal(pid_t tid, int signal)
+{
+    switch (signal) {
+    case SIGCHLD: case SIGURG: case SIGWINCH: case SIGCONT:
+    case SIGSTOP: case SIGTSTP: case SIGTTIN: case SIGTTOU:
+        return 0;
+    case SIGKILL:
+        return 1;
+    default:
+        break;
+    }
+    char *status = read_proc_file(tid, "status", NULL);
+    if (!status)
+        return 0;
+    unsigned long long caught = 0, ignored = 0;
+    const char *line = strstr(status, "\nSigIgn:");
+    if (line)
+        ignored = strtoull(line + 8, NULL, 16);
+    line = strstr(status, "\nSigCgt:");
+    if (line)
+        caught = strtoull(line + 8, NULL, 16);
+    free(status);
+    unsigned long long bit = 1ull << (signal - 1);
+    return !(caught & bit) && !(ignored & bit);
+}
+
+static void on_new_task(struct session *session, struct traced_thread *thread, int event)
+{
+    unsigned long message = 0;
+    ptrace(PTRACE_GETEVENTMSG, thread->tid, 0, &message);
+    pid_t child = (pid_t)message;
+    struct traced_process *parent = thread->process;
+    if (event == PTRACE_EVENT_CLONE) {
+        thread_add(session, child, parent);
+        return;
+    }
+    /* The child's events so far belong to the parent's image; the child
+     * starts from the heap as it was at the fork. */
+    process_drain(parent, 1);
+    struct traced_process *process = process_create(session, child, parent->process_id);
+    if (!process)
+        return;
+    process_copy_identity(process, parent);
+    if (event == PTRACE_EVENT_VFORK) {
+        process->vfork_child = 1;
+    } else if (recorder_init_fork_child(&process->recorder, &parent->recorder) < 0) {
+        process->recorder.out_of_memory = 1;
+    }
+    process->previous_image_inode = parent->shm.inode;
+    if (parent->maps.count) {
+        struct proc_maps *maps = &process->maps;
+        maps->maps = calloc(parent->maps.count, sizeof *maps->maps);
+        for (size_t i = 0; maps->maps && i < parent->maps.count; i++) {
+            maps->maps[i] = parent->maps.maps[i];
+            maps->maps[i].path = strdup(parent->maps.maps[i].path);
+            maps->count++;
+        }
+    }
+    thread_add(session, child, process);
+}
+
+static void on_exec(struct session *session, struct traced_thread *thread)
+{
+    struct traced_process *old = thread->process;
+    /* The old image is gone, its heap with it (no leak check at exec, as
+     * memcheck). Other threads vanished in the exec. */
+    process_final_snapshot(session, old, TRACE_SNAP_EXEC);
+    old->flags |= TRACE_PROC_EXECED;
+    struct traced_thread *t, *tmp;
+    HASH_ITER(hh, session->threads, t, tmp) {
+        if (t->process == old && t->tid != old->pid) {
+            t->reached_exit = 1;
+            thread_remove(session, t);
+        }
+    }
+    uint64_t previous_inode = old->shm.inode;
+    pid_t pid = old->pid;
+    process_end(session, old);
+    struct traced_process *image = process_create(session, pid, old->process_id);
+    if (!image)
+        return;
+    image->previous_image_inode = previous_inode;
+    process_read_identity(image);
+    thread = thread_find(session, pid);
+    if (thread) {
+        thread->process = image;
+        thread->reached_exit = 0;
+        image->live_threads = 1;
+    } else {
+        thread_add(session, pid, image);
+    }
+    process_refresh_maps(image);
+}
+
+/* memslope's own child runs memslope's code until its first exec; the
+ * first image starts there. */
+static void on_first_exec(struct session *session, pid_t pid)
+{
+    session->first_exec_seen = 1;
+    struct traced_process *image = process_create(session, pid, TRACE_NONE);
+    if (!image)
+        return;
+    process_read_identity(image);
+    thread_add(session, pid, image);
+    process_refresh_maps(image);
+}
+
+static void on_exit_stop(struct session *session, struct traced_thread *thread)
+{
+    struct traced_process *process = thread->process;
+    if (!thread->reached_exit) {
+        thread->reached_exit = 1;
+        if (process && process->live_threads > 0)
+            process->live_threads--;
+    }
+    if (!process)
+        return;
+    /* The last thread of the image to reach its exit stop: the address
+     * space is intact and every other thread is gone or going. */
+    if (process->live_threads == 0) {
+        process->state = PROCESS_EXITING;
+        process_final_snapshot(session, process, TRACE_SNAP_EXIT);
+    }
+}
+
+static void on_signal_stop(struct session *session, struct traced_thread *thread, int signal)
+{
+    struct traced_process *process = thread->process;
+    if (process && signal_is_fatal(thread->tid, signal)) {
+        process->state = PROCESS_EXITING;
+        process_final_snapshot(session, process, TRACE_SNAP_SIGNAL);
+    }
+    resume(thread->tid, signal);
+}
+
+static void on_stopped(struct session *session, struct traced_thread *thread, int status)
+{
+    int signal = WSTOPSIG(status);
+    int event = status >> 16;
+    switch (event) {
+    case 0:
+        on_signal_stop(session, thread, signal);
+        return;
+    case PTRACE_EVENT_STOP:
+        if (signal == SIGSTOP || signal == SIGTSTP || signal == SIGTTIN || signal == SIGTTOU)
+            ptrace(PTRACE_LISTEN, thread->tid, 0, 0); /* a group-stop: stay stopped, as without us */
+        else
+            resume(thread->tid, 0);
+        return;
+    case PTRACE_EVENT_CLONE:
+    case PTRACE_EVENT_FORK:
+    case PTRACE_EVENT_VFORK:
+        on_new_task(session, thread, event);
+        break;
+    case PTRACE_EVENT_EXEC:
+        on_exec(session, thread);
+        break;
+    case PTRACE_EVENT_EXIT:
+        on_exit_stop(session, thread);
+        break;
+    default:
+        break;
+    }
+    resume(thread->tid, 0);
+}
+
+/* A tid we have not seen: a new task whose first stop came before its
+ * parent's clone/fork event. Attribute it through /proc. */
+static struct traced_thread *thread_discover(struct session *session, pid_t tid)
+{
+    char *status = read_proc_file(tid, "status", NULL);
+    pid_t tgid = tid;
+    if (status) {
+        const char *line = strstr(status, "\nTgid:");
+        if (line)
+            tgid = (pid_t)strtol(line + 6, NULL, 10);
+        free(status);
+    }
+    struct traced_process *process = process_by_pid(session, tgid);
+    if (!process && tgid == tid) {
+        /* A fork child reported before its parent's fork event: its parent
+         * will be known at that event; until then it has none. */
+        process = process_create(session, tid, TRACE_NONE);
+        if (!process)
+            return NULL;
+    }
+    if (!process)
+        process = process_by_pid(session, session->initial_pid);
+    return process ? thread_add(session, tid, process) : NULL;
+}
+
+static void on_task_gone(struct session *session, pid_t tid, int status)
+{
+    struct traced_thread *thread = thread_find(session, tid);
+    struct traced_process *process = thread ? thread->process : process_by_pid(session, tid);
+    if (thread)
+        thread_remove(session, thread);
+    if (!process || tid != process->pid)
+        return;
+    if (WIFEXITED(status)) {
+        process->flags |= TRACE_PROC_EXITED;
+        process->exit_status = WEXITSTATUS(status);
+    } else {
+        process->flags |= TRACE_PROC_SIGNALED;
+        process->exit_signal = WTERMSIG(status);
+    }
+    if (tid == session->initial_pid) {
+        session->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        session->initial_status_known = 1;
+    }
+    process_end(session, process);
+}
+
+static void handle_wait_status(struct session *session, pid_t tid, int status)
+{
+    if (WIFEXITED(status) || WIFSIGNALED(status)) {
+        on_task_gone(session, tid, status);
+        return;
+    }
+    if (!WIFSTOPPED(status))
+        return;
+    int event = status >> 16;
+    if (!session->first_exec_seen && tid == session->initial_pid) {
+        if (event == PTRACE_EVENT_EXEC)
+            on_first_exec(session, tid);
+        resume(tid, event == 0 ? WSTOPSIG(status) : 0);
+        return;
+    }
+    struct traced_thread *thread = thread_find(session, tid);
+    if (!thread)
+        thread = thread_discover(session, tid);
+    if (!thread) {
+        resume(tid, event == 0 ? WSTOPSIG(status) : 0);
+        return;
+    }
+    on_stopped(session, thread, status);
+}
+
+/* ---- the loop -------------------------------------------------------------- */
+
+static void forward_signal(struct session *session, int signal)
+{
+    /* SIGINT and SIGQUIT from the terminal reach the target directly (same
+     * process group); other signals sent to memslope are meant for it. */
+    if (signal == SIGINT || signal == SIGQUIT)
+        return;
+    struct traced_process *process = process_by_pid(session, session->initial_pid);
+    if (process)
+        kill(process->pid, signal);
+    session->interrupted = 1;
+}
+
+int session_run(struct session *session)
+{
+    sigset_t wait_set;
+    sigemptyset(&wait_set);
+    sigaddset(&wait_set, SIGCHLD);
+    sigaddset(&wait_set, SIGTERM);
+    sigaddset(&wait_set, SIGHUP);
+    sigaddset(&wait_set, SIGINT);
+    sigaddset(&wait_set, SIGQUIT);
+    sigprocmask(SIG_BLOCK, &wait_set, NULL);
+
+    for (;;) {
+        int status;
+        pid_t tid;
+        int reaped = 0;
+        while ((tid = waitpid(-1, &status, __WALL | WNOHANG)) > 0) {
+            handle_wait_status(session, tid, status);
+            reaped++;
+        }
+        if (tid < 0 && errno == ECHILD)
+            break;
+        size_t events = drain_all(session);
+        if (reaped || events)
+            continue;
+        struct timespec timeout = {0, IDLE_WAIT_NS};
+        int signal = sigtimedwait(&wait_set, NULL, &timeout);
+        if (signal > 0 && signal != SIGCHLD)
+            forward_signal(session, signal);
+    }
+    /* Images whose end we did not see (cannot happen with ptrace, but a
+     * trace must never lose what was recorded). */
+    for (size_t i = 0; i < session->process_count; i++)
+        if (session->processes[i]->state != PROCESS_ENDED)
+            process_end(session, session->processes[i]);
+    return session->exit_code;
+}
+
+void session_destroy(struct session *session)
+{
+    struct traced_thread *thread, *tmp;
+    HASH_ITER(hh, session->threads, thread, tmp) {
+        HASH_DEL(session->threads, thread);
+        free(thread);
+    }
+    for (size_t i = 0; i < session->process_count; i++) {
+        struct traced_process *process = session->processes[i];
+        recorder_free(&process->recorder);
+        shm_consumer_detach(&process->shm);
+        proc_maps_free(&process->maps);
+        for (uint32_t a = 0; a < process->argc; a++)
+            free(process->argv[a]);
+        free(process->argv);
+        free(process->exe);
+        free(process->loss_records);
+        free(process->leak_check_note);
+        free(process);
+    }
+    free(session->processes);
+}

@@ -1,0 +1,96 @@
+/*
+ * session.h - one `memslope record` run: the traced processes and threads,
+ * the ptrace event loop, and the hand-off of each process image's recorder
+ * to the trace file.
+ */
+#ifndef MEMSLOPE_SESSION_H
+#define MEMSLOPE_SESSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "proc_maps.h"
+#include "recorder.h"
+#include "shm_consumer.h"
+
+struct trace_writer;
+struct traced_thread;
+
+struct record_options {
+    const char *output;       /* NULL: memslope.<command>.<pid>.trace */
+    uint32_t max_frames;
+    uint32_t snapshots_limit;
+    uint64_t interval_ns;
+    uint64_t sample_rate;
+    uint32_t leak_check;      /* enum trace_leak_check */
+    int follow_children;
+    char *const *command;     /* argv of the target, NULL-terminated */
+    int command_argc;
+};
+
+enum traced_process_state { PROCESS_RUNNING, PROCESS_EXITING, PROCESS_ENDED };
+
+struct traced_process {
+    uint32_t process_id;
+    pid_t pid;
+    uint32_t parent_process_id;
+    char *exe;
+    char **argv;
+    uint32_t argc;
+    uint64_t start_ns, end_ns;
+    uint32_t flags;            /* enum trace_process_flags */
+    int32_t exit_status, exit_signal;
+    enum traced_process_state state;
+    int live_threads;          /* threads that have not reached their exit stop */
+    int final_snapshot_taken;
+    int vfork_child;           /* shares its parent's memory until it execs */
+    uint64_t next_attach_ns;   /* when to look for the shim's region again */
+    uint64_t attach_tries;
+
+    struct recorder recorder;
+    struct shm_consumer shm;
+    uint64_t previous_image_inode; /* region of the image before exec: not ours */
+
+    struct proc_maps maps;     /* every mapping seen while the image lived */
+    size_t sites_checked;      /* sites whose frames are known to lie in maps */
+
+    struct trace_leaks leaks;  /* the leak check at exit or fatal signal, if run */
+    struct trace_loss_record *loss_records;
+    int leaks_valid;
+    char *leak_check_note;     /* why no leak check ran, if it did not */
+};
+
+struct session {
+    struct record_options options;
+    struct trace_writer *writer;
+    struct traced_process **processes;
+    size_t process_count, process_capacity;
+    struct traced_thread *threads; /* hash by tid */
+    pid_t initial_pid;
+    int initial_status_known;
+    int first_exec_seen;
+    char output_path[4096];
+    uint32_t modules_written;  /* module ids are global to the trace */
+    int exit_code;             /* record's own exit status: the target's */
+    uint64_t start_ns;
+    int interrupted;           /* memslope got SIGTERM/SIGHUP: forwarded to the target */
+};
+
+/* Forks and execs the command with the shim preloaded and PTRACE_SEIZE
+ * options set, creates the trace file before the target runs, and writes
+ * the INFO section. Returns 0, or the exit status record should end with
+ * (127 for a command that cannot be found, 1 for other failures) after
+ * printing one clear message. */
+int session_launch(struct session *session, const char *shim_path);
+
+/* Runs until every traced process has ended, then writes the remaining
+ * sections. Returns record's exit status. */
+int session_run(struct session *session);
+
+void session_destroy(struct session *session);
+
+/* Monotonic clock, nanoseconds. */
+uint64_t session_now_ns(void);
+
+#endif

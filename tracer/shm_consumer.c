@@ -1,0 +1,259 @@
+/* shm_consumer.c - see shm_consumer.h. */
+#include "shm_consumer.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../preload/shm_layout.h"
+
+/* How often slots not known to be active are looked at: a thread's first
+ * events wait at most this long (only if its ring fills meanwhile). */
+#define FULL_SCAN_INTERVAL_NS 20000000ull
+
+void shm_consumer_init(struct shm_consumer *consumer)
+{
+    memset(consumer, 0, sizeof *consumer);
+}
+
+static uint64_t monotonic_ns(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+}
+
+/* A region is usable once the shim has published a header that matches the
+ * layout this tracer was built with. */
+static int header_valid(const struct shm_header *header, pid_t pid)
+{
+    return __atomic_load_n(&header->ready, __ATOMIC_ACQUIRE) == 1 && header->magic == SHM_MAGIC &&
+           header->version == SHM_VERSION && header->total_size == SHM_TOTAL_SIZE &&
+           header->slots_offset == SHM_SLOTS_OFFSET && header->slot_size == SHM_SLOT_SIZE &&
+           header->max_threads == SHM_MAX_THREADS && header->ring_events == SHM_RING_EVENTS &&
+           header->stack_table_offset == SHM_STACK_TABLE_OFFSET &&
+           header->stack_table_entries == SHM_STACK_TABLE_ENTRIES &&
+           header->frame_pool_offset == SHM_FRAME_POOL_OFFSET &&
+           header->frame_pool_frames == SHM_FRAME_POOL_FRAMES && header->pid == (uint32_t)pid;
+}
+
+/* Maps the memfd open in the target as /proc/PID/fd/NAME if it is our region. */
+static int try_map_fd(struct shm_consumer *consumer, pid_t pid, const char *fd_name, uint64_t skip_inode)
+{
+    char path[384], link[256];
+    snprintf(path, sizeof path, "/proc/%d/fd/%s", (int)pid, fd_name);
+    ssize_t n = readlink(path, link, sizeof link - 1);
+    if (n < 0)
+        return 0;
+    link[n] = '\0';
+    if (strncmp(link, "/memfd:" SHM_MEMFD_NAME " ", strlen("/memfd:" SHM_MEMFD_NAME " ")) != 0)
+        return 0;
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || (uint64_t)st.st_ino == skip_inode || (uint64_t)st.st_size < SHM_TOTAL_SIZE) {
+        close(fd);
+        return 0;
+    }
+    void *base = mmap(NULL, SHM_TOTAL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (base == MAP_FAILED)
+        return -1;
+    if (!header_valid(base, pid)) {
+        munmap(base, SHM_TOTAL_SIZE);
+        return 0;
+    }
+    consumer->base = base;
+    consumer->size = SHM_TOTAL_SIZE;
+    consumer->inode = (uint64_t)st.st_ino;
+    return 1;
+}
+
+int shm_consumer_attach(struct shm_consumer *consumer, pid_t pid, uint64_t skip_inode)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+    DIR *dir = opendir(path);
+    if (!dir)
+        return 0;
+    int found = 0;
+    struct dirent *entry;
+    while (!found && (entry = readdir(dir)) != NULL) {
+        if (entry->d_name[0] == '.')
+            continue;
+        found = try_map_fd(consumer, pid, entry->d_name, skip_inode);
+    }
+    closedir(dir);
+    return found;
+}
+
+struct stack_lookup_context {
+    void *base;
+};
+
+/* Frames of a stack id, checked against the layout: the target's memory is
+ * not trusted to be intact (a buggy program may scribble over it). */
+static uint32_t lookup_stack(void *context, uint32_t stack_id, const uint64_t **frames)
+{
+    void *base = context;
+    if (stack_id == SHM_STACK_NONE || stack_id >= SHM_STACK_TABLE_ENTRIES)
+        return 0;
+    const struct shm_stack_entry *entry = &shm_stack_table(base)[stack_id];
+    if (__atomic_load_n(&entry->state, __ATOMIC_ACQUIRE) != SHM_STACK_READY)
+        return 0;
+    uint32_t depth = entry->depth, offset = entry->frame_offset;
+    if (depth == 0 || depth > SHM_MAX_FRAMES_LIMIT || offset > SHM_FRAME_POOL_FRAMES - depth)
+        return 0;
+    *frames = shm_frame_pool(base) + offset;
+    return depth;
+}
+
+static void apply_event(struct shm_consumer *consumer, struct recorder *recorder, const struct shm_event *event)
+{
+    switch (event->kind) {
+    case SHM_EV_ALLOC:
+        recorder_alloc(recorder, event->time_ns, event->addr, event->size, event->stack_id, lookup_stack,
+                       consumer->base);
+        break;
+    case SHM_EV_FREE:
+        recorder_free_block(recorder, event->time_ns, event->addr);
+        break;
+    case SHM_EV_CASE_BEGIN:
+        if (event->addr < SHM_NAME_POOL_BYTES && event->size <= SHM_NAME_POOL_BYTES - event->addr)
+            recorder_case_begin(recorder, event->time_ns, shm_name_pool(consumer->base) + event->addr,
+                                (size_t)event->size);
+        else
+            recorder_case_begin(recorder, event->time_ns, "?", 1);
+        break;
+    case SHM_EV_ITERATION:
+        recorder_iteration(recorder, event->time_ns);
+        break;
+    case SHM_EV_CASE_END:
+        recorder_case_end(recorder, event->time_ns);
+        break;
+    default:
+        break;
+    }
+}
+
+struct ring_cursor {
+    struct shm_thread_slot *slot;
+    uint64_t position, end;
+};
+
+static void refresh_active_slots(struct shm_consumer *consumer)
+{
+    free(consumer->active_slots);
+    consumer->active_slots = malloc(SHM_MAX_THREADS * sizeof *consumer->active_slots);
+    consumer->active_count = 0;
+    if (!consumer->active_slots)
+        return;
+    for (uint32_t i = 0; i < SHM_MAX_THREADS; i++) {
+        struct shm_thread_slot *slot = shm_slot(consumer->base, i);
+        if (__atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) != SHM_SLOT_FREE ||
+            __atomic_load_n(&slot->write_pos, __ATOMIC_ACQUIRE) != slot->read_pos)
+            consumer->active_slots[consumer->active_count++] = i;
+    }
+}
+
+/* Tells the producer there is room again, and wakes it if it sleeps. */
+static void release_ring(struct shm_thread_slot *slot, uint64_t position)
+{
+    __atomic_store_n(&slot->read_pos, position, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&slot->read_seq, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&slot->producer_waiting, __ATOMIC_SEQ_CST))
+        syscall(SYS_futex, &slot->read_seq, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+/* A retired slot whose ring is empty goes back to the pool. */
+static void recycle_if_retired(struct shm_thread_slot *slot)
+{
+    uint32_t retired = SHM_SLOT_RETIRED;
+    if (__atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) == SHM_SLOT_RETIRED &&
+        __atomic_load_n(&slot->write_pos, __ATOMIC_ACQUIRE) == slot->read_pos)
+        __atomic_compare_exchange_n(&slot->state, &retired, SHM_SLOT_FREE, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+}
+
+/* Merges the committed events of every cursor by time stamp. Events of one
+ * ring are already in order; across rings the stamps order a free before
+ * the allocation that reused its address (see shm_layout.h). */
+static size_t merge_cursors(struct shm_consumer *consumer, struct recorder *recorder, struct ring_cursor *cursors,
+                            size_t count)
+{
+    size_t consumed = 0;
+    for (;;) {
+        struct ring_cursor *next = NULL;
+        uint64_t next_time = 0;
+        for (size_t i = 0; i < count; i++) {
+            struct ring_cursor *c = &cursors[i];
+            if (c->position == c->end)
+                continue;
+            uint64_t t = c->slot->ring[c->position & (SHM_RING_EVENTS - 1)].time_ns;
+            if (!next || t < next_time)
+                next = c, next_time = t;
+        }
+        if (!next)
+            return consumed;
+        struct shm_event event = next->slot->ring[next->position & (SHM_RING_EVENTS - 1)];
+        next->position++;
+        apply_event(consumer, recorder, &event);
+        consumed++;
+    }
+}
+
+size_t shm_consumer_drain(struct shm_consumer *consumer, struct recorder *recorder, int full)
+{
+    if (!consumer->base)
+        return 0;
+    uint64_t now = monotonic_ns();
+    if (full || !consumer->active_slots || now - consumer->last_full_scan_ns >= FULL_SCAN_INTERVAL_NS) {
+        refresh_active_slots(consumer);
+        consumer->last_full_scan_ns = now;
+    }
+    struct ring_cursor cursors[SHM_MAX_THREADS];
+    size_t count = 0;
+    for (size_t i = 0; i < consumer->active_count; i++) {
+        struct shm_thread_slot *slot = shm_slot(consumer->base, consumer->active_slots[i]);
+        uint64_t end = __atomic_load_n(&slot->write_pos, __ATOMIC_ACQUIRE);
+        uint64_t position = slot->read_pos;
+        if (end - position > SHM_RING_EVENTS) /* corrupted by the target: skip what cannot be real */
+            position = end - SHM_RING_EVENTS;
+        cursors[count++] = (struct ring_cursor){slot, position, end};
+    }
+    size_t consumed = merge_cursors(consumer, recorder, cursors, count);
+    for (size_t i = 0; i < count; i++) {
+        if (cursors[i].end != cursors[i].slot->read_pos)
+            release_ring(cursors[i].slot, cursors[i].end);
+        recycle_if_retired(cursors[i].slot);
+    }
+    consumer->events += consumed;
+    return consumed;
+}
+
+void shm_consumer_counters(const struct shm_consumer *consumer, uint32_t *stacks_dropped, uint32_t *slots_exhausted)
+{
+    *stacks_dropped = *slots_exhausted = 0;
+    if (!consumer->base)
+        return;
+    const struct shm_header *header = consumer->base;
+    *stacks_dropped = __atomic_load_n(&header->stacks_dropped, __ATOMIC_RELAXED);
+    *slots_exhausted = __atomic_load_n(&header->slots_exhausted, __ATOMIC_RELAXED);
+}
+
+void shm_consumer_detach(struct shm_consumer *consumer)
+{
+    if (consumer->base)
+        munmap(consumer->base, consumer->size);
+    free(consumer->active_slots);
+    shm_consumer_init(consumer);
+}

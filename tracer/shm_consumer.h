@@ -1,0 +1,43 @@
+/*
+ * shm_consumer.h - the tracer's side of the shared-memory ring
+ * (preload/shm_layout.h): finds a process image's region, drains every
+ * thread's ring in time order into a recorder, and wakes producers that wait
+ * for room.
+ */
+#ifndef MEMSLOPE_SHM_CONSUMER_H
+#define MEMSLOPE_SHM_CONSUMER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "recorder.h"
+
+struct shm_consumer {
+    void *base;             /* the mapping, or NULL before the region is found */
+    uint64_t size;
+    uint64_t inode;         /* the memfd's inode: tells a new image's region from the old */
+    uint32_t *active_slots; /* slots seen in use, drained every time */
+    size_t active_count;
+    uint64_t last_full_scan_ns;
+    uint64_t events;        /* events consumed so far */
+};
+
+void shm_consumer_init(struct shm_consumer *consumer);
+
+/* Looks for the region of process pid in /proc/PID/fd (a memfd named
+ * "memslope" whose header names pid) other than the inode to skip. Returns 1
+ * when found and mapped, 0 when not (yet), -1 on a mapping error. */
+int shm_consumer_attach(struct shm_consumer *consumer, pid_t pid, uint64_t skip_inode);
+
+/* Applies every committed event to recorder in time order. full: look at
+ * every slot (else only the slots known active, plus a full scan now and
+ * then). Returns the number of events consumed. */
+size_t shm_consumer_drain(struct shm_consumer *consumer, struct recorder *recorder, int full);
+
+/* Header counters the trace reports (lost backtraces, threads without a slot). */
+void shm_consumer_counters(const struct shm_consumer *consumer, uint32_t *stacks_dropped, uint32_t *slots_exhausted);
+
+void shm_consumer_detach(struct shm_consumer *consumer);
+
+#endif

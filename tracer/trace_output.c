@@ -1,0 +1,270 @@
+/* trace_output.c - see trace_output.h. */
+#include "trace_output.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+
+#include "session.h"
+#include "symbolize.h"
+#include "trace_writer.h"
+
+/* Frames one return address expands to (inlined calls make it several). */
+struct address_frames {
+    uint64_t address;
+    uint32_t first_frame_id;
+    uint32_t count;
+    UT_hash_handle hh;
+};
+
+struct frame_batch {
+    struct trace_frame *frames;
+    size_t count, capacity;
+};
+
+#define MAX_INLINE_DEPTH 16
+
+static int batch_append(struct frame_batch *batch, const struct trace_frame *frames, size_t count)
+{
+    if (batch->count + count > batch->capacity) {
+        size_t capacity = batch->capacity ? batch->capacity * 2 : 256;
+        while (capacity < batch->count + count)
+            capacity *= 2;
+        struct trace_frame *grown = realloc(batch->frames, capacity * sizeof *grown);
+        if (!grown)
+            return -1;
+        batch->frames = grown;
+        batch->capacity = capacity;
+    }
+    memcpy(batch->frames + batch->count, frames, count * sizeof *frames);
+    batch->count += count;
+    return 0;
+}
+
+/* Resolves every distinct address of the image's sites. Frame ids are
+ * assigned as first_id (the writer's next id) + position in the batch. */
+static struct address_frames *resolve_addresses(struct symbolizer *symbolizer, const struct recorder *recorder,
+                                                struct frame_batch *batch)
+{
+    struct address_frames *by_address = NULL;
+    for (size_t s = 0; s < recorder->site_count; s++) {
+        const struct recorder_site *site = &recorder->sites[s];
+        for (uint32_t f = 0; f < site->depth; f++) {
+            struct address_frames *known;
+            HASH_FIND(hh, by_address, &site->frames[f], sizeof(uint64_t), known);
+            if (known)
+                continue;
+            struct trace_frame frames[MAX_INLINE_DEPTH];
+            size_t count = symbolizer_resolve(symbolizer, site->frames[f], 1, frames, MAX_INLINE_DEPTH);
+            known = calloc(1, sizeof *known);
+            if (!known || batch_append(batch, frames, count) < 0) {
+                free(known);
+                return by_address;
+            }
+            known->address = site->frames[f];
+            known->first_frame_id = (uint32_t)(batch->count - count);
+            known->count = (uint32_t)count;
+            HASH_ADD(hh, by_address, address, sizeof(uint64_t), known);
+        }
+    }
+    return by_address;
+}
+
+static int write_modules(struct trace_writer *writer, struct symbolizer *symbolizer, struct frame_batch *batch,
+                         uint32_t *module_base)
+{
+    size_t count = 0;
+    const struct trace_module *modules = symbolizer_modules(symbolizer, &count);
+    for (size_t i = 0; i < count; i++) {
+        struct trace_module module = modules[i];
+        module.module_id = *module_base + (uint32_t)i;
+        if (trace_write_module(writer, &module) < 0)
+            return -1;
+    }
+    for (size_t i = 0; i < batch->count; i++)
+        if (batch->frames[i].module_id != TRACE_NONE)
+            batch->frames[i].module_id += *module_base;
+    *module_base += (uint32_t)count;
+    return 0;
+}
+
+static int write_stacks(struct trace_writer *writer, const struct traced_process *process,
+                        struct address_frames *by_address, uint32_t first_id)
+{
+    const struct recorder *recorder = &process->recorder;
+    struct trace_stack *stacks = calloc(recorder->site_count + 1, sizeof *stacks);
+    uint32_t **ids = calloc(recorder->site_count + 1, sizeof *ids);
+    int rc = -1;
+    if (!stacks || !ids)
+        goto out;
+    for (size_t s = 0; s < recorder->site_count; s++) {
+        const struct recorder_site *site = &recorder->sites[s];
+        ids[s] = malloc((site->depth * MAX_INLINE_DEPTH + 1) * sizeof **ids);
+        if (!ids[s])
+            goto out;
+        uint32_t depth = 0;
+        for (uint32_t f = 0; f < site->depth; f++) {
+            struct address_frames *known;
+            HASH_FIND(hh, by_address, &site->frames[f], sizeof(uint64_t), known);
+            for (uint32_t k = 0; known && k < known->count; k++)
+                ids[s][depth++] = first_id + known->first_frame_id + k;
+        }
+        stacks[s] = (struct trace_stack){site->stack_id, depth, ids[s]};
+    }
+    rc = trace_write_stacks(writer, process->process_id, stacks, (uint32_t)recorder->site_count);
+out:
+    for (size_t s = 0; ids && s < recorder->site_count; s++)
+        free(ids[s]);
+    free(ids);
+    free(stacks);
+    return rc;
+}
+
+static int write_sites(struct trace_writer *writer, const struct traced_process *process)
+{
+    const struct recorder *recorder = &process->recorder;
+    struct trace_site *sites = calloc(recorder->site_count + 1, sizeof *sites);
+    if (!sites)
+        return -1;
+    for (size_t s = 0; s < recorder->site_count; s++) {
+        const struct recorder_site *site = &recorder->sites[s];
+        uint64_t at_peak = site->peak_epoch == recorder->peak_epoch ? site->peak_live_bytes : site->live_bytes;
+        sites[s] = (struct trace_site){
+            .stack_id = site->stack_id,
+            .allocations = site->allocations,
+            .allocated_bytes = site->allocated_bytes,
+            .frees = site->frees,
+            .live_bytes = site->live_bytes,
+            .live_blocks = site->live_blocks,
+            .peak_live_bytes = at_peak,
+            .max_live_bytes = site->max_live_bytes,
+        };
+    }
+    int rc = trace_write_sites(writer, process->process_id, sites, (uint32_t)recorder->site_count);
+    free(sites);
+    return rc;
+}
+
+static int write_history(struct trace_writer *writer, const struct traced_process *process)
+{
+    const struct recorder *recorder = &process->recorder;
+    for (size_t i = 0; i < recorder->case_count; i++) {
+        struct trace_case c = recorder->cases[i].info;
+        c.process_id = process->process_id;
+        if (!c.end_ns)
+            c.end_ns = process->end_ns;
+        if (trace_write_case(writer, &c) < 0)
+            return -1;
+    }
+    for (size_t i = 0; i < recorder->snapshot_count; i++) {
+        struct trace_snapshot snapshot = recorder->snapshots[i].header;
+        snapshot.process_id = process->process_id;
+        if (trace_write_snapshot(writer, &snapshot) < 0)
+            return -1;
+    }
+    if (recorder->timeline_count &&
+        trace_write_timeline(writer, process->process_id, recorder->interval_ns, recorder->timeline,
+                             (uint32_t)recorder->timeline_count) < 0)
+        return -1;
+    if (process->leaks_valid) {
+        struct trace_leaks leaks = process->leaks;
+        leaks.process_id = process->process_id;
+        leaks.records = process->loss_records;
+        if (trace_write_leaks(writer, &leaks) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int write_warnings(struct trace_writer *writer, const struct traced_process *process, uint32_t stacks_dropped,
+                          uint32_t slots_exhausted)
+{
+    char message[512];
+    const struct recorder *recorder = &process->recorder;
+    int rc = 0;
+    if (!(process->flags & TRACE_PROC_SHIM_SEEN) && !process->vfork_child) {
+        snprintf(message, sizeof message,
+                 "process %d (%s): the shim never loaded (a static binary, or LD_PRELOAD was removed): "
+                 "its allocations are not recorded",
+                 (int)process->pid, process->exe ? process->exe : "?");
+        rc |= trace_write_warning(writer, process->process_id, message);
+    }
+    if (stacks_dropped) {
+        snprintf(message, sizeof message, "%u allocations have no backtrace: the stack table was full", stacks_dropped);
+        rc |= trace_write_warning(writer, process->process_id, message);
+    }
+    if (slots_exhausted) {
+        snprintf(message, sizeof message,
+                 "%u threads found no free ring slot: their allocations were not recorded", slots_exhausted);
+        rc |= trace_write_warning(writer, process->process_id, message);
+    }
+    if (recorder->out_of_memory)
+        rc |= trace_write_warning(writer, process->process_id,
+                                  "memslope ran out of memory while recording: figures are incomplete");
+    if (process->leak_check_note)
+        rc |= trace_write_warning(writer, process->process_id, process->leak_check_note);
+    return rc;
+}
+
+static int write_process_record(struct trace_writer *writer, const struct traced_process *process,
+                                uint32_t stacks_dropped, uint32_t slots_exhausted)
+{
+    const struct recorder *recorder = &process->recorder;
+    struct trace_process record = {
+        .process_id = process->process_id,
+        .pid = (uint32_t)process->pid,
+        .parent_process_id = process->parent_process_id,
+        .exe = process->exe ? process->exe : "",
+        .argc = process->argc,
+        .argv = (const char *const *)process->argv,
+        .start_ns = process->start_ns,
+        .end_ns = process->end_ns,
+        .flags = process->flags,
+        .exit_status = process->exit_status,
+        .exit_signal = process->exit_signal,
+        .allocations = recorder->allocations,
+        .frees = recorder->frees,
+        .allocated_bytes = recorder->allocated_bytes,
+        .peak_bytes = recorder->peak_bytes,
+        .peak_blocks = recorder->peak_blocks,
+        .peak_time_ns = recorder->peak_time_ns,
+        .live_bytes = recorder->live_bytes,
+        .live_blocks = recorder->live_blocks,
+        .stacks_dropped = stacks_dropped,
+        .slots_exhausted = slots_exhausted,
+    };
+    return trace_write_process(writer, &record);
+}
+
+int trace_output_process(struct trace_writer *writer, struct traced_process *process, uint32_t *module_base,
+                         uint32_t stacks_dropped, uint32_t slots_exhausted)
+{
+    struct symbolizer *symbolizer = symbolizer_create(&process->maps);
+    struct frame_batch batch = {0};
+    struct address_frames *by_address = NULL;
+    uint32_t first_id = 0;
+    int rc = -1;
+    if (write_process_record(writer, process, stacks_dropped, slots_exhausted) < 0)
+        goto out;
+    if (symbolizer)
+        by_address = resolve_addresses(symbolizer, &process->recorder, &batch);
+    if (symbolizer && write_modules(writer, symbolizer, &batch, module_base) < 0)
+        goto out;
+    if (batch.count && trace_write_frames(writer, batch.frames, (uint32_t)batch.count, &first_id) < 0)
+        goto out;
+    if (write_stacks(writer, process, by_address, first_id) < 0 || write_sites(writer, process) < 0 ||
+        write_history(writer, process) < 0 || write_warnings(writer, process, stacks_dropped, slots_exhausted) < 0)
+        goto out;
+    rc = 0;
+out:;
+    struct address_frames *entry, *tmp;
+    HASH_ITER(hh, by_address, entry, tmp) {
+        HASH_DEL(by_address, entry);
+        free(entry);
+    }
+    free(batch.frames);
+    if (symbolizer)
+        symbolizer_destroy(symbolizer);
+    return rc;
+}
