@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <uthash.h>
 
@@ -303,7 +304,9 @@ static void remember_build_id(struct symbolizer *symbolizer, Dwfl_Module *module
 static void report_load(struct symbolizer *symbolizer, const struct proc_map *map, struct module_file *file)
 {
     char *path = openable_path(map->path);
-    int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    struct stat status;
+    /* Never open a device or a FIFO someone mapped: opening may act. */
+    int fd = path && stat(path, &status) == 0 && S_ISREG(status.st_mode) ? open(path, O_RDONLY | O_CLOEXEC) : -1;
     Elf *elf = fd >= 0 ? elf_begin(fd, ELF_C_READ_MMAP, NULL) : NULL;
     struct module_load load = {.file = file};
     bool loadable = elf && elf_kind(elf) == ELF_K_ELF && compute_load(elf, map, &load) == 0 &&
@@ -575,10 +578,25 @@ static void descend_to_pc(Dwarf_Die *parent, Dwarf_Addr pc, struct die_path *pat
     } while (dwarf_siblingof(&child, &child) == 0);
 }
 
-/* The DIE scopes around pc from its innermost one outwards, as the DIE tree
- * nests them (dwarf_getscopes would continue an inlined function into its
- * abstract definition, not into its caller). Returns the count; *scopes is
- * to free(). */
+/* dwarf_getscopes's answer turned into the nesting chain: it continues an
+ * inlined function into its abstract definition, not into its caller, so
+ * only its innermost scope is kept and the chain is rebuilt from there.
+ * Slow (it visits the whole CU), but it follows imported units. */
+static int scopes_by_getscopes(Dwarf_Die *cu, Dwarf_Addr pc, Dwarf_Die **scopes)
+{
+    Dwarf_Die *by_address = NULL;
+    int count = dwarf_getscopes(cu, pc, &by_address);
+    if (count <= 0) {
+        free(by_address);
+        return -1;
+    }
+    Dwarf_Die innermost = by_address[0];
+    free(by_address);
+    return dwarf_getscopes_die(&innermost, scopes);
+}
+
+/* The DIE scopes around pc from the innermost one outwards, as the DIE tree
+ * nests them. Returns the count; *scopes is to free(). */
 static int concrete_scopes(Dwfl_Module *module, uint64_t pc, Dwarf_Die **scopes)
 {
     Dwarf_Addr dwarf_bias;
@@ -588,7 +606,9 @@ static int concrete_scopes(Dwfl_Module *module, uint64_t pc, Dwarf_Die **scopes)
     if (!cu)
         return -1;
     descend_to_pc(cu, pc - dwarf_bias, &path);
-    *scopes = path.count > 0 ? malloc((size_t)path.count * sizeof **scopes) : NULL;
+    if (path.count == 0)
+        return scopes_by_getscopes(cu, pc - dwarf_bias, scopes);
+    *scopes = malloc((size_t)path.count * sizeof **scopes);
     if (!*scopes)
         return -1;
     for (int i = 0; i < path.count; i++)
