@@ -37,6 +37,7 @@ static void *arena_alloc(struct trace_model *model, size_t size)
     }
     void *memory = block->data + block->used;
     block->used += size;
+    memset(memory, 0, size); /* records are compared whole, padding included */
     return memory;
 }
 
@@ -404,6 +405,7 @@ static int parse_sites(struct reader *reader, struct cursor *cursor)
         return -1;
     for (uint32_t i = 0; i < count; i++) {
         struct trace_site site;
+        memset(&site, 0, sizeof site);
         site.stack_id = get_u32(cursor);
         site.allocations = get_u64(cursor);
         site.allocated_bytes = get_u64(cursor);

@@ -1,0 +1,269 @@
+/* test_trace_roundtrip.c - writer -> reader of every section type, exact values. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <errno.h>
+#include <sys/stat.h>
+
+#include "../../report/trace_reader.h"
+#include "test_trace_sample.h"
+
+struct fixture {
+    char dir[64];
+    char *path;
+    struct trace_model model;
+};
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    char err[512];
+    snprintf(f->dir, sizeof f->dir, "/tmp/memslope-rt.XXXXXX");
+    f->path = sample_path(f->dir, "sample.trace");
+    assert_non_null(f->path);
+    assert_int_equal(write_sample_trace(f->path, 0), 0);
+    if (trace_read_file(f->path, &f->model, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    trace_model_free(&f->model);
+    unlink(f->path);
+    rmdir(f->dir);
+    free(f->path);
+    free(f);
+    return 0;
+}
+
+static void test_info_and_end(void **state)
+{
+    struct fixture *f = *state;
+    const struct trace_model *m = &f->model;
+    assert_true(m->complete);
+    assert_false(m->incomplete);
+    assert_int_equal(m->warning_count, 1);
+    assert_true(m->has_info);
+    assert_string_equal(m->info.memslope_version, "0.1.0");
+    assert_true(m->info.start_unix_ns == 1700000000000000000ull);
+    assert_int_equal(m->info.argc, 2);
+    assert_string_equal(m->info.argv[0], "./bench");
+    assert_string_equal(m->info.argv[1], "200");
+    assert_int_equal(m->info.max_frames, 64);
+    assert_int_equal(m->info.snapshots_limit, 200);
+    assert_int_equal(m->info.interval_ns, 100000000);
+    assert_int_equal(m->info.sample_rate, 0);
+    assert_int_equal(m->info.leak_check, TRACE_LEAK_CHECK_END);
+    assert_string_equal(m->warnings[0], "stacks were dropped");
+}
+
+static void test_modules_and_frames(void **state)
+{
+    const struct trace_model *m = &((struct fixture *)*state)->model;
+    assert_int_equal(m->frame_count, 5);
+    for (uint32_t i = 0; i < 5; i++) {
+        const struct trace_model_frame *got = &m->frames[i];
+        const struct trace_frame *want = &sample_frames[i];
+        assert_string_equal(got->function, want->function);
+        assert_string_equal(got->file, want->file);
+        assert_int_equal(got->line, want->line);
+        assert_true(got->address == want->address);
+        assert_true(got->module_offset == want->module_offset);
+        assert_int_equal(got->flags, want->flags);
+        if (want->module_id == TRACE_NONE)
+            assert_null(got->module);
+        else
+            assert_int_equal(got->module->module_id, want->module_id);
+    }
+    assert_string_equal(m->frames[1].module->path, "/path/bench");
+    assert_string_equal(m->frames[1].module->build_id, "abcdef01");
+    assert_string_equal(m->frames[0].module->path, "/lib/libc.so.6");
+    assert_string_equal(m->frames[0].module->build_id, "");
+}
+
+static void check_process(const struct trace_model_process *got, const struct trace_process *want)
+{
+    assert_true(got->has_info);
+    assert_int_equal(got->info.pid, want->pid);
+    assert_int_equal(got->info.parent_process_id, want->parent_process_id);
+    assert_string_equal(got->info.exe, want->exe);
+    assert_int_equal(got->info.argc, want->argc);
+    for (uint32_t i = 0; i < want->argc; i++)
+        assert_string_equal(got->info.argv[i], want->argv[i]);
+    assert_int_equal(got->info.start_ns, want->start_ns);
+    assert_int_equal(got->info.end_ns, want->end_ns);
+    assert_int_equal(got->info.flags, want->flags);
+    assert_int_equal(got->info.exit_status, want->exit_status);
+    assert_int_equal(got->info.exit_signal, want->exit_signal);
+    assert_int_equal(got->info.allocations, want->allocations);
+    assert_int_equal(got->info.frees, want->frees);
+    assert_int_equal(got->info.allocated_bytes, want->allocated_bytes);
+    assert_int_equal(got->info.peak_bytes, want->peak_bytes);
+    assert_int_equal(got->info.peak_blocks, want->peak_blocks);
+    assert_int_equal(got->info.peak_time_ns, want->peak_time_ns);
+    assert_int_equal(got->info.live_bytes, want->live_bytes);
+    assert_int_equal(got->info.live_blocks, want->live_blocks);
+    assert_int_equal(got->info.stacks_dropped, want->stacks_dropped);
+    assert_int_equal(got->info.slots_exhausted, want->slots_exhausted);
+}
+
+static void test_processes(void **state)
+{
+    const struct trace_model *m = &((struct fixture *)*state)->model;
+    assert_int_equal(m->process_count, 2);
+    struct trace_process shell = sample_process(0), bench = sample_process(1);
+    check_process(trace_model_process(m, 0), &shell);
+    check_process(trace_model_process(m, 1), &bench);
+    assert_null(trace_model_process(m, 2));
+    /* first-seen order: process 0 was named first */
+    assert_int_equal(m->processes->process_id, 0);
+    const struct trace_model_process *p = trace_model_process(m, 1);
+    assert_int_equal(p->warning_count, 1);
+    assert_string_equal(p->warnings[0], "process warning");
+}
+
+static void test_stacks_and_sites(void **state)
+{
+    const struct trace_model_process *p = trace_model_process(&((struct fixture *)*state)->model, 1);
+    for (int i = 0; i < 2; i++) {
+        const struct trace_model_stack *s = trace_model_stack(p, sample_stacks[i].stack_id);
+        assert_non_null(s);
+        assert_int_equal(s->depth, 3);
+        assert_memory_equal(s->frame_ids, sample_stacks[i].frame_ids, 3 * sizeof(uint32_t));
+    }
+    assert_null(trace_model_stack(p, 8));
+    assert_int_equal(p->site_count, 2);
+    for (int i = 0; i < 2; i++) {
+        const struct trace_model_site *s = trace_model_site(p, sample_sites[i].stack_id);
+        assert_non_null(s);
+        assert_memory_equal(&s->site, &sample_sites[i], sizeof s->site);
+    }
+}
+
+static void test_snapshot_timeline_case(void **state)
+{
+    const struct trace_model_process *p = trace_model_process(&((struct fixture *)*state)->model, 1);
+    assert_int_equal(p->snapshot_count, 1);
+    const struct trace_snapshot *s = &p->snapshots[0];
+    assert_int_equal(s->process_id, 1);
+    assert_int_equal(s->kind, TRACE_SNAP_ITERATION);
+    assert_int_equal(s->case_id, TRACE_NONE);
+    assert_int_equal(s->iteration, 1);
+    assert_int_equal(s->time_ns, 1500);
+    assert_int_equal(s->live_bytes, 64);
+    assert_int_equal(s->live_blocks, 3);
+    assert_int_equal(s->count, 2);
+    assert_memory_equal(s->entries, sample_entries, sizeof sample_entries);
+    assert_int_equal(p->timeline_count, 2);
+    assert_int_equal(p->timeline_interval_ns, 1000);
+    assert_memory_equal(p->timeline, sample_points, sizeof sample_points);
+    assert_int_equal(p->case_count, 1);
+    assert_string_equal(p->cases[0].name, "bench");
+    assert_int_equal(p->cases[0].case_id, 0);
+    assert_int_equal(p->cases[0].begin_ns, 500);
+    assert_int_equal(p->cases[0].end_ns, 9000);
+    assert_int_equal(p->cases[0].iterations, 0);
+    assert_int_equal(p->cases[0].flags, TRACE_CASE_IMPLICIT | TRACE_CASE_ENDED);
+}
+
+static void test_leaks(void **state)
+{
+    const struct trace_model_process *p = trace_model_process(&((struct fixture *)*state)->model, 1);
+    assert_int_equal(p->leak_count, 1);
+    const struct trace_leaks *l = &p->leaks[0];
+    assert_int_equal(l->case_id, TRACE_NONE);
+    assert_int_equal(l->when, TRACE_SNAP_EXIT);
+    assert_int_equal(l->time_ns, 8900);
+    uint64_t bytes[] = {432, 48, 0, 16}, blocks[] = {9, 1, 0, 1};
+    assert_memory_equal(l->bytes, bytes, sizeof bytes);
+    assert_memory_equal(l->blocks, blocks, sizeof blocks);
+    assert_int_equal(l->count, 3);
+    assert_memory_equal(l->records, sample_records, sizeof sample_records);
+}
+
+static void test_buffer_reader_agrees(void **state)
+{
+    struct fixture *f = *state;
+    size_t size;
+    unsigned char *data = slurp(f->path, &size);
+    struct trace_model model;
+    char err[256];
+    assert_int_equal(trace_read_buffer(data, size, "buffer", &model, err, sizeof err), 0);
+    assert_int_equal(model.section_count, f->model.section_count);
+    assert_int_equal(model.string_count, f->model.string_count);
+    assert_true(model.complete);
+    trace_model_free(&model);
+    free(data);
+}
+
+static void test_strings_interned_once(void **state)
+{
+    /* "/path/bench" is used by MODULE and PROCESS; "./bench" by INFO and PROCESS. */
+    const struct trace_model *m = &((struct fixture *)*state)->model;
+    int bench_paths = 0;
+    for (uint32_t i = 0; i < m->string_count; i++)
+        bench_paths += strcmp(m->strings[i], "/path/bench") == 0;
+    assert_int_equal(bench_paths, 1);
+    assert_string_equal(m->strings[0], "");
+}
+
+static void test_file_mode_and_no_temp_left(void **state)
+{
+    struct fixture *f = *state;
+    struct stat st;
+    mode_t mask = umask(0);
+    umask(mask);
+    assert_int_equal(stat(f->path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0666 & ~mask);
+    char command[200];
+    snprintf(command, sizeof command, "test $(ls -A %s | wc -l) -eq 1", f->dir);
+    assert_int_equal(system(command), 0);
+}
+
+static void test_writer_errors_name_the_file(void **state)
+{
+    (void)state;
+    char err[512];
+    assert_null(trace_writer_create("/nonexistent-dir/x.trace", err, sizeof err));
+    assert_non_null(strstr(err, "/nonexistent-dir/x.trace"));
+    assert_non_null(strstr(err, strerror(ENOENT)));
+}
+
+static void test_abandoned_trace_is_incomplete(void **state)
+{
+    struct fixture *f = *state;
+    char path[128], err[256];
+    snprintf(path, sizeof path, "%s/abandoned.trace", f->dir);
+    assert_int_equal(write_sample_trace(path, 1), 0);
+    struct trace_model model;
+    assert_int_equal(trace_read_file(path, &model, err, sizeof err), 0);
+    assert_true(model.incomplete);
+    assert_false(model.complete);
+    assert_int_equal(model.section_count, f->model.section_count);
+    trace_model_free(&model);
+    unlink(path);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_info_and_end, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_modules_and_frames, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_processes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stacks_and_sites, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_snapshot_timeline_case, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_leaks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_buffer_reader_agrees, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_strings_interned_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_file_mode_and_no_temp_left, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_writer_errors_name_the_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_abandoned_trace_is_incomplete, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
