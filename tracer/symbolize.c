@@ -84,6 +84,22 @@ struct cached_resolution {
     struct trace_frame frames[];
 };
 
+/* Where one function's code lies, for the lookup of the function that
+ * holds an address. */
+struct code_range {
+    Dwarf_Addr low, high;
+    Dwarf_Die function;
+};
+
+/* The functions of one CU by address; built when an address first falls
+ * into the CU, so later addresses skip the walk over the CU's DIEs. */
+struct cu_function_index {
+    const void *cu_die_address; /* key: where the CU's DIE is in the mapped debug info */
+    UT_hash_handle hh;
+    struct code_range *ranges; /* sorted by low */
+    size_t count, capacity;
+};
+
 /* Frames of one address, innermost first, while they are being built. */
 struct frame_list {
     struct trace_frame *items;
@@ -102,6 +118,7 @@ struct symbolizer {
     size_t module_count, module_capacity;
     struct interned_string *strings;
     struct cached_resolution *cache;
+    struct cu_function_index *cu_indexes;
 };
 
 /* dwfl keeps a pointer to its callbacks, so they must outlive it. Offline:
@@ -549,8 +566,9 @@ static bool is_code_scope(int tag)
 /* Scopes without addresses of their own that may still hold functions. */
 static bool may_hold_code(int tag)
 {
-    return tag == DW_TAG_namespace || tag == DW_TAG_module || tag == DW_TAG_class_type ||
-           tag == DW_TAG_structure_type || tag == DW_TAG_union_type;
+    /* Not classes: gcc and clang put member function code at CU level, and
+     * what is missed here dwarf_getscopes still finds. */
+    return tag == DW_TAG_namespace || tag == DW_TAG_module;
 }
 
 /* Appends the child of parent that holds pc, and its own such child, and so
@@ -595,19 +613,100 @@ static int scopes_by_getscopes(Dwarf_Die *cu, Dwarf_Addr pc, Dwarf_Die **scopes)
     return dwarf_getscopes_die(&innermost, scopes);
 }
 
+static int add_code_ranges(struct cu_function_index *index, Dwarf_Die *function)
+{
+    Dwarf_Addr base, low, high;
+    for (ptrdiff_t offset = 0; (offset = dwarf_ranges(function, offset, &base, &low, &high)) > 0;) {
+        if (index->count == index->capacity) {
+            size_t capacity = index->capacity ? 2 * index->capacity : 64;
+            struct code_range *grown = realloc(index->ranges, capacity * sizeof *grown);
+            if (!grown)
+                return -1;
+            index->ranges = grown;
+            index->capacity = capacity;
+        }
+        if (low < high)
+            index->ranges[index->count++] = (struct code_range){.low = low, .high = high, .function = *function};
+    }
+    return 0;
+}
+
+/* Adds the code ranges of the functions among parent's children, and
+ * within its namespaces. */
+static int index_functions(struct cu_function_index *index, Dwarf_Die *parent, int depth)
+{
+    Dwarf_Die child;
+    if (depth > 32 || dwarf_child(parent, &child) != 0)
+        return 0;
+    do {
+        int tag = dwarf_tag(&child);
+        if (tag == DW_TAG_subprogram && add_code_ranges(index, &child) != 0)
+            return -1;
+        if (may_hold_code(tag) && index_functions(index, &child, depth + 1) != 0)
+            return -1;
+    } while (dwarf_siblingof(&child, &child) == 0);
+    return 0;
+}
+
+static int compare_code_ranges(const void *left, const void *right)
+{
+    const struct code_range *a = left, *b = right;
+    return a->low < b->low ? -1 : a->low > b->low;
+}
+
+static struct cu_function_index *function_index_of(struct symbolizer *symbolizer, Dwarf_Die *cu)
+{
+    struct cu_function_index *index;
+    const void *key = cu->addr;
+    HASH_FIND(hh, symbolizer->cu_indexes, &key, sizeof key, index);
+    if (index)
+        return index;
+    index = calloc(1, sizeof *index);
+    if (!index)
+        return NULL;
+    index->cu_die_address = key;
+    if (index_functions(index, cu, 0) != 0) {
+        free(index->ranges);
+        free(index);
+        return NULL;
+    }
+    qsort(index->ranges, index->count, sizeof *index->ranges, compare_code_ranges);
+    HASH_ADD(hh, symbolizer->cu_indexes, cu_die_address, sizeof key, index);
+    return index;
+}
+
+/* The function DIE whose code holds pc, or NULL. */
+static const Dwarf_Die *function_at(const struct cu_function_index *index, Dwarf_Addr pc)
+{
+    size_t low = 0, high = index->count;
+    while (low < high) { /* first range starting above pc */
+        size_t middle = low + (high - low) / 2;
+        if (index->ranges[middle].low <= pc)
+            low = middle + 1;
+        else
+            high = middle;
+    }
+    for (size_t i = low, looked = 0; i-- > 0 && looked < 8; looked++)
+        if (pc < index->ranges[i].high)
+            return &index->ranges[i].function;
+    return NULL;
+}
+
 /* The DIE scopes around pc from the innermost one outwards, as the DIE tree
  * nests them. Returns the count; *scopes is to free(). */
-static int concrete_scopes(Dwfl_Module *module, uint64_t pc, Dwarf_Die **scopes)
+static int concrete_scopes(struct symbolizer *symbolizer, Dwfl_Module *module, uint64_t pc, Dwarf_Die **scopes)
 {
     Dwarf_Addr dwarf_bias;
     Dwarf_Die *cu = dwfl_module_addrdie(module, pc, &dwarf_bias);
-    struct die_path path = {.count = 0};
     *scopes = NULL;
     if (!cu)
         return -1;
-    descend_to_pc(cu, pc - dwarf_bias, &path);
-    if (path.count == 0)
+    const struct cu_function_index *index = function_index_of(symbolizer, cu);
+    const Dwarf_Die *function = index ? function_at(index, pc - dwarf_bias) : NULL;
+    if (!function)
         return scopes_by_getscopes(cu, pc - dwarf_bias, scopes);
+    struct die_path path = {.dies = {*function}, .count = 1};
+    descend_to_pc(&path.dies[0], pc - dwarf_bias, &path);
     *scopes = malloc((size_t)path.count * sizeof **scopes);
     if (!*scopes)
         return -1;
@@ -651,7 +750,7 @@ static int resolve_in_module(struct symbolizer *symbolizer, struct module_load *
     symbol_name = symbol_name ? intern_function_name(symbolizer, symbol_name) : "";
     line_of(symbolizer, module, pc, &frame);
     Dwarf_Die *scopes;
-    int count = concrete_scopes(module, pc, &scopes);
+    int count = concrete_scopes(symbolizer, module, pc, &scopes);
     int result = walk_inlined_scopes(symbolizer, scopes, count > 0 ? count : 0, symbol_name, frame, frames);
     free(scopes);
     return result;
@@ -762,6 +861,12 @@ void symbolizer_destroy(struct symbolizer *symbolizer)
     HASH_ITER(hh, symbolizer->cache, entry, next_entry) {
         HASH_DEL(symbolizer->cache, entry);
         free(entry);
+    }
+    struct cu_function_index *index, *next_index;
+    HASH_ITER(hh, symbolizer->cu_indexes, index, next_index) {
+        HASH_DEL(symbolizer->cu_indexes, index);
+        free(index->ranges);
+        free(index);
     }
     struct interned_string *string, *next_string;
     HASH_ITER(hh, symbolizer->strings, string, next_string) {
