@@ -1,0 +1,174 @@
+/*
+ * cmd_instruments.c - `memslope instruments`: records COMMAND with an
+ * Instruments template on macOS, through
+ *
+ *   xcrun xctrace record --template NAME --output OUT [--time-limit D]
+ *         --target-stdout - --launch -- COMMAND ARG...
+ *
+ * so a benchmark runner has one command line on macOS and Linux. Template
+ * names (with spaces) and .tracetemplate paths go to xctrace unchanged, and
+ * xctrace's exit status is memslope's.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "external_tool.h"
+
+/* What xcrun exits with when the developer tool (xctrace) is missing:
+ * EX_CONFIG, as with only the Command Line Tools installed. */
+#define XCRUN_TOOL_NOT_FOUND 72
+
+struct instruments_options {
+    const char *template_name;
+    const char *output; /* NULL: memslope.COMMAND.PID.trace */
+    const char *time_limit;
+    int open;
+    char **command;
+};
+
+static const char instruments_usage[] =
+    "usage: memslope instruments --template NAME [-o OUT] [--time-limit D] [--open] [--] COMMAND [ARG...]\n"
+    "Records COMMAND with an Instruments template (Time Profiler, Allocations, Leaks, a\n"
+    ".tracetemplate path, ...) through `xcrun xctrace` on macOS with the full Xcode.\n";
+
+static int usage_error(const char *what, const char *detail)
+{
+    fprintf(stderr, "memslope instruments: %s%s\n%s", what, detail ? detail : "", instruments_usage);
+    return 2;
+}
+
+/* One option at argv[*i]: 1 taken, 0 not an option, 2 usage error. */
+static int parse_one_option(int argc, char **argv, int *i, struct instruments_options *options)
+{
+    int matched;
+    if ((matched = tool_option_value(argc, argv, i, "--template", NULL, &options->template_name)) != 0)
+        return matched < 0 || !*options->template_name ? usage_error("--template needs a template name or path", NULL) : 1;
+    if ((matched = tool_option_value(argc, argv, i, "--output", "-o", &options->output)) != 0)
+        return matched < 0 || !*options->output ? usage_error("-o needs a .trace path", NULL) : 1;
+    if ((matched = tool_option_value(argc, argv, i, "--time-limit", NULL, &options->time_limit)) != 0)
+        return matched < 0 || !*options->time_limit ? usage_error("--time-limit needs a duration such as 10s", NULL) : 1;
+    if (strcmp(argv[*i], "--open") == 0) {
+        options->open = 1;
+        (*i)++;
+        return 1;
+    }
+    return 0;
+}
+
+static int parse_instruments_options(int argc, char **argv, struct instruments_options *options)
+{
+    memset(options, 0, sizeof *options);
+    int i = 1;
+    while (i < argc) {
+        if (strcmp(argv[i], "--") == 0) {
+            i++;
+            break;
+        }
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            fputs(instruments_usage, stdout);
+            return -1;
+        }
+        int taken = parse_one_option(argc, argv, &i, options);
+        if (taken == 2)
+            return 2;
+        if (taken == 0 && argv[i][0] == '-')
+            return usage_error("unknown option ", argv[i]);
+        if (taken == 0)
+            break;
+    }
+    if (!options->template_name)
+        return usage_error("--template is required (for example --template 'Time Profiler')", NULL);
+    if (i >= argc)
+        return usage_error("no command to record", NULL);
+    options->command = argv + i;
+    return 0;
+}
+
+static int explain_no_xcrun(void)
+{
+    fprintf(stderr,
+            "memslope instruments: Instruments is not available here: no `xcrun` on PATH.\n"
+            "  It needs macOS with the full Xcode (the Command Line Tools alone lack xctrace); after\n"
+            "  installing Xcode select it with\n"
+            "    sudo xcode-select -s /Applications/Xcode.app/Contents/Developer\n"
+            "  On Linux, `memslope record -- COMMAND` gives allocations and leaks (with growth per\n"
+            "  iteration), and `memslope perf -- COMMAND` CPU samples.\n");
+    return 1;
+}
+
+static char *default_output(const char *command)
+{
+    const char *slash = strrchr(command, '/');
+    const char *base = slash && slash[1] ? slash + 1 : command;
+    char *path = NULL;
+    if (asprintf(&path, "memslope.%s.%ld.trace", base, (long)getpid()) < 0)
+        return NULL;
+    return path;
+}
+
+/* The xctrace argument vector, exactly as documented at the top. */
+static char **xctrace_argv(const char *xcrun, const struct instruments_options *options, const char *output)
+{
+    size_t command_count = 0;
+    while (options->command[command_count])
+        command_count++;
+    char **argv = calloc(command_count + 16, sizeof *argv);
+    if (!argv)
+        return NULL;
+    size_t n = 0;
+    const char *head[] = {xcrun, "xctrace", "record", "--template", options->template_name, "--output", output};
+    for (size_t i = 0; i < sizeof head / sizeof head[0]; i++)
+        argv[n++] = (char *)head[i];
+    if (options->time_limit) {
+        argv[n++] = "--time-limit";
+        argv[n++] = (char *)options->time_limit;
+    }
+    const char *tail[] = {"--target-stdout", "-", "--launch", "--"};
+    for (size_t i = 0; i < sizeof tail / sizeof tail[0]; i++)
+        argv[n++] = (char *)tail[i];
+    memcpy(argv + n, options->command, command_count * sizeof *argv);
+    return argv;
+}
+
+static int run_xctrace(const char *xcrun, const struct instruments_options *options, const char *output)
+{
+    char **argv = xctrace_argv(xcrun, options, output);
+    if (!argv)
+        return 1;
+    int status = tool_run(argv, -1);
+    free(argv);
+    if (status < 0) {
+        fprintf(stderr, "memslope instruments: cannot start %s: %s\n", xcrun, strerror(errno));
+        return 1;
+    }
+    if (status == XCRUN_TOOL_NOT_FOUND)
+        fprintf(stderr, "memslope instruments: xcrun found no xctrace: it ships with the full Xcode only;\n"
+                        "  select it with `sudo xcode-select -s /Applications/Xcode.app/Contents/Developer`.\n");
+    return status;
+}
+
+int cmd_instruments(int argc, char **argv)
+{
+    struct instruments_options options;
+    int parsed = parse_instruments_options(argc, argv, &options);
+    if (parsed != 0)
+        return parsed < 0 ? 0 : parsed;
+    char *xcrun = tool_find_in_path("xcrun");
+    if (!xcrun)
+        return explain_no_xcrun();
+    char *output = options.output ? strdup(options.output) : default_output(options.command[0]);
+    int status = output ? run_xctrace(xcrun, &options, output) : 1;
+    struct stat st;
+    if (output && options.open && stat(output, &st) == 0)
+        tool_open_artifact(output, ARTIFACT_INSTRUMENTS);
+    else if (output && status == 0)
+        fprintf(stderr, "memslope instruments: recorded %s\n", output);
+    free(output);
+    free(xcrun);
+    return status;
+}
