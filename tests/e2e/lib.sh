@@ -1,0 +1,382 @@
+# tests/e2e/lib.sh - helpers shared by the end-to-end tests (POSIX sh).
+#
+# A test script sources it first:   . "$(dirname "$0")/lib.sh"
+# and gets, from tests/e2e/run.sh (or the defaults below when it runs alone
+# from the repository root): MEMSLOPE, FIXTURES, WORK.
+#
+# Contract (tests/e2e/run.sh): exit 0 pass, 77 skip (reason as the last line),
+# anything else fail. Checks made with expect_eq and friends do not stop the
+# test: every mismatch is printed, and `finish` exits 1 if there was any, so
+# one run shows everything that is wrong.
+#
+#   need_memslope | need_fixture NAME... | need_valgrind | need_python
+#   fixture_line FILE MARKER         line number of the "/* MARKER */" or
+#                                    "// MARKER" comment in fixtures/FILE
+#   record TRACE [RECORD-OPTIONS] -- COMMAND [ARG...]
+#                                    memslope record -o TRACE under a timeout;
+#                                    sets REC_RC; stdout in $WORK/rec.out,
+#                                    stderr in $WORK/rec.err
+#   report_json TRACE JSON           memslope report TRACE --format json > JSON,
+#                                    must exit 0 and print valid JSON
+#   jget JSON EXPR                   python expression over the report `d`,
+#                                    e.g. jget r.json 'd["totals"]["frees"]';
+#                                    prints MISSING if a key is absent
+#   site_get JSON FIELD FUNC LINE    FIELD summed over cases[0].sites whose
+#                                    innermost frame is FUNC at LINE ("none"
+#                                    if no site matches; the sites that were
+#                                    reported are then listed in the log)
+#   site_any_get JSON FIELD FUNC     same, over sites with FUNC in any frame
+#   vg_run NAME [VALGRIND-OPTIONS] -- COMMAND [ARG...]
+#                                    runs memcheck, one log per process in
+#                                    $WORK/vg.NAME.PID.log; sets VG_RC
+#   vg_figures LOG                   "allocs frees bytes def_bytes def_blocks
+#                                    ind_bytes ind_blocks pos_bytes pos_blocks
+#                                    reach_bytes reach_blocks" from one log
+#   expect_eq WHAT EXPECTED ACTUAL   soft check; also expect_ne, expect_in,
+#                                    expect_match (grep -E), expect_lt
+#   finish                           exit 1 if any soft check failed, else 0
+
+set -u
+
+: "${MEMSLOPE:=$(pwd)/build/bin/memslope}"
+: "${FIXTURES:=$(pwd)/build/fixtures}"
+if [ -z "${WORK:-}" ]; then
+    WORK=$(mktemp -d "${TMPDIR:-/tmp}/memslope-e2e.XXXXXX")
+fi
+export MEMSLOPE FIXTURES WORK
+SRC_FIXTURES=${SRC_FIXTURES:-$(pwd)/fixtures}
+RECORD_TIMEOUT=${RECORD_TIMEOUT:-60}
+VALGRIND_TIMEOUT=${VALGRIND_TIMEOUT:-120}
+_failures=0
+
+# No core files from the crash fixtures.
+ulimit -c 0 2>/dev/null || true
+
+log() { printf '%s\n' "$*"; }
+
+# Stops the test now: a precondition that makes every later check moot.
+fail() {
+    printf 'FAIL: %s\n' "$*"
+    exit 1
+}
+
+skip() {
+    printf 'skipped: %s\n' "$*"
+    exit 77
+}
+
+need_memslope() {
+    [ -x "$MEMSLOPE" ] || fail "memslope is not built: $MEMSLOPE is missing (run: make all)"
+}
+
+need_fixture() {
+    for _f in "$@"; do
+        [ -x "$FIXTURES/$_f" ] || fail "fixture not built: $FIXTURES/$_f (run: make fixtures)"
+    done
+}
+
+need_valgrind() {
+    command -v valgrind >/dev/null 2>&1 || skip "valgrind is not installed (make deps installs it)"
+}
+
+need_python() {
+    command -v python3 >/dev/null 2>&1 || skip "python3 is not installed (make deps installs it)"
+}
+
+# fixture_line FILE MARKER -> the line that carries the marker comment.
+fixture_line() {
+    _n=$(grep -nE "(/\*|//) $2( \*/|\$)" "$SRC_FIXTURES/$1" | cut -d: -f1)
+    case "$_n" in
+        ''|*[!0-9]*) fail "marker $2 must be on exactly one line of fixtures/$1 (found: '$_n')" ;;
+    esac
+    printf '%s\n' "$_n"
+}
+
+# --- soft checks -------------------------------------------------------------
+
+_mismatch() {
+    _failures=$((_failures + 1))
+    printf 'MISMATCH %s\n' "$*"
+}
+
+expect_eq() {
+    if [ "$2" = "$3" ]; then
+        printf 'ok       %s = %s\n' "$1" "$3"
+    else
+        _mismatch "$1: expected $2, got $3"
+    fi
+}
+
+expect_ne() {
+    if [ "$2" != "$3" ]; then
+        printf 'ok       %s = %s (not %s)\n' "$1" "$3" "$2"
+    else
+        _mismatch "$1: expected anything but $2"
+    fi
+}
+
+# expect_in WHAT "A B C" ACTUAL
+expect_in() {
+    for _v in $2; do
+        if [ "$_v" = "$3" ]; then
+            printf 'ok       %s = %s (one of: %s)\n' "$1" "$3" "$2"
+            return 0
+        fi
+    done
+    _mismatch "$1: expected one of [$2], got $3"
+}
+
+# expect_lt WHAT LIMIT ACTUAL: ACTUAL is an integer below LIMIT.
+expect_lt() {
+    case "$3" in
+        ''|*[!0-9]*) _mismatch "$1: expected an integer below $2, got '$3'"; return ;;
+    esac
+    if [ "$3" -lt "$2" ]; then
+        printf 'ok       %s = %s (< %s)\n' "$1" "$3" "$2"
+    else
+        _mismatch "$1: expected below $2, got $3"
+    fi
+}
+
+# expect_match WHAT ERE FILE: FILE has a line matching the extended regex.
+expect_match() {
+    if grep -qE "$2" "$3" 2>/dev/null; then
+        printf 'ok       %s (/%s/)\n' "$1" "$2"
+    else
+        _mismatch "$1: no line matches /$2/ in $(basename "$3"); it holds:"
+        sed 's/^/    > /' "$3" 2>/dev/null | head -n 20
+    fi
+}
+
+expect_no_match() {
+    if grep -qE "$2" "$3" 2>/dev/null; then
+        _mismatch "$1: a line matches /$2/ in $(basename "$3"):"
+        grep -E "$2" "$3" | head -n 5 | sed 's/^/    > /'
+    else
+        printf 'ok       %s (no /%s/)\n' "$1" "$2"
+    fi
+}
+
+finish() {
+    if [ "$_failures" -ne 0 ]; then
+        printf 'FAIL: %d check(s) failed (scratch folder: %s)\n' "$_failures" "$WORK"
+        exit 1
+    fi
+    printf 'all checks passed\n'
+    exit 0
+}
+
+# --- memslope ------------------------------------------------------------------
+
+# record TRACE [RECORD-OPTIONS] -- COMMAND [ARG...]; stdin is the caller's.
+record() {
+    _trace=$1
+    shift
+    log "\$ memslope record -o $_trace $*"
+    timeout -k 5 "$RECORD_TIMEOUT" "$MEMSLOPE" record -o "$_trace" "$@" \
+        >"$WORK/rec.out" 2>"$WORK/rec.err"
+    REC_RC=$?
+    log "  -> exit $REC_RC"
+    if [ -s "$WORK/rec.err" ]; then
+        log "  stderr:"
+        sed 's/^/    | /' "$WORK/rec.err" | head -n 20
+    fi
+    [ "$REC_RC" -ne 124 ] || fail "memslope record did not finish within ${RECORD_TIMEOUT}s: $*"
+    return 0
+}
+
+# report_json TRACE JSON: the report must succeed and be JSON.
+report_json() {
+    log "\$ memslope report $1 --format json"
+    timeout -k 5 60 "$MEMSLOPE" report "$1" --format json >"$2" 2>"$2.err"
+    _rc=$?
+    if [ -s "$2.err" ]; then
+        log "  stderr:"
+        sed 's/^/    | /' "$2.err" | head -n 20
+    fi
+    [ "$_rc" -eq 0 ] || fail "memslope report $1 --format json exited $_rc (expected 0)"
+    python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$2" 2>"$WORK/json.err" || {
+        log "  output (first 40 lines):"
+        head -n 40 "$2" | sed 's/^/    > /'
+        fail "memslope report --format json printed invalid JSON: $(tail -n 1 "$WORK/json.err")"
+    }
+    log "  -> exit 0, valid JSON ($(wc -c <"$2") bytes)"
+}
+
+# record_and_report NAME [RECORD-OPTIONS] -- COMMAND...: records into
+# $WORK/NAME.trace and reports into $WORK/NAME.json.
+record_and_report() {
+    _name=$1
+    shift
+    record "$WORK/$_name.trace" "$@"
+    [ -f "$WORK/$_name.trace" ] || fail "memslope record wrote no trace at $WORK/$_name.trace (exit $REC_RC)"
+    report_json "$WORK/$_name.trace" "$WORK/$_name.json"
+}
+
+# jget JSON EXPR: the value (JSON for containers, plain for numbers/strings).
+jget() {
+    python3 - "$1" "$2" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+try:
+    v = eval(sys.argv[2], {"d": d, "len": len, "sum": sum, "any": any, "all": all,
+                           "sorted": sorted, "isinstance": isinstance})
+except (KeyError, IndexError, TypeError) as e:
+    print("MISSING")
+    sys.exit(0)
+if isinstance(v, float) and v.is_integer():
+    v = int(v)
+if isinstance(v, (dict, list, bool)) or v is None:
+    print(json.dumps(v, sort_keys=True))
+else:
+    print(v)
+EOF
+}
+
+# _sites JSON FIELD FUNC LINE MODE: MODE "inner" (innermost frame is FUNC at
+# LINE) or "any" (some frame's function is FUNC; LINE ignored). C++ names
+# match with or without their parameter list ("make_widget" matches
+# "make_widget(long)").
+_sites() {
+    python3 - "$@" <<'EOF'
+import json, sys
+path, field, func, line, mode = sys.argv[1:6]
+d = json.load(open(path))
+def fmatch(name):
+    if not isinstance(name, str):
+        return False
+    return name == func or name.startswith(func + "(")
+def frame_str(f):
+    return "%s (%s:%s)" % (f.get("function"), f.get("file"), f.get("line"))
+try:
+    sites = d["cases"][0]["sites"]
+except (KeyError, IndexError, TypeError):
+    print("none")
+    print("  the report has no cases[0].sites", file=sys.stderr)
+    sys.exit(0)
+total, n = 0, 0
+for s in sites:
+    frames = s.get("frames") or []
+    if mode == "inner":
+        ok = bool(frames) and fmatch(frames[0].get("function")) and str(frames[0].get("line")) == line
+    else:
+        ok = any(fmatch(f.get("function")) for f in frames)
+    if ok:
+        n += 1
+        v = s.get(field)
+        if v is None:
+            print("MISSING")
+            print("  site has no field %r: %s" % (field, json.dumps(s)[:300]), file=sys.stderr)
+            sys.exit(0)
+        total += v
+if n == 0:
+    print("none")
+    print("  no site with %s %s%s; the report's sites (innermost frames first):" %
+          ("innermost frame" if mode == "inner" else "a frame", func,
+           ":" + line if mode == "inner" else ""), file=sys.stderr)
+    for s in sites[:15]:
+        fr = s.get("frames") or []
+        print("    allocations=%s allocated_bytes=%s live_bytes=%s  %s" % (
+            s.get("allocations"), s.get("allocated_bytes"), s.get("live_bytes"),
+            " <- ".join(frame_str(f) for f in fr[:4])), file=sys.stderr)
+    if len(sites) > 15:
+        print("    ... %d sites in all" % len(sites), file=sys.stderr)
+else:
+    if isinstance(total, float) and total.is_integer():
+        total = int(total)
+    print(total)
+EOF
+}
+
+site_get() { _sites "$1" "$2" "$3" "$4" inner; }
+site_any_get() { _sites "$1" "$2" "$3" 0 any; }
+
+# expect_site JSON FUNC LINE FIELD=VALUE...: soft checks on one site (the
+# site list is printed once if the site is not found).
+expect_site() {
+    _j=$1 _fn=$2 _ln=$3
+    shift 3
+    _quiet=0
+    for _kv in "$@"; do
+        _k=${_kv%%=*} _v=${_kv#*=}
+        if [ $_quiet -eq 0 ]; then
+            _got=$(site_get "$_j" "$_k" "$_fn" "$_ln")
+        else
+            _got=$(site_get "$_j" "$_k" "$_fn" "$_ln" 2>/dev/null)
+        fi
+        _quiet=1
+        expect_eq "site $_fn:$_ln $_k" "$_v" "$_got"
+    done
+}
+
+# --- valgrind ------------------------------------------------------------------
+
+# vg_run NAME [VALGRIND-OPTIONS] -- COMMAND [ARG...]: memcheck with the options
+# that make its counts comparable to a plain run: libc's and libstdc++'s
+# freeres hooks off (memslope does not call them, so neither side frees what
+# the program itself never frees).
+vg_run() {
+    _name=$1
+    shift
+    rm -f "$WORK/vg.$_name".*.log
+    log "\$ valgrind $*"
+    timeout -k 5 "$VALGRIND_TIMEOUT" valgrind --leak-check=full --show-leak-kinds=all \
+        --run-libc-freeres=no --run-cxx-freeres=no --error-exitcode=0 \
+        --log-file="$WORK/vg.$_name.%p.log" "$@" >"$WORK/vg.$_name.out" 2>"$WORK/vg.$_name.err"
+    VG_RC=$?
+    log "  -> exit $VG_RC"
+    [ "$VG_RC" -ne 124 ] || fail "valgrind did not finish within ${VALGRIND_TIMEOUT}s: $*"
+    return 0
+}
+
+# vg_log NAME [COMMAND-REGEX]: the log of the process whose "Command:" line
+# matches (the only or first log when no regex is given).
+vg_log() {
+    for _l in "$WORK/vg.$1".*.log; do
+        [ -f "$_l" ] || continue
+        if [ $# -lt 2 ] || grep -qE "== Command: $2" "$_l"; then
+            printf '%s\n' "$_l"
+            return 0
+        fi
+    done
+    fail "no valgrind log for $1${2:+ with a command matching $2} in $WORK"
+}
+
+vg_figures() {
+    python3 - "$1" <<'EOF'
+import re, sys
+t = open(sys.argv[1]).read()
+def num(s): return int(s.replace(",", ""))
+m = re.search(r"total heap usage: ([\d,]+) allocs, ([\d,]+) frees, ([\d,]+) bytes allocated", t)
+if not m:
+    print("valgrind log %s has no 'total heap usage' line" % sys.argv[1], file=sys.stderr)
+    sys.exit(1)
+out = [num(m.group(i)) for i in (1, 2, 3)]
+for kind in ("definitely lost", "indirectly lost", "possibly lost", "still reachable"):
+    k = re.search(kind + r": ([\d,]+) bytes in ([\d,]+) blocks", t)
+    out += [num(k.group(1)), num(k.group(2))] if k else [0, 0]
+print(" ".join(map(str, out)))
+EOF
+}
+
+# vg_totals LOG: sets VG_ALLOCS VG_FREES VG_BYTES VG_DEF_BYTES VG_DEF_BLOCKS
+# VG_IND_BYTES VG_IND_BLOCKS VG_POS_BYTES VG_POS_BLOCKS VG_REACH_BYTES
+# VG_REACH_BLOCKS.
+vg_totals() {
+    _fig=$(vg_figures "$1") || fail "cannot read valgrind's figures from $1"
+    # shellcheck disable=SC2086
+    set -- $_fig
+    VG_ALLOCS=$1 VG_FREES=$2 VG_BYTES=$3 VG_DEF_BYTES=$4 VG_DEF_BLOCKS=$5
+    VG_IND_BYTES=$6 VG_IND_BLOCKS=$7 VG_POS_BYTES=$8 VG_POS_BLOCKS=$9
+    shift 9
+    VG_REACH_BYTES=$1 VG_REACH_BLOCKS=$2
+    log "  memcheck: $VG_ALLOCS allocs, $VG_FREES frees, $VG_BYTES bytes; lost $VG_DEF_BYTES/$VG_DEF_BLOCKS, indirect $VG_IND_BYTES/$VG_IND_BLOCKS, possibly $VG_POS_BYTES/$VG_POS_BLOCKS, reachable $VG_REACH_BYTES/$VG_REACH_BLOCKS"
+}
+
+# expect_totals JSON PREFIX ALLOCS FREES BYTES: PREFIX is a python path to an
+# object with a "totals" member, e.g. 'd' or 'd["processes"][1]'.
+expect_totals() {
+    expect_eq "$2.totals.allocations" "$3" "$(jget "$1" "$2[\"totals\"][\"allocations\"]")"
+    expect_eq "$2.totals.frees" "$4" "$(jget "$1" "$2[\"totals\"][\"frees\"]")"
+    expect_eq "$2.totals.allocated_bytes" "$5" "$(jget "$1" "$2[\"totals\"][\"allocated_bytes\"]")"
+}

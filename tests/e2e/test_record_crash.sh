@@ -1,0 +1,26 @@
+#!/bin/sh
+# crash_segv: SIGSEGV after known allocations. record exits 139 (128 + 11),
+# the trace is readable, the exit is {"signal": 11}, the blocks live at the
+# crash are reported, and the totals equal memcheck's.
+. "$(dirname "$0")/lib.sh"
+need_memslope
+need_fixture crash_segv
+need_python
+
+record_and_report segv -- "$FIXTURES/crash_segv"
+J=$WORK/segv.json
+expect_eq "record exit status" 139 "$REC_RC"
+expect_eq "exit" '{"signal": 11}' "$(jget "$J" 'd["exit"]')"
+expect_totals "$J" d 4 1 1600
+expect_site "$J" fill "$(fixture_line crash_segv.c SEGV-ALLOC)" allocations=3 allocated_bytes=1536 live_bytes=1536
+expect_site "$J" fill "$(fixture_line crash_segv.c SEGV-TEMP)" allocations=1 allocated_bytes=64 live_bytes=0
+expect_eq "no core file left in the current folder" "" "$(ls core* 2>/dev/null)"
+
+if command -v valgrind >/dev/null 2>&1; then
+    vg_run segv -- "$FIXTURES/crash_segv"
+    vg_totals "$(vg_log segv)"
+    expect_totals "$J" d "$VG_ALLOCS" "$VG_FREES" "$VG_BYTES"
+    expect_eq "blocks live at the crash (memcheck: in use at exit)" "$VG_REACH_BYTES" \
+        "$(jget "$J" 'sum(s["live_bytes"] for s in d["cases"][0]["sites"])')"
+fi
+finish

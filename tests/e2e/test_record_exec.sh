@@ -1,0 +1,33 @@
+#!/bin/sh
+# fork_exec: the child execs demo_leak. The exec'd image is in "processes"
+# and, having the most allocations, is what the top level describes: its
+# totals, its exit status, its leaking site.
+. "$(dirname "$0")/lib.sh"
+need_memslope
+need_fixture fork_exec demo_leak
+need_python
+
+LEAK=$(fixture_line demo_leak.c DEMO-LEAK)
+record_and_report exec -- "$FIXTURES/fork_exec"
+J=$WORK/exec.json
+expect_eq "record exit status" 0 "$REC_RC"
+expect_totals "$J" d 217 100 31552
+expect_site "$J" leaky_site "$LEAK" allocations=100 allocated_bytes=4800 live_bytes=4800
+expect_eq "an image of demo_leak is in processes" True \
+    "$(jget "$J" 'any(p["exe"].endswith("/demo_leak") for p in d["processes"])')"
+DL='[p for p in d["processes"] if p["exe"].endswith("/demo_leak")][0]'
+FE='[p for p in d["processes"] if p["exe"].endswith("/fork_exec") and p["totals"]["allocations"] > 0][0]'
+expect_totals "$J" "$DL" 217 100 31552
+expect_eq "demo_leak image exit" '{"status": 0}' "$(jget "$J" "$DL[\"exit\"]")"
+expect_totals "$J" "$FE" 5 5 3500
+expect_eq "no image other than the parent's and demo_leak's allocated" 0 \
+    "$(jget "$J" 'sum(p["totals"]["allocations"] for p in d["processes"] if not p["exe"].endswith("/demo_leak")) - 5')"
+
+if command -v valgrind >/dev/null 2>&1; then
+    vg_run exec --trace-children=yes -- "$FIXTURES/fork_exec"
+    vg_totals "$(vg_log exec '.*/demo_leak')"
+    expect_totals "$J" "$DL" "$VG_ALLOCS" "$VG_FREES" "$VG_BYTES"
+    vg_totals "$(vg_log exec '.*/fork_exec')"
+    expect_totals "$J" "$FE" "$VG_ALLOCS" "$VG_FREES" "$VG_BYTES"
+fi
+finish
