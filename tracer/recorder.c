@@ -10,6 +10,7 @@ void recorder_init(struct recorder *recorder, uint64_t interval_ns)
     live_table_init(&recorder->live);
     recorder->interval_ns = interval_ns;
     recorder->open_case = TRACE_NONE;
+    recorder->snapshot_stride = 1;
 }
 
 /* Grows *array (of element_size bytes each) to hold at least needed items. */
@@ -186,10 +187,9 @@ void recorder_snapshot(struct recorder *recorder, uint32_t kind, uint64_t time_n
     };
 }
 
-void recorder_case_begin(struct recorder *recorder, uint64_t time_ns, const char *name, size_t name_length)
+static void case_open(struct recorder *recorder, uint64_t time_ns, const char *name, size_t name_length,
+                      uint32_t flags)
 {
-    if (recorder->open_case != TRACE_NONE)
-        recorder_case_end(recorder, time_ns);
     if (ensure_capacity((void **)&recorder->cases, &recorder->case_capacity, recorder->case_count + 1,
                         sizeof *recorder->cases) < 0) {
         recorder->out_of_memory = 1;
@@ -205,17 +205,56 @@ void recorder_case_begin(struct recorder *recorder, uint64_t time_ns, const char
     c->info.case_id = (uint32_t)recorder->case_count;
     c->info.name = c->name;
     c->info.begin_ns = time_ns;
+    c->info.flags = flags;
     recorder->open_case = (uint32_t)recorder->case_count++;
     recorder->iteration = 0;
-    recorder_snapshot(recorder, TRACE_SNAP_CASE_BEGIN, time_ns);
+    recorder->snapshot_stride = 1;
+    recorder->iteration_snapshots = 0;
+    if (!(flags & TRACE_CASE_IMPLICIT))
+        recorder_snapshot(recorder, TRACE_SNAP_CASE_BEGIN, time_ns);
+}
+
+void recorder_case_begin(struct recorder *recorder, uint64_t time_ns, const char *name, size_t name_length)
+{
+    if (recorder->open_case != TRACE_NONE)
+        recorder_case_end(recorder, time_ns);
+    case_open(recorder, time_ns, name, name_length, 0);
+}
+
+/* Drops every other kept iteration snapshot of the open case. */
+static void thin_iteration_snapshots(struct recorder *recorder)
+{
+    uint64_t stride = recorder->snapshot_stride * 2;
+    size_t kept = 0, iterations_kept = 0;
+    for (size_t i = 0; i < recorder->snapshot_count; i++) {
+        struct recorder_snapshot *snapshot = &recorder->snapshots[i];
+        int ours = snapshot->header.kind == TRACE_SNAP_ITERATION && snapshot->header.case_id == recorder->open_case;
+        if (ours && (snapshot->header.iteration - 1) % stride != 0) {
+            free(snapshot->entries);
+            continue;
+        }
+        iterations_kept += ours;
+        recorder->snapshots[kept++] = *snapshot;
+    }
+    recorder->snapshot_count = kept;
+    recorder->snapshot_stride = stride;
+    recorder->iteration_snapshots = iterations_kept;
 }
 
 void recorder_iteration(struct recorder *recorder, uint64_t time_ns)
 {
+    if (recorder->open_case == TRACE_NONE)
+        case_open(recorder, 0, "", 0, TRACE_CASE_IMPLICIT);
+    if (recorder->open_case == TRACE_NONE)
+        return;
     recorder->iteration++;
-    if (recorder->open_case != TRACE_NONE)
-        recorder->cases[recorder->open_case].info.iterations = recorder->iteration;
+    recorder->cases[recorder->open_case].info.iterations = recorder->iteration;
+    if ((recorder->iteration - 1) % recorder->snapshot_stride != 0)
+        return;
     recorder_snapshot(recorder, TRACE_SNAP_ITERATION, time_ns);
+    recorder->iteration_snapshots++;
+    if (recorder->snapshots_limit && recorder->iteration_snapshots > recorder->snapshots_limit)
+        thin_iteration_snapshots(recorder);
 }
 
 void recorder_case_end(struct recorder *recorder, uint64_t time_ns)
@@ -233,6 +272,7 @@ void recorder_case_end(struct recorder *recorder, uint64_t time_ns)
 int recorder_init_fork_child(struct recorder *child, const struct recorder *parent)
 {
     recorder_init(child, parent->interval_ns);
+    child->snapshots_limit = parent->snapshots_limit;
     if (live_table_copy(&child->live, &parent->live) < 0)
         return -1;
     child->sites = calloc(parent->site_count ? parent->site_count : 1, sizeof *child->sites);

@@ -57,6 +57,9 @@ struct recorder {
     uint32_t open_case;       /* TRACE_NONE when no named case is open */
     uint64_t iteration;       /* iteration number within the open case (0 = before the first) */
     uint64_t last_time_ns;
+    uint32_t snapshots_limit; /* iteration snapshots kept per case (0: all) */
+    uint64_t snapshot_stride; /* keep iterations 1, 1+stride, 1+2*stride, ... of the open case */
+    uint64_t iteration_snapshots; /* kept for the open case */
     int out_of_memory;        /* the tracer ran out of memory: figures are incomplete */
 };
 
@@ -74,6 +77,13 @@ void recorder_alloc(struct recorder *recorder, uint64_t time_ns, uint64_t addres
                     uint32_t stack_id, recorder_stack_lookup lookup, void *context);
 void recorder_free_block(struct recorder *recorder, uint64_t time_ns, uint64_t address);
 
+/* Markers. An iteration outside any named case opens the implicit
+ * whole-process case (TRACE_CASE_IMPLICIT, name ""; the report names it
+ * after the command). A case_begin while a case is open ends that case;
+ * a case_end with no case open is ignored. Iteration snapshots are thinned
+ * evenly to at most snapshots_limit per case: every stride-th iteration is
+ * kept, and when the limit is passed every other one is dropped and the
+ * stride doubles. */
 void recorder_case_begin(struct recorder *recorder, uint64_t time_ns, const char *name, size_t name_length);
 void recorder_iteration(struct recorder *recorder, uint64_t time_ns);
 void recorder_case_end(struct recorder *recorder, uint64_t time_ns);

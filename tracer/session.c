@@ -73,6 +73,7 @@ static struct traced_process *process_create(struct session *session, pid_t pid,
     process->start_ns = session_now_ns();
     process->state = PROCESS_RUNNING;
     recorder_init(&process->recorder, session->options.interval_ns);
+    process->recorder.snapshots_limit = session->options.snapshots_limit;
     shm_consumer_init(&process->shm);
     session->processes[session->process_count++] = process;
     return process;
@@ -193,30 +194,42 @@ static void thread_remove(struct session *session, struct traced_thread *thread)
 
 /* ---- draining and snapshots ---------------------------------------------- */
 
-/* Merges a fresh read of the image's mappings into what it had: addresses of
- * a library that is dlclosed before exit must still symbolize. */
+/* Replaces the image's mappings with a fresh read, keeping the old ones
+ * that nothing new overlaps: addresses of a library dlclosed before exit
+ * must still symbolize, and the result never overlaps itself. */
 static void process_refresh_maps(struct traced_process *process)
 {
     struct proc_maps fresh;
     if (proc_maps_read(process->pid, &fresh) < 0)
         return;
-    size_t added = 0;
+    struct proc_maps *old = &process->maps;
+    struct proc_map *merged = calloc(fresh.count + old->count + 1, sizeof *merged);
+    if (!merged) {
+        proc_maps_free(&fresh);
+        return;
+    }
+    size_t count = 0;
     for (size_t i = 0; i < fresh.count; i++) {
-        struct proc_map *map = &fresh.maps[i];
-        const struct proc_map *known = proc_maps_find(&process->maps, map->start);
-        if (map->path[0] != '/' || (known && known->end == map->end && strcmp(known->path, map->path) == 0))
-            continue;
-        struct proc_map *grown = realloc(process->maps.maps, (process->maps.count + 1) * sizeof *grown);
-        if (!grown)
-            break;
-        process->maps.maps = grown;
-        process->maps.maps[process->maps.count++] = *map;
-        map->path = NULL; /* moved */
-        added++;
+        if (fresh.maps[i].path[0] == '/') {
+            merged[count++] = fresh.maps[i];
+            fresh.maps[i].path = NULL; /* moved */
+        }
+    }
+    size_t fresh_count = count;
+    for (size_t i = 0; i < old->count; i++) {
+        int overlapped = 0;
+        for (size_t j = 0; j < fresh_count && !overlapped; j++)
+            overlapped = old->maps[i].start < merged[j].end && merged[j].start < old->maps[i].end;
+        if (!overlapped) {
+            merged[count++] = old->maps[i];
+            old->maps[i].path = NULL;
+        }
     }
     proc_maps_free(&fresh);
-    if (added)
-        qsort(process->maps.maps, process->maps.count, sizeof *process->maps.maps, proc_map_compare_start);
+    proc_maps_free(old);
+    qsort(merged, count, sizeof *merged, proc_map_compare_start);
+    old->maps = merged;
+    old->count = count;
 }
 
 /* New sites: if any frame lies outside the known mappings, the image mapped
