@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { TOP_SITES = 10, FRAMES_SHOWN = 5, COMMAND_WIDTH = 40 };
+enum { TOP_SITES = 10, FRAMES_SHOWN = 5, COMMAND_WIDTH = 24 };
 
 static const char *const category_names[TRACE_LEAK_CATEGORIES] = {"definitely lost", "indirectly lost",
                                                                    "possibly lost", "still reachable"};
@@ -51,6 +51,8 @@ static void write_exit(FILE *out, const struct trace_model_process *process)
         fprintf(out, "killed by signal %d (%s)", process->info.exit_signal, strsignal(process->info.exit_signal));
     else if (process->info.flags & TRACE_PROC_EXITED)
         fprintf(out, "exited %d", process->info.exit_status);
+    else if (process->info.flags & TRACE_PROC_EXECED)
+        fputs("replaced by exec", out);
     else
         fputs("did not finish", out);
 }
@@ -64,7 +66,7 @@ static void write_summary(FILE *out, const struct report *report)
     write_command(out, report);
     fputs(": ", out);
     write_exit(out, p);
-    fprintf(out, "; %s allocations, %s frees; %s allocated, peak %s, %s live at exit\n",
+    fprintf(out, "; %s allocs, %s frees; %s allocated, peak %s, %s live at exit\n",
             with_commas(info->allocations, a, sizeof a), with_commas(info->frees, f, sizeof f),
             report_human_bytes(info->allocated_bytes, allocated, sizeof allocated),
             report_human_bytes(info->peak_bytes, peak, sizeof peak),
@@ -252,8 +254,7 @@ static void write_other_processes(FILE *out, const struct report *report)
     for (const struct trace_model_process *p = report->model->processes; p; p = p->hh.next) {
         if (p == report->primary)
             continue;
-        fprintf(out, "pid %u %s%s: ", p->info.pid, *p->info.exe ? p->info.exe : "(unknown)",
-                p->info.flags & TRACE_PROC_EXECED ? " (replaced by exec)" : "");
+        fprintf(out, "pid %u %s: ", p->info.pid, *p->info.exe ? p->info.exe : "(unknown)");
         write_exit(out, p);
         fprintf(out, "; %" PRIu64 " allocations, %s allocated\n", p->info.allocations,
                 report_human_bytes(p->info.allocated_bytes, allocated, 32));

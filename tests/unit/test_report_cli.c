@@ -1,0 +1,267 @@
+/* test_report_cli.c - `memslope report` on the sample trace: the JSON parsed
+ * back (by python3's json module) with exact values, the text report, the
+ * selection of cases and metrics, and the exit codes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "../../report/report_model.h"
+#include "../../tracer/commands.h"
+#include "test_trace_sample.h"
+
+struct fixture {
+    char dir[64];
+    char *trace;
+    char out[128];
+};
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    snprintf(f->dir, sizeof f->dir, "/tmp/memslope-report.XXXXXX");
+    f->trace = sample_path(f->dir, "sample.trace");
+    assert_non_null(f->trace);
+    assert_int_equal(write_sample_trace(f->trace, 0), 0);
+    snprintf(f->out, sizeof f->out, "%s/report.out", f->dir);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    char command[200];
+    snprintf(command, sizeof command, "rm -rf '%s'", f->dir);
+    assert_int_equal(system(command), 0);
+    free(f->trace);
+    free(f);
+    return 0;
+}
+
+static int run_report(int argc, const char **argv)
+{
+    return cmd_report(argc, (char **)argv);
+}
+
+/* Runs python3 on the JSON report with the assertions in checks. */
+static void check_json(const struct fixture *f, const char *checks)
+{
+    char script_path[160], command[400];
+    snprintf(script_path, sizeof script_path, "%s/check.py", f->dir);
+    FILE *script = fopen(script_path, "w");
+    assert_non_null(script);
+    fprintf(script, "import json, sys\nr = json.load(open(sys.argv[1]))\n%s\n", checks);
+    fclose(script);
+    snprintf(command, sizeof command, "python3 '%s' '%s'", script_path, f->out);
+    assert_int_equal(system(command), 0);
+}
+
+static const char sample_checks[] =
+    "assert r['format'] == 'memslope-report' and r['version'] == 1\n"
+    "assert r['command'] == ['./bench', '200']\n"
+    "assert r['exit'] == {'status': 3}\n"
+    "assert r['totals'] == {'allocations': 1000, 'frees': 990, 'allocated_bytes': 48000, 'peak_bytes': 4096}\n"
+    "leaks = {'definitely_lost': {'bytes': 432, 'blocks': 9}, 'indirectly_lost': {'bytes': 48, 'blocks': 1},\n"
+    "         'possibly_lost': {'bytes': 0, 'blocks': 0}, 'still_reachable': {'bytes': 16, 'blocks': 1}}\n"
+    "assert r['leaks_at_exit'] == leaks\n"
+    "assert len(r['cases']) == 1\n"
+    "c = r['cases'][0]\n"
+    "assert c['name'] == 'bench' and c['iterations'] == 0\n"
+    "assert c['setup'] == {'bytes': 480, 'blocks': 10}\n"
+    "assert c['growth'] is None and c['leaks'] == leaks and c['peak_bytes'] == 4096\n"
+    "s = c['sites']\n"
+    "assert len(s) == 2\n"
+    "assert [(x['function'], x['file'], x['line'], x['module']) for x in s[0]['frames']] == \\\n"
+    "    [('leaky_site', 'leak.c', 6, '/path/bench'), ('main', 'leak.c', 12, '/path/bench')]\n"
+    "assert s[0]['growth_bytes_per_iteration'] is None\n"
+    "assert (s[0]['setup_bytes'], s[0]['live_bytes'], s[0]['leaked_bytes'], s[0]['leaked_blocks']) == (480, 480, 480, "
+    "10)\n"
+    "assert (s[0]['allocations'], s[0]['allocated_bytes']) == (10, 480)\n"
+    "assert [(x['function'], x['file'], x['line'], x['module']) for x in s[1]['frames']] == \\\n"
+    "    [('helper', '', 0, '/path/bench'), ('', '', 0, '')]\n"
+    "assert (s[1]['live_bytes'], s[1]['leaked_bytes'], s[1]['allocations'], s[1]['allocated_bytes']) == (0, 0, 990, "
+    "47520)\n"
+    "p = r['processes']\n"
+    "assert [(x['pid'], x['exe'], x['primary'], x['execed']) for x in p] == \\\n"
+    "    [(100, '/bin/sh', False, True), (100, '/path/bench', True, False)]\n"
+    "assert p[0]['exit'] is None and p[0]['totals']['allocations'] == 5\n"
+    "assert r['warnings'] == ['stacks were dropped', 'process warning']\n"
+    "assert 'incomplete' not in r\n";
+
+static void test_json_exact_values(void **state)
+{
+    struct fixture *f = *state;
+    const char *argv[] = {"report", f->trace, "--format", "json", "-o", f->out};
+    assert_int_equal(run_report(6, argv), 0);
+    check_json(f, sample_checks);
+}
+
+static void test_metric_allocated_order(void **state)
+{
+    struct fixture *f = *state;
+    const char *argv[] = {"report", "--metric=allocated", "--format=json", "--output", f->out, f->trace};
+    assert_int_equal(run_report(6, argv), 0);
+    check_json(f, "assert r['cases'][0]['sites'][0]['allocations'] == 990");
+}
+
+static char *read_text(const char *path)
+{
+    size_t size;
+    char *text = (char *)slurp(path, &size);
+    assert_non_null(text);
+    text[size] = '\0';
+    return text;
+}
+
+static void expect_line(const char *text, const char *line)
+{
+    if (!strstr(text, line))
+        fail_msg("missing '%s' in:\n%s", line, text);
+}
+
+static void test_text_report(void **state)
+{
+    struct fixture *f = *state;
+    const char *argv[] = {"report", f->trace, "-o", f->out};
+    assert_int_equal(run_report(4, argv), 0);
+    char *text = read_text(f->out);
+    expect_line(text, "./bench 200: exited 3; 1,000 allocs, 990 frees; 46.9 KiB allocated, peak 4.0 KiB, "
+                      "480 B live at exit\n");
+    expect_line(text, "432 bytes in 9 blocks are definitely lost in loss record 1 of 2\n"
+                      "    at leaky_site (leak.c:6)\n    by main (leak.c:12)\n");
+    expect_line(text, "48 bytes in 1 blocks are indirectly lost in loss record 2 of 2\n");
+    expect_line(text, "LEAK SUMMARY:\n   definitely lost: 432 bytes in 9 blocks\n"
+                      "   indirectly lost: 48 bytes in 1 blocks\n     possibly lost: 0 bytes in 0 blocks\n"
+                      "   still reachable: 16 bytes in 1 blocks\n");
+    expect_line(text, "Top sites by allocations\n\n990 allocations, 46.4 KiB allocated, 0 B live at exit\n"
+                      "    at helper (bench+0x1234) [inlined]\n    by ??? (0xdeadbeef)\n");
+    expect_line(text, "Other processes\n\npid 100 /bin/sh: replaced by exec; 5 allocations, 100 B allocated\n");
+    expect_line(text, "warning: stacks were dropped\nwarning: process warning\n");
+    for (const char *line = text; *line;) {
+        const char *end = strchrnul(line, '\n');
+        assert_true(end - line <= 100);
+        line = *end ? end + 1 : end;
+    }
+    free(text);
+}
+
+static void test_usage_and_failures(void **state)
+{
+    struct fixture *f = *state;
+    const char *bad_format[] = {"report", f->trace, "--format", "html"};
+    assert_int_equal(run_report(4, bad_format), 2);
+    const char *no_file[] = {"report"};
+    assert_int_equal(run_report(1, no_file), 2);
+    const char *two_files[] = {"report", f->trace, f->trace};
+    assert_int_equal(run_report(3, two_files), 2);
+    const char *bad_metric[] = {"report", f->trace, "--metric", "size"};
+    assert_int_equal(run_report(4, bad_metric), 2);
+    const char *missing_value[] = {"report", f->trace, "--format"};
+    assert_int_equal(run_report(3, missing_value), 2);
+    const char *unknown_option[] = {"report", f->trace, "--frobnicate"};
+    assert_int_equal(run_report(3, unknown_option), 2);
+    const char *missing[] = {"report", "/nonexistent/t.trace"};
+    assert_int_equal(run_report(2, missing), 1);
+    const char *no_case[] = {"report", f->trace, "--case", "nosuch", "-o", f->out};
+    assert_int_equal(run_report(6, no_case), 1);
+    const char *bad_output[] = {"report", f->trace, "-o", "/nonexistent/out.json"};
+    assert_int_equal(run_report(4, bad_output), 1);
+    const char *help[] = {"report", "--help"};
+    assert_int_equal(run_report(2, help), 0);
+}
+
+static void test_incomplete_trace_still_reports(void **state)
+{
+    struct fixture *f = *state;
+    char path[160];
+    snprintf(path, sizeof path, "%s/cut.trace", f->dir);
+    assert_int_equal(write_sample_trace(path, 1), 0);
+    const char *argv[] = {"report", path, "--format", "json", "-o", f->out};
+    assert_int_equal(run_report(6, argv), 0);
+    check_json(f, "assert r['incomplete'] is True and r['totals']['allocations'] == 1000\n"
+                  "assert r['warnings'][0].startswith('no END section')");
+}
+
+/* A trace with two marked cases, each with begin and end snapshots. */
+static int write_cases_trace(const char *path)
+{
+    char err[256];
+    struct trace_writer *w = trace_writer_create(path, err, sizeof err);
+    struct trace_process p = sample_process(1);
+    struct trace_case parse = {1, 0, "parse", 10, 20, 5, TRACE_CASE_ENDED};
+    struct trace_case render = {1, 1, "render", 30, 40, 7, TRACE_CASE_ENDED};
+    struct trace_snapshot_entry begin[] = {{7, 100, 1}}, end[] = {{7, 196, 3}, {9, 32, 1}};
+    struct trace_snapshot snaps[] = {{1, TRACE_SNAP_CASE_BEGIN, 0, 0, 10, 100, 1, 1, begin},
+                                     {1, TRACE_SNAP_CASE_END, 0, 5, 20, 228, 4, 2, end}};
+    struct trace_loss_record record = {9, TRACE_LEAK_DEFINITE, 32, 1, 2};
+    struct trace_leaks leaks = {1, 0, TRACE_SNAP_CASE_END, 5, 20, {32, 0, 0, 196}, {1, 0, 0, 3}, 1, &record};
+    struct trace_module bench = {0, "/path/bench", ""}, libc = {1, "/lib/libc.so.6", ""};
+    uint32_t first;
+    int rc = !w || trace_write_module(w, &bench) || trace_write_module(w, &libc) ||
+             trace_write_frames(w, sample_frames, 5, &first) || trace_write_stacks(w, 1, sample_stacks, 2) ||
+             trace_write_case(w, &parse) || trace_write_case(w, &render) || trace_write_snapshot(w, &snaps[0]) ||
+             trace_write_snapshot(w, &snaps[1]) || trace_write_leaks(w, &leaks) || trace_write_process(w, &p);
+    if (w)
+        rc |= trace_writer_finish(w, err, sizeof err);
+    return rc ? -1 : 0;
+}
+
+static void test_marked_cases(void **state)
+{
+    struct fixture *f = *state;
+    char path[160];
+    snprintf(path, sizeof path, "%s/cases.trace", f->dir);
+    assert_int_equal(write_cases_trace(path), 0);
+    const char *all[] = {"report", path, "--format", "json", "-o", f->out};
+    assert_int_equal(run_report(6, all), 0);
+    check_json(f, "c = r['cases']\n"
+                  "assert [(x['name'], x['iterations']) for x in c] == [('parse', 5), ('render', 7)]\n"
+                  "assert c[0]['setup'] == {'bytes': 128, 'blocks': 3} and c[0]['peak_bytes'] == 228\n"
+                  "assert c[0]['leaks']['definitely_lost'] == {'bytes': 32, 'blocks': 1}\n"
+                  "assert [(s['live_bytes'], s['leaked_bytes']) for s in c[0]['sites']] == [(32, 32), (96, 0)]\n"
+                  "assert c[1]['leaks'] is None and c[1]['sites'] == []\n"
+                  "assert r['leaks_at_exit'] is None");
+    const char *one[] = {"report", path, "--format", "json", "-o", f->out, "--case", "render"};
+    assert_int_equal(run_report(8, one), 0);
+    check_json(f, "assert [x['name'] for x in r['cases']] == ['render']");
+}
+
+static void test_no_temp_files_left(void **state)
+{
+    struct fixture *f = *state;
+    const char *argv[] = {"report", f->trace, "-o", f->out};
+    assert_int_equal(run_report(4, argv), 0);
+    char command[200];
+    snprintf(command, sizeof command, "test -z \"$(ls -A '%s' | grep '\\.tmp$')\"", f->dir);
+    assert_int_equal(system(command), 0);
+}
+
+static void test_human_bytes(void **state)
+{
+    (void)state;
+    char b[32];
+    assert_string_equal(report_human_bytes(0, b, sizeof b), "0 B");
+    assert_string_equal(report_human_bytes(1023, b, sizeof b), "1023 B");
+    assert_string_equal(report_human_bytes(1536, b, sizeof b), "1.5 KiB");
+    assert_string_equal(report_human_bytes(3u << 20, b, sizeof b), "3.0 MiB");
+    assert_string_equal(report_human_bytes(5ull << 30, b, sizeof b), "5.0 GiB");
+    assert_string_equal(report_human_bytes(UINT64_MAX, b, sizeof b), "16.0 EiB");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_json_exact_values, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_metric_allocated_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_text_report, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_usage_and_failures, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_incomplete_trace_still_reports, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_marked_cases, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_temp_files_left, setup, teardown),
+        cmocka_unit_test(test_human_bytes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
