@@ -437,8 +437,8 @@ static int collect_function_symbols(Dwfl_Module *module, struct symbol_index *in
         GElf_Addr address;
         GElf_Word section;
         const char *name = dwfl_module_getsym_info(module, i, &symbol, &address, &section, NULL, NULL);
-        int type = GELF_ST_TYPE(symbol.st_info);
-        if (!name || !*name || section == SHN_UNDEF || (type != STT_FUNC && type != STT_GNU_IFUNC))
+        if (!name || !*name || section == SHN_UNDEF ||
+            (GELF_ST_TYPE(symbol.st_info) != STT_FUNC && GELF_ST_TYPE(symbol.st_info) != STT_GNU_IFUNC))
             continue;
         index->symbols[index->count++] = (struct function_symbol){
             .address = address, .size = symbol.st_size, .name = name, .rank = symbol_rank(&symbol, name)};
@@ -572,26 +572,18 @@ static bool may_hold_code(int tag)
 }
 
 /* Appends the child of parent that holds pc, and its own such child, and so
- * on. Subtrees that do not hold pc are skipped whole (gcc's DW_AT_sibling
- * makes that a jump), which is what makes this faster than
- * dwarf_getscopes, which visits every DIE of the CU. */
+ * on down to the innermost scope. Subtrees that do not hold pc are skipped
+ * whole (gcc's DW_AT_sibling makes that a jump). */
 static void descend_to_pc(Dwarf_Die *parent, Dwarf_Addr pc, struct die_path *path)
 {
     Dwarf_Die child;
     if (path->count == (int)(sizeof path->dies / sizeof path->dies[0]) || dwarf_child(parent, &child) != 0)
         return;
     do {
-        int tag = dwarf_tag(&child);
-        if (is_code_scope(tag) && dwarf_haspc(&child, pc) == 1) {
+        if (is_code_scope(dwarf_tag(&child)) && dwarf_haspc(&child, pc) == 1) {
             path->dies[path->count++] = child;
             descend_to_pc(&path->dies[path->count - 1], pc, path);
             return;
-        }
-        if (may_hold_code(tag)) {
-            int before = path->count;
-            descend_to_pc(&child, pc, path);
-            if (path->count > before)
-                return;
         }
     } while (dwarf_siblingof(&child, &child) == 0);
 }
@@ -670,7 +662,8 @@ static struct cu_function_index *function_index_of(struct symbolizer *symbolizer
         free(index);
         return NULL;
     }
-    qsort(index->ranges, index->count, sizeof *index->ranges, compare_code_ranges);
+    if (index->count > 1)
+        qsort(index->ranges, index->count, sizeof *index->ranges, compare_code_ranges);
     HASH_ADD(hh, symbolizer->cu_indexes, cu_die_address, sizeof key, index);
     return index;
 }

@@ -215,6 +215,11 @@ static void test_libc_function(void **state)
     assert_non_null(strstr(frames[count - 1].function, "getpid"));
     assert_non_null(strstr(module_of(fixture->symbolizer, &frames[0])->path, "libc.so"));
     assert_int_equal(frames[count - 1].flags & TRACE_FRAME_ALLOCATOR, 0);
+    /* The offset addr2line takes: libc's first segment is at vaddr 0, so
+     * its bias is its load base. */
+    Dl_info info;
+    assert_true(dladdr(getpid_address, &info));
+    assert_int_equal(frames[0].module_offset, (uintptr_t)getpid_address - (uintptr_t)info.dli_fbase);
 }
 
 static void test_libc_malloc_is_an_allocator(void **state)
@@ -331,6 +336,19 @@ static const char *keep_executable_only(const char *line, char *out, size_t size
     return strstr(line, " r-xp ") ? line : drop_line(line, out, size);
 }
 
+/* libc's lines twice: as mapped, and again 16 TiB lower, as if it had been
+ * dlclosed and loaded again elsewhere. */
+static const uint64_t second_load_below = 1ull << 44;
+
+static const char *duplicate_lower(const char *line, char *out, size_t size)
+{
+    unsigned long long start, end;
+    int consumed = 0;
+    assert_int_equal(sscanf(line, "%llx-%llx%n", &start, &end, &consumed), 2);
+    snprintf(out, size, "%s%llx-%llx%s", line, start - second_load_below, end - second_load_below, line + consumed);
+    return out;
+}
+
 static void resolve_getpid_in(const char *maps_text)
 {
     struct proc_maps maps;
@@ -358,6 +376,31 @@ static void test_deleted_file_still_found_by_its_old_name(void **state)
     (void)state;
     char *text = maps_text_with("libc.so", mark_deleted);
     resolve_getpid_in(text);
+    free(text);
+}
+
+static void test_one_module_loaded_twice(void **state)
+{
+    (void)state;
+    char *text = maps_text_with("libc.so", duplicate_lower);
+    struct proc_maps maps;
+    assert_int_equal(proc_maps_parse(text, strlen(text), &maps), 0);
+    struct symbolizer *symbolizer = symbolizer_create(&maps);
+    assert_non_null(symbolizer);
+    uint64_t getpid_address = (uint64_t)(uintptr_t)dlsym(RTLD_DEFAULT, "getpid");
+    struct trace_frame first[4], second[4];
+    size_t first_count = symbolizer_resolve(symbolizer, getpid_address, 0, first, 4);
+    size_t second_count = symbolizer_resolve(symbolizer, getpid_address - second_load_below, 0, second, 4);
+    assert_int_equal(first_count, second_count);
+    assert_string_equal(first[first_count - 1].function, second[second_count - 1].function);
+    assert_non_null(strstr(first[first_count - 1].function, "getpid"));
+    assert_int_equal(first[0].module_id, second[0].module_id);
+    assert_int_equal(first[0].module_offset, second[0].module_offset);
+    size_t module_count;
+    symbolizer_modules(symbolizer, &module_count);
+    assert_int_equal(module_count, 1);
+    symbolizer_destroy(symbolizer);
+    proc_maps_free(&maps);
     free(text);
 }
 
@@ -445,6 +488,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_same_strings_and_cache, set_up, tear_down),
         cmocka_unit_test(test_bias_from_an_executable_segment_alone),
         cmocka_unit_test(test_deleted_file_still_found_by_its_old_name),
+        cmocka_unit_test(test_one_module_loaded_twice),
         cmocka_unit_test(test_unreadable_file_gives_module_and_offset),
         cmocka_unit_test_setup_teardown(test_ten_thousand_libc_addresses, set_up, tear_down),
     };
