@@ -39,6 +39,7 @@ struct module_file {
     const char *path;     /* as the kernel named it (interned) */
     const char *build_id; /* lower-case hex, "" if none or unknown */
     uint32_t module_id;   /* TRACE_NONE until an address resolves into it */
+    bool not_elf;         /* not an ELF file we can read: no other mapping of it need try */
 };
 
 /* A function symbol of a module at its run-time address. */
@@ -206,6 +207,7 @@ static struct module_file *file_for_path(struct symbolizer *symbolizer, const ch
     file->path = intern(symbolizer, path);
     file->build_id = "";
     file->module_id = TRACE_NONE;
+    file->not_elf = false;
     return file;
 }
 
@@ -326,7 +328,8 @@ static void report_load(struct symbolizer *symbolizer, const struct proc_map *ma
     int fd = path && stat(path, &status) == 0 && S_ISREG(status.st_mode) ? open(path, O_RDONLY | O_CLOEXEC) : -1;
     Elf *elf = fd >= 0 ? elf_begin(fd, ELF_C_READ_MMAP, NULL) : NULL;
     struct module_load load = {.file = file};
-    bool loadable = elf && elf_kind(elf) == ELF_K_ELF && compute_load(elf, map, &load) == 0 &&
+    file->not_elf = !elf || elf_kind(elf) != ELF_K_ELF;
+    bool loadable = !file->not_elf && compute_load(elf, map, &load) == 0 &&
                     !overlaps_a_load(symbolizer, load.low, load.high);
     if (elf)
         elf_end(elf);
@@ -373,7 +376,7 @@ static int report_all_loads(struct symbolizer *symbolizer, const struct proc_map
             .start = sorted[i]->start, .end = sorted[i]->end, .offset = sorted[i]->offset, .file = file};
         /* Only a readable mapping starts a load: glibc's PROT_NONE gaps
          * carry offsets that are no segment's. */
-        if ((sorted[i]->perms & PROC_MAP_READ) && !covered_by_a_load(symbolizer, sorted[i]))
+        if ((sorted[i]->perms & PROC_MAP_READ) && !file->not_elf && !covered_by_a_load(symbolizer, sorted[i]))
             report_load(symbolizer, sorted[i], file);
     }
     return dwfl_report_end(symbolizer->dwfl, NULL, NULL);
