@@ -41,6 +41,7 @@ struct parser {
     int in_sample;            /* a header was read and its sample is open */
     uint32_t thread;          /* the open sample's thread */
     int last_line_had_frame;  /* a srcline line may follow */
+    int frame_dropped;        /* ... for a frame past the depth cap */
     int stack_truncated;
     size_t depth;
     struct pending_frame pending[PERF_MAX_STACK_DEPTH];
@@ -394,7 +395,9 @@ static int intern_thread(struct parser *parser, long pid, long tid, struct span 
 /* ---- one sample --------------------------------------------------------- */
 
 /* Inlined frames carry no module ("(inlined)", or none with srcline); they
- * belong to the module of the real frame at the same address below them. */
+ * belong to the module of the real frame at the same address below them.
+ * perf sometimes lists an address's inlined frames without its real one:
+ * those keep no module rather than borrow the caller's, which may differ. */
 static void fill_inlined_modules(struct pending_frame *frames, size_t count)
 {
     for (size_t i = count - 1; i-- > 0;) {
@@ -496,9 +499,9 @@ static void parse_frame_text(struct span text, uint64_t ip, struct pending_frame
 static void push_frame(struct parser *parser, struct span text, uint64_t ip)
 {
     parser->last_line_had_frame = 1;
-    if (parser->depth >= PERF_MAX_STACK_DEPTH) {
+    parser->frame_dropped = parser->depth >= PERF_MAX_STACK_DEPTH;
+    if (parser->frame_dropped) {
         parser->stack_truncated = 1;
-        parser->last_line_had_frame = 0; /* its srcline has no frame to go to */
         return;
     }
     parse_frame_text(text, ip, &parser->pending[parser->depth++]);
@@ -562,7 +565,7 @@ static int try_srcline_line(struct parser *parser, struct span line)
         }
     if (!colon || !all_digits(colon + 1, (size_t)(text.text + text.length - colon - 1)))
         return 0;
-    struct pending_frame *frame = &parser->pending[parser->depth - 1];
+    struct pending_frame dropped, *frame = parser->frame_dropped ? &dropped : &parser->pending[parser->depth - 1];
     struct span file = {text.text, (size_t)(colon - text.text)};
     long number = parse_decimal(colon + 1, (size_t)(text.text + text.length - colon - 1));
     if (file.length > 0 && !span_equals(file, "??")) {
