@@ -192,6 +192,8 @@ static void thread_remove(struct session *session, struct traced_thread *thread)
     free(thread);
 }
 
+static void handle_wait_status(struct session *session, pid_t tid, int status);
+
 /* ---- draining and snapshots ---------------------------------------------- */
 
 /* Replaces the image's mappings with a fresh read, keeping the old ones
@@ -288,23 +290,36 @@ static size_t drain_all(struct session *session)
 
 /* The image is about to go (exit, fatal signal, exec): every event it
  * committed is in its region, so drain it all and snapshot the heap. */
-static void process_final_snapshot(struct session *session, struct traced_process *process, uint32_t kind)
+static void process_leak_check(struct session *session, struct traced_process *process, pid_t stopped_tid,
+                               uint32_t kind);
+
+static void process_final_snapshot(struct session *session, struct traced_process *process, uint32_t kind,
+                                   pid_t stopped_tid)
 {
     if (process->final_snapshot_taken)
         return;
+    process->final_snapshot_taken = 1;
     if (!process->shm.base)
         process_try_attach(session, process, UINT64_MAX);
     process_drain(process, 1);
     process_refresh_maps(process);
     recorder_case_end(&process->recorder, session_now_ns());
     recorder_snapshot(&process->recorder, kind, session_now_ns());
-    process->final_snapshot_taken = 1;
+    if (kind != TRACE_SNAP_EXEC && stopped_tid > 0)
+        process_leak_check(session, process, stopped_tid, kind);
 }
 
 static void process_end(struct session *session, struct traced_process *process)
 {
-    process_final_snapshot(session, process, process->exit_signal ? TRACE_SNAP_SIGNAL : TRACE_SNAP_EXIT);
+    int was_stopped = process->final_snapshot_taken;
+    process_final_snapshot(session, process, process->exit_signal ? TRACE_SNAP_SIGNAL : TRACE_SNAP_EXIT, 0);
     process_drain(process, 1);
+    if (!was_stopped && session->options.leak_check != TRACE_LEAK_CHECK_OFF &&
+        (process->flags & TRACE_PROC_SHIM_SEEN) && !process->leak_check_note &&
+        asprintf(&process->leak_check_note,
+                 "no leak check for process %d: it was gone before it could be stopped (killed by signal %d)",
+                 (int)process->pid, process->exit_signal) < 0)
+        process->leak_check_note = NULL;
     uint32_t stacks_dropped, slots_exhausted;
     shm_consumer_counters(&process->shm, &stacks_dropped, &slots_exhausted);
     shm_consumer_detach(&process->shm);
@@ -390,7 +405,7 @@ static void on_exec(struct session *session, struct traced_thread *thread)
     struct traced_process *old = thread->process;
     /* The old image is gone, its heap with it (no leak check at exec, as
      * memcheck). Other threads vanished in the exec. */
-    process_final_snapshot(session, old, TRACE_SNAP_EXEC);
+    process_final_snapshot(session, old, TRACE_SNAP_EXEC, 0);
     old->flags |= TRACE_PROC_EXECED;
     struct traced_thread *t, *tmp;
     HASH_ITER(hh, session->threads, t, tmp) {
@@ -445,7 +460,7 @@ static void on_exit_stop(struct session *session, struct traced_thread *thread)
      * space is intact and every other thread is gone or going. */
     if (process->live_threads == 0) {
         process->state = PROCESS_EXITING;
-        process_final_snapshot(session, process, TRACE_SNAP_EXIT);
+        process_final_snapshot(session, process, TRACE_SNAP_EXIT, thread->tid);
     }
 }
 
@@ -454,7 +469,7 @@ static void on_signal_stop(struct session *session, struct traced_thread *thread
     struct traced_process *process = thread->process;
     if (process && signal_is_fatal(thread->tid, signal)) {
         process->state = PROCESS_EXITING;
-        process_final_snapshot(session, process, TRACE_SNAP_SIGNAL);
+        process_final_snapshot(session, process, TRACE_SNAP_SIGNAL, thread->tid);
     }
     resume(thread->tid, signal);
 }
@@ -562,6 +577,85 @@ static void handle_wait_status(struct session *session, pid_t tid, int status)
     on_stopped(session, thread, status);
 }
 
+/* ---- stopping the world for a leak check ------------------------------- */
+
+struct deferred_status {
+    pid_t tid;
+    int status;
+};
+
+/* Interrupts every other thread of the image and waits for each to stop.
+ * What a thread reports instead of the interrupt stop (a signal, an event,
+ * its exit) is kept in deferred to be handled once the scan is done. */
+static size_t stop_other_threads(struct session *session, struct traced_process *process, pid_t stopped_tid,
+                                 pid_t *tids, struct deferred_status *deferred, size_t capacity)
+{
+    size_t count = 0;
+    tids[count++] = stopped_tid;
+    struct traced_thread *thread, *tmp;
+    HASH_ITER(hh, session->threads, thread, tmp) {
+        if (count == capacity)
+            break;
+        if (thread->process != process || thread->tid == stopped_tid || thread->reached_exit)
+            continue;
+        if (ptrace(PTRACE_INTERRUPT, thread->tid, 0, 0) < 0)
+            continue;
+        int status;
+        pid_t got;
+        do
+            got = waitpid(thread->tid, &status, __WALL);
+        while (got < 0 && errno == EINTR);
+        if (got != thread->tid)
+            continue;
+        deferred[count] = (struct deferred_status){thread->tid, status};
+        tids[count++] = WIFSTOPPED(status) ? thread->tid : 0;
+    }
+    return count;
+}
+
+/* Hands the stops collected while the world was stopped back to the loop:
+ * a plain interrupt stop just resumes. */
+static void resume_other_threads(struct session *session, const struct deferred_status *deferred, size_t count)
+{
+    for (size_t i = 1; i < count; i++) {
+        int status = deferred[i].status;
+        if (WIFSTOPPED(status) && (status >> 16) == PTRACE_EVENT_STOP && WSTOPSIG(status) == SIGTRAP)
+            resume(deferred[i].tid, 0);
+        else
+            handle_wait_status(session, deferred[i].tid, status);
+    }
+}
+
+static void process_leak_check(struct session *session, struct traced_process *process, pid_t stopped_tid,
+                               uint32_t kind)
+{
+    if (session->options.leak_check == TRACE_LEAK_CHECK_OFF || !(process->flags & TRACE_PROC_SHIM_SEEN))
+        return;
+    size_t capacity = (size_t)process->live_threads + 2;
+    pid_t *tids = calloc(capacity, sizeof *tids);
+    struct deferred_status *deferred = calloc(capacity, sizeof *deferred);
+    if (!tids || !deferred) {
+        free(tids);
+        free(deferred);
+        return;
+    }
+    size_t count = stop_other_threads(session, process, stopped_tid, tids, deferred, capacity);
+    size_t stopped = 0;
+    for (size_t i = 0; i < count; i++)
+        if (tids[i])
+            tids[stopped++] = tids[i];
+    char err[512];
+    if (leak_check_run(process->pid, tids, stopped, &process->recorder, kind, session_now_ns(), &process->leaks, err,
+                       sizeof err) < 0) {
+        free(process->leak_check_note);
+        if (asprintf(&process->leak_check_note, "no leak check for process %d: %s", (int)process->pid, err) < 0)
+            process->leak_check_note = NULL;
+    }
+    resume_other_threads(session, deferred, count);
+    free(tids);
+    free(deferred);
+}
+
 /* ---- the loop -------------------------------------------------------------- */
 
 static void forward_signal(struct session *session, int signal)
@@ -629,7 +723,7 @@ void session_destroy(struct session *session)
             free(process->argv[a]);
         free(process->argv);
         free(process->exe);
-        free(process->loss_records);
+        leak_results_free(&process->leaks);
         free(process->leak_check_note);
         free(process);
     }

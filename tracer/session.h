@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "leak_check.h"
 #include "proc_maps.h"
 #include "recorder.h"
 #include "shm_consumer.h"
@@ -55,9 +56,7 @@ struct traced_process {
     struct proc_maps maps;     /* every mapping seen while the image lived */
     size_t sites_checked;      /* sites whose frames are known to lie in maps */
 
-    struct trace_leaks leaks;  /* the leak check at exit or fatal signal, if run */
-    struct trace_loss_record *loss_records;
-    int leaks_valid;
+    struct leak_results leaks; /* the leak check at exit or fatal signal, if it ran */
     char *leak_check_note;     /* why no leak check ran, if it did not */
 };
 

@@ -167,10 +167,9 @@ static int write_history(struct trace_writer *writer, const struct traced_proces
         trace_write_timeline(writer, process->process_id, recorder->interval_ns, recorder->timeline,
                              (uint32_t)recorder->timeline_count) < 0)
         return -1;
-    if (process->leaks_valid) {
-        struct trace_leaks leaks = process->leaks;
+    for (size_t i = 0; i < process->leaks.count; i++) {
+        struct trace_leaks leaks = process->leaks.checks[i];
         leaks.process_id = process->process_id;
-        leaks.records = process->loss_records;
         if (trace_write_leaks(writer, &leaks) < 0)
             return -1;
     }

@@ -1,0 +1,140 @@
+/* leak_check.c - see leak_check.h. */
+#include "leak_check.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../leakscan/leakscan.h"
+
+/* A scanned block with what the recorder knows of its allocation. */
+struct checked_block {
+    uint32_t case_id, stack_id, category;
+    uint32_t iteration;
+    uint64_t size;
+};
+
+static int compare_checked(const void *a, const void *b)
+{
+    const struct checked_block *x = a, *y = b;
+    if (x->case_id != y->case_id)
+        return x->case_id < y->case_id ? -1 : 1;
+    if (x->stack_id != y->stack_id)
+        return x->stack_id < y->stack_id ? -1 : 1;
+    return x->category < y->category ? -1 : x->category > y->category;
+}
+
+/* Loss records of the blocks in [first, last) (sorted by stack, category). */
+static int build_check(const struct checked_block *blocks, size_t first, size_t last, struct trace_leaks *check)
+{
+    struct trace_loss_record *records = calloc(last - first + 1, sizeof *records);
+    if (!records)
+        return -1;
+    uint32_t count = 0;
+    for (size_t i = first; i < last; i++) {
+        const struct checked_block *block = &blocks[i];
+        struct trace_loss_record *record = count ? &records[count - 1] : NULL;
+        if (!record || record->stack_id != block->stack_id || record->category != block->category) {
+            record = &records[count++];
+            record->stack_id = block->stack_id;
+            record->category = block->category;
+            record->first_iteration = block->iteration;
+        }
+        record->bytes += block->size;
+        record->blocks++;
+        if (block->iteration < record->first_iteration)
+            record->first_iteration = block->iteration;
+        check->bytes[block->category] += block->size;
+        check->blocks[block->category]++;
+    }
+    check->records = records;
+    check->count = count;
+    return 0;
+}
+
+static int group_by_case(struct checked_block *blocks, size_t count, uint32_t when, uint64_t time_ns,
+                         struct leak_results *results)
+{
+    qsort(blocks, count, sizeof *blocks, compare_checked);
+    size_t cases = 0;
+    for (size_t i = 0; i < count; i++)
+        cases += blocks[i].case_id != TRACE_NONE && (i == 0 || blocks[i].case_id != blocks[i - 1].case_id);
+    results->checks = calloc(cases + 1, sizeof *results->checks);
+    if (!results->checks)
+        return -1;
+    for (size_t i = 0; i <= cases; i++) {
+        results->checks[i].case_id = TRACE_NONE;
+        results->checks[i].when = when;
+        results->checks[i].time_ns = time_ns;
+    }
+    results->count = cases + 1;
+    /* The whole image: every block, regrouped by stack only. */
+    struct checked_block *by_stack = malloc((count + 1) * sizeof *by_stack);
+    if (!by_stack)
+        return -1;
+    memcpy(by_stack, blocks, count * sizeof *by_stack);
+    for (size_t i = 0; i < count; i++)
+        by_stack[i].case_id = 0;
+    qsort(by_stack, count, sizeof *by_stack, compare_checked);
+    int rc = build_check(by_stack, 0, count, &results->checks[0]);
+    free(by_stack);
+    size_t c = 1;
+    for (size_t first = 0; rc == 0 && first < count;) {
+        size_t last = first;
+        while (last < count && blocks[last].case_id == blocks[first].case_id)
+            last++;
+        if (blocks[first].case_id != TRACE_NONE) {
+            results->checks[c].case_id = blocks[first].case_id;
+            rc = build_check(blocks, first, last, &results->checks[c++]);
+        }
+        first = last;
+    }
+    return rc;
+}
+
+int leak_check_run(pid_t pid, const pid_t *tids, size_t tid_count, const struct recorder *recorder, uint32_t when,
+                   uint64_t time_ns, struct leak_results *results, char *err, size_t err_size)
+{
+    memset(results, 0, sizeof *results);
+    const struct live_table *live = &recorder->live;
+    struct leakscan_block *blocks = calloc(live->count + 1, sizeof *blocks);
+    struct checked_block *checked = calloc(live->count + 1, sizeof *checked);
+    int rc = -1;
+    if (!blocks || !checked) {
+        snprintf(err, err_size, "out of memory for %zu blocks", live->count);
+        goto out;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < live->capacity; i++) {
+        const struct live_block *block = &live->slots[i];
+        if (!block->address)
+            continue;
+        blocks[n] = (struct leakscan_block){block->address, block->size, (uint32_t)n, 0};
+        checked[n] = (struct checked_block){block->case_id, recorder->sites[block->site].stack_id, 0,
+                                            block->iteration, block->size};
+        n++;
+    }
+    struct leakscan_totals totals;
+    if (leakscan_process(pid, tids, tid_count, blocks, n, &totals, err, err_size) < 0)
+        goto out;
+    /* stack_id carried our index through the scan, whatever order it used. */
+    for (size_t i = 0; i < n; i++)
+        checked[blocks[i].stack_id].category = blocks[i].category;
+    rc = group_by_case(checked, n, when, time_ns, results);
+    if (rc < 0)
+        snprintf(err, err_size, "out of memory grouping %zu blocks", n);
+out:
+    free(blocks);
+    free(checked);
+    if (rc < 0)
+        leak_results_free(results);
+    return rc;
+}
+
+void leak_results_free(struct leak_results *results)
+{
+    for (size_t i = 0; i < results->count; i++)
+        free((void *)results->checks[i].records);
+    free(results->checks);
+    memset(results, 0, sizeof *results);
+}

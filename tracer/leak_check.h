@@ -1,0 +1,29 @@
+/*
+ * leak_check.h - runs the reachability scan (leakscan/) on a stopped process
+ * image and turns it into LEAKS records: one for the whole image and one per
+ * case, holding the blocks that case allocated, each loss record with the
+ * first iteration that allocated one of its blocks.
+ */
+#ifndef MEMSLOPE_LEAK_CHECK_H
+#define MEMSLOPE_LEAK_CHECK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../report/trace_format.h"
+#include "recorder.h"
+
+struct leak_results {
+    struct trace_leaks *checks; /* [0]: the whole image (case_id TRACE_NONE); then one per case */
+    size_t count;
+};
+
+/* Every thread in tids must be stopped. when: TRACE_SNAP_EXIT or
+ * TRACE_SNAP_SIGNAL. Returns 0, or -1 with a message in err. */
+int leak_check_run(pid_t pid, const pid_t *tids, size_t tid_count, const struct recorder *recorder, uint32_t when,
+                   uint64_t time_ns, struct leak_results *results, char *err, size_t err_size);
+
+void leak_results_free(struct leak_results *results);
+
+#endif
