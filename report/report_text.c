@@ -226,8 +226,11 @@ static void write_top_allocations(FILE *out, const struct report *report)
 
 static void write_cases(FILE *out, const struct report *report)
 {
-    if (!report->primary || report->primary->case_count == 0)
-        return;
+    int marked = 0;
+    for (size_t i = 0; report->primary && i < report->primary->case_count; i++)
+        marked |= !(report->primary->cases[i].flags & TRACE_CASE_IMPLICIT);
+    if (!marked)
+        return; /* the whole process is the only case: the summary line said it all */
     char setup[32];
     fputs("Cases\n\n", out);
     for (size_t i = 0; i < report->case_count; i++) {

@@ -185,30 +185,6 @@ static void test_incomplete_trace_still_reports(void **state)
                   "assert r['warnings'][0].startswith('no END section')");
 }
 
-/* A trace with two marked cases, each with begin and end snapshots. */
-static int write_cases_trace(const char *path)
-{
-    char err[256];
-    struct trace_writer *w = trace_writer_create(path, err, sizeof err);
-    struct trace_process p = sample_process(1);
-    struct trace_case parse = {1, 0, "parse", 10, 20, 5, TRACE_CASE_ENDED};
-    struct trace_case render = {1, 1, "render", 30, 40, 7, TRACE_CASE_ENDED};
-    struct trace_snapshot_entry begin[] = {{7, 100, 1}}, end[] = {{7, 196, 3}, {9, 32, 1}};
-    struct trace_snapshot snaps[] = {{1, TRACE_SNAP_CASE_BEGIN, 0, 0, 10, 100, 1, 1, begin},
-                                     {1, TRACE_SNAP_CASE_END, 0, 5, 20, 228, 4, 2, end}};
-    struct trace_loss_record record = {9, TRACE_LEAK_DEFINITE, 32, 1, 2};
-    struct trace_leaks leaks = {1, 0, TRACE_SNAP_CASE_END, 5, 20, {32, 0, 0, 196}, {1, 0, 0, 3}, 1, &record};
-    struct trace_module bench = {0, "/path/bench", ""}, libc = {1, "/lib/libc.so.6", ""};
-    uint32_t first;
-    int rc = !w || trace_write_module(w, &bench) || trace_write_module(w, &libc) ||
-             trace_write_frames(w, sample_frames, 5, &first) || trace_write_stacks(w, 1, sample_stacks, 2) ||
-             trace_write_case(w, &parse) || trace_write_case(w, &render) || trace_write_snapshot(w, &snaps[0]) ||
-             trace_write_snapshot(w, &snaps[1]) || trace_write_leaks(w, &leaks) || trace_write_process(w, &p);
-    if (w)
-        rc |= trace_writer_finish(w, err, sizeof err);
-    return rc ? -1 : 0;
-}
-
 static void test_marked_cases(void **state)
 {
     struct fixture *f = *state;

@@ -250,6 +250,23 @@ static void test_abandoned_trace_is_incomplete(void **state)
     unlink(path);
 }
 
+/* With MEMSLOPE_FUZZ_CORPUS=DIR, writes the traces of these tests there as
+ * seeds for tests/fuzz/fuzz_trace_reader (tests/fuzz/corpus/trace_reader/). */
+static void test_write_fuzz_seeds(void **state)
+{
+    (void)state;
+    const char *dir = getenv("MEMSLOPE_FUZZ_CORPUS");
+    if (!dir)
+        skip();
+    char path[512];
+    snprintf(path, sizeof path, "%s/sample", dir);
+    assert_int_equal(write_sample_trace(path, 0), 0);
+    snprintf(path, sizeof path, "%s/sample-incomplete", dir);
+    assert_int_equal(write_sample_trace(path, 1), 0);
+    snprintf(path, sizeof path, "%s/cases", dir);
+    assert_int_equal(write_cases_trace(path), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -264,6 +281,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_file_mode_and_no_temp_left, setup, teardown),
         cmocka_unit_test_setup_teardown(test_writer_errors_name_the_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_abandoned_trace_is_incomplete, setup, teardown),
+        cmocka_unit_test(test_write_fuzz_seeds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -108,8 +108,32 @@ static int write_sample_trace(const char *path, int abandon)
     return trace_writer_finish(w, err, sizeof err);
 }
 
+/* A trace with two marked cases, each with begin and end snapshots. */
+static inline int write_cases_trace(const char *path)
+{
+    char err[256];
+    struct trace_writer *w = trace_writer_create(path, err, sizeof err);
+    struct trace_process p = sample_process(1);
+    struct trace_case parse = {1, 0, "parse", 10, 20, 5, TRACE_CASE_ENDED};
+    struct trace_case render = {1, 1, "render", 30, 40, 7, TRACE_CASE_ENDED};
+    struct trace_snapshot_entry begin[] = {{7, 100, 1}}, end[] = {{7, 196, 3}, {9, 32, 1}};
+    struct trace_snapshot snaps[] = {{1, TRACE_SNAP_CASE_BEGIN, 0, 0, 10, 100, 1, 1, begin},
+                                     {1, TRACE_SNAP_CASE_END, 0, 5, 20, 228, 4, 2, end}};
+    struct trace_loss_record record = {9, TRACE_LEAK_DEFINITE, 32, 1, 2};
+    struct trace_leaks leaks = {1, 0, TRACE_SNAP_CASE_END, 5, 20, {32, 0, 0, 196}, {1, 0, 0, 3}, 1, &record};
+    struct trace_module bench = {0, "/path/bench", ""}, libc = {1, "/lib/libc.so.6", ""};
+    uint32_t first;
+    int rc = !w || trace_write_module(w, &bench) || trace_write_module(w, &libc) ||
+             trace_write_frames(w, sample_frames, 5, &first) || trace_write_stacks(w, 1, sample_stacks, 2) ||
+             trace_write_case(w, &parse) || trace_write_case(w, &render) || trace_write_snapshot(w, &snaps[0]) ||
+             trace_write_snapshot(w, &snaps[1]) || trace_write_leaks(w, &leaks) || trace_write_process(w, &p);
+    if (w)
+        rc |= trace_writer_finish(w, err, sizeof err);
+    return rc ? -1 : 0;
+}
+
 /* Reads a whole file into memory (the caller frees). */
-static unsigned char *slurp(const char *path, size_t *size)
+static inline unsigned char *slurp(const char *path, size_t *size)
 {
     FILE *f = fopen(path, "rb");
     unsigned char *data = NULL;
@@ -128,7 +152,7 @@ static unsigned char *slurp(const char *path, size_t *size)
 }
 
 /* A fresh scratch directory under TMPDIR; path gets "<dir>/name". */
-static char *sample_path(char *dir_template, const char *name)
+static inline char *sample_path(char *dir_template, const char *name)
 {
     char *path = NULL;
     if (!mkdtemp(dir_template) || asprintf(&path, "%s/%s", dir_template, name) < 0)
