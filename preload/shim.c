@@ -59,7 +59,6 @@ struct real_allocator {
     void (*free)(void *);
     void *(*calloc)(size_t, size_t);
     void *(*realloc)(void *, size_t);
-    void *(*reallocarray)(void *, size_t, size_t);
     int (*posix_memalign)(void **, size_t, size_t);
     void *(*aligned_alloc)(size_t, size_t);
     void *(*memalign)(size_t, size_t);
@@ -173,7 +172,6 @@ static void resolve_real(void)
     *(void **)&found.free = next_symbol("free");
     *(void **)&found.calloc = next_symbol("calloc");
     *(void **)&found.realloc = next_symbol("realloc");
-    *(void **)&found.reallocarray = next_symbol("reallocarray");
     *(void **)&found.posix_memalign = next_symbol("posix_memalign");
     *(void **)&found.aligned_alloc = next_symbol("aligned_alloc");
     *(void **)&found.memalign = next_symbol("memalign");
@@ -622,7 +620,9 @@ SHIM_EXPORT void *reallocarray(void *old, size_t count, size_t size)
     struct shim_thread *thread = &this_thread;
     bool recording = should_record(thread);
     uint64_t free_time = recording && old ? now_ns() : 0;
-    void *moved = real.reallocarray ? real.reallocarray(old, count, size) : real.realloc(old, bytes);
+    /* Not real.reallocarray: glibc's calls realloc through the PLT, that is
+     * us, and the block would be counted twice. */
+    void *moved = real.realloc(old, bytes);
     if (recording)
         record_realloc(old, moved, bytes, free_time, SHM_FN_REALLOCARRAY);
     return moved;
