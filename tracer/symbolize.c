@@ -10,6 +10,7 @@
 #include "symbolize.h"
 
 #include <elfutils/libdw.h>
+#include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
 #include <dwarf.h>
 #include <fcntl.h>
@@ -63,7 +64,7 @@ struct symbol_index {
 struct module_load {
     struct module_file *file;
     uint64_t bias;
-    uint64_t low, high; /* [low, high): run-time span of its PT_LOAD segments */
+    uint64_t low, high; /* [low, high): run-time span of its PT_LOAD segments, as dwfl sees it */
     struct symbol_index symbols; /* built at the first address in this load */
 };
 
@@ -120,15 +121,6 @@ struct symbolizer {
     struct interned_string *strings;
     struct cached_resolution *cache;
     struct cu_function_index *cu_indexes;
-};
-
-/* dwfl keeps a pointer to its callbacks, so they must outlive it. Offline:
- * files are found by the names reported; separate debug info by build-id or
- * debuglink in the standard places. */
-static const Dwfl_Callbacks offline_callbacks = {
-    .find_elf = dwfl_build_id_find_elf,
-    .find_debuginfo = dwfl_standard_find_debuginfo,
-    .section_address = dwfl_offline_section_address,
 };
 
 /* --- strings ------------------------------------------------------------- */
@@ -266,7 +258,10 @@ static int compute_load(Elf *elf, const struct proc_map *map, struct module_load
         GElf_Phdr phdr;
         if (!gelf_getphdr(elf, (int)i, &phdr) || phdr.p_type != PT_LOAD)
             continue;
-        low = page_down(phdr.p_vaddr, page_size) < low ? page_down(phdr.p_vaddr, page_size) : low;
+        /* dwfl starts a module at its first segment aligned down to
+         * p_align (literally, even for 0) and derives the bias from that. */
+        if (low == UINT64_MAX)
+            low = phdr.p_vaddr & -phdr.p_align;
         high = phdr.p_vaddr + phdr.p_memsz > high ? phdr.p_vaddr + phdr.p_memsz : high;
         uint64_t file_start = page_down(phdr.p_offset, page_size);
         if (!found && phdr.p_filesz > 0 && map->offset >= file_start && map->offset < phdr.p_offset + phdr.p_filesz) {
@@ -299,17 +294,17 @@ static bool covered_by_a_load(const struct symbolizer *symbolizer, const struct 
     return false;
 }
 
-static void remember_build_id(struct symbolizer *symbolizer, Dwfl_Module *module, struct module_file *file)
+static void remember_build_id(struct symbolizer *symbolizer, Elf *elf, struct module_file *file)
 {
-    const unsigned char *bits;
-    GElf_Addr vaddr;
-    int length = dwfl_module_build_id(module, &bits, &vaddr);
+    const void *build_id;
+    ssize_t length = dwelf_elf_gnu_build_id(elf, &build_id);
     if (length <= 0 || *file->build_id)
         return;
+    const unsigned char *bits = build_id;
     char *hex = malloc(2 * (size_t)length + 1);
     if (!hex)
         return;
-    for (int i = 0; i < length; i++) {
+    for (ssize_t i = 0; i < length; i++) {
         hex[2 * i] = "0123456789abcdef"[bits[i] >> 4];
         hex[2 * i + 1] = "0123456789abcdef"[bits[i] & 15];
     }
@@ -319,25 +314,29 @@ static void remember_build_id(struct symbolizer *symbolizer, Dwfl_Module *module
 }
 
 /* Reports the load of file that map starts, if map is an ELF segment not
- * already covered by an earlier load. */
+ * already covered by an earlier load. Only its address range is reported:
+ * dwfl opens the file (open_reported_file) when an address first needs it,
+ * so a process with thousands of libraries does not cost thousands of
+ * descriptors. */
 static void report_load(struct symbolizer *symbolizer, const struct proc_map *map, struct module_file *file)
 {
     char *path = openable_path(map->path);
     struct stat status;
     /* Never open a device or a FIFO someone mapped: opening may act. */
     int fd = path && stat(path, &status) == 0 && S_ISREG(status.st_mode) ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    free(path);
     Elf *elf = fd >= 0 ? elf_begin(fd, ELF_C_READ_MMAP, NULL) : NULL;
     struct module_load load = {.file = file};
     file->not_elf = !elf || elf_kind(elf) != ELF_K_ELF;
     bool loadable = !file->not_elf && compute_load(elf, map, &load) == 0 &&
                     !overlaps_a_load(symbolizer, load.low, load.high);
+    Dwfl_Module *module = loadable ? dwfl_report_module(symbolizer->dwfl, file->path, load.low, load.high) : NULL;
+    if (module)
+        remember_build_id(symbolizer, elf, file);
     if (elf)
         elf_end(elf);
     if (fd >= 0)
         close(fd);
-    Dwfl_Module *module =
-        loadable ? dwfl_report_elf(symbolizer->dwfl, file->path, path, -1, load.bias, true) : NULL;
-    free(path);
     if (!module)
         return;
     struct module_load *stored = &symbolizer->loads[symbolizer->load_count++];
@@ -345,7 +344,6 @@ static void report_load(struct symbolizer *symbolizer, const struct proc_map *ma
     void **user_data;
     dwfl_module_info(module, &user_data, NULL, NULL, NULL, NULL, NULL, NULL);
     *user_data = stored;
-    remember_build_id(symbolizer, module, file);
 }
 
 static int compare_maps_by_start(const void *left, const void *right)
@@ -381,6 +379,34 @@ static int report_all_loads(struct symbolizer *symbolizer, const struct proc_map
     }
     return dwfl_report_end(symbolizer->dwfl, NULL, NULL);
 }
+
+/* dwfl's find_elf: the file of a reported load, by the name it was mapped
+ * under. Returns an fd that dwfl owns, or -1. */
+static int open_reported_file(Dwfl_Module *module, void **user_data, const char *module_name, Dwarf_Addr base,
+                              char **file_name, Elf **elf)
+{
+    (void)module;
+    (void)module_name;
+    (void)base;
+    const struct module_load *load = *user_data;
+    char *path = openable_path(load->file->path);
+    int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    if (fd < 0) {
+        free(path);
+        return -1;
+    }
+    *file_name = path; /* dwfl frees it */
+    *elf = NULL;       /* dwfl reads the fd */
+    return fd;
+}
+
+/* dwfl keeps a pointer to its callbacks, so they must outlive it. Separate
+ * debug info is found by build-id or debuglink in the standard places. */
+static const Dwfl_Callbacks offline_callbacks = {
+    .find_elf = open_reported_file,
+    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .section_address = dwfl_offline_section_address,
+};
 
 struct symbolizer *symbolizer_create(const struct proc_maps *maps)
 {
