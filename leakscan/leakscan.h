@@ -119,8 +119,7 @@ const char *leakscan_category_name(uint32_t category);
 int leakscan_process(pid_t pid, const pid_t *tids, size_t tid_count, struct leakscan_block *blocks,
                      size_t block_count, struct leakscan_totals *totals, char *err, size_t err_size);
 
-/* As leakscan_process, with optional statistics and the address range of
- * glibc's main_arena to leave out of the roots ({0, 0}: found by content). */
+/* As leakscan_process, with optional statistics (stats may be NULL). */
 int leakscan_process_ex(pid_t pid, const pid_t *tids, size_t tid_count, struct leakscan_block *blocks,
                         size_t block_count, struct leakscan_totals *totals, struct leakscan_stats *stats,
                         char *err, size_t err_size);
@@ -135,6 +134,7 @@ struct leakscan_stopped {
     pid_t pid;
     pid_t *tids;
     size_t tid_count;
+    int *signals; /* per thread: a signal that arrived while stopping, handed back at detach */
 };
 
 /* Returns 0, or -1 with a message (no such process, ptrace refused, the
@@ -156,13 +156,57 @@ struct leakscan_heap {
     size_t mmapped_count;          /* mmapped chunks */
 };
 
-/* Returns 0, or -1 with a message saying which header did not validate
- * (the caller then refuses to guess). */
-int leakscan_walk_glibc_heap(pid_t pid, struct leakscan_heap *heap, char *err, size_t err_size);
+/* tids: the stopped threads (their TLS tells which chunks are tcache
+ * structures). Returns 0, or -1 with a message saying which header did not
+ * validate (the caller then refuses to guess). */
+int leakscan_walk_glibc_heap(pid_t pid, const pid_t *tids, size_t tid_count, struct leakscan_heap *heap, char *err,
+                             size_t err_size);
 void leakscan_heap_free(struct leakscan_heap *heap);
 
-/* glibc 2.26+ x86-64 malloc_state: offset of top and full size. */
+/*
+ * Shared between the files of leakscan/ (and cmd_leaks): reading another
+ * process's memory. Reads go through process_vm_readv (falling back to
+ * /proc/PID/mem page by page); ranges snapshotted first are served from
+ * the copy. Unreadable bytes read as zero.
+ */
+struct leakscan_snapshot {
+    uint64_t start, end;
+    uint8_t *bytes;
+};
+
+struct leakscan_target {
+    pid_t pid;
+    int mem_fd; /* /proc/PID/mem, -1 until needed */
+    struct leakscan_snapshot *snapshots; /* sorted by start, disjoint */
+    size_t snapshot_count;
+    int gone;   /* the process no longer exists */
+};
+
+void leakscan_target_open(struct leakscan_target *target, pid_t pid);
+void leakscan_target_close(struct leakscan_target *target);
+/* Copies [start, end) into memory; later reads there are served from it.
+ * Returns 0, or -1 (out of memory, process gone). */
+int leakscan_target_snapshot(struct leakscan_target *target, uint64_t start, uint64_t end);
+/* leakscan_memory callbacks; context is a struct leakscan_target. */
+int leakscan_target_read(void *context, uint64_t address, void *buffer, size_t length);
+const void *leakscan_target_view(void *context, uint64_t address, size_t length);
+
+/* glibc's main_arena in the process: found by its contents (every empty bin
+ * points at itself, next/system_mem/attached_threads consistent) in the
+ * writable file mappings and their anonymous tails. 0 if not found. */
+struct proc_maps;
+uint64_t leakscan_find_main_arena(struct leakscan_target *target, const struct proc_maps *maps);
+
+/* glibc 2.26+ x86-64 struct malloc_state: offsets and size. */
+#define LEAKSCAN_MSTATE_FASTBINS 16u
+#define LEAKSCAN_MSTATE_NFASTBINS 10u
 #define LEAKSCAN_MSTATE_TOP 96u
+#define LEAKSCAN_MSTATE_BINS 112u
+#define LEAKSCAN_MSTATE_NBINS 127u
+#define LEAKSCAN_MSTATE_NEXT 2160u
+#define LEAKSCAN_MSTATE_ATTACHED 2176u
+#define LEAKSCAN_MSTATE_SYSTEM_MEM 2184u
 #define LEAKSCAN_MSTATE_SIZE 2200u
+#define LEAKSCAN_HEAP_MAX (64ull << 20) /* HEAP_MAX_SIZE: arena heaps are aligned to it */
 
 #endif

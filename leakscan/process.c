@@ -1,0 +1,424 @@
+/*
+ * process.c - the leak scan of a stopped process (leakscan_process): roots
+ * from /proc/PID/maps and the threads' registers, memory through
+ * struct leakscan_target, the classification in classify.c.
+ */
+#include "leakscan.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/user.h>
+
+#include "../tracer/proc_maps.h"
+
+#define RED_ZONE 128u           /* x86-64 ABI: below SP, still the function's */
+#define TLS_BELOW_FS (16u << 10) /* static TLS blocks sit below the thread pointer */
+#define TLS_ABOVE_FS (4u << 10)  /* struct pthread (the TCB) above it */
+#define VTABLE_MAX_CHECK 20u    /* memcheck's limit */
+
+static void set_error(char *err, size_t err_size, const char *format, ...)
+{
+    if (!err || err_size == 0)
+        return;
+    va_list args;
+    va_start(args, format);
+    vsnprintf(err, err_size, format, args);
+    va_end(args);
+}
+
+/* ---- growable root lists ------------------------------------------------- */
+
+struct roots {
+    struct leakscan_range *ranges;
+    size_t count, capacity;
+    uint64_t *words;
+    size_t word_count, word_capacity;
+};
+
+static int add_range(struct roots *r, uint64_t start, uint64_t end)
+{
+    if (end <= start)
+        return 0;
+    if (r->count == r->capacity) {
+        size_t capacity = r->capacity ? 2 * r->capacity : 64;
+        struct leakscan_range *grown = realloc(r->ranges, capacity * sizeof *grown);
+        if (!grown)
+            return -1;
+        r->ranges = grown;
+        r->capacity = capacity;
+    }
+    r->ranges[r->count++] = (struct leakscan_range){start, end};
+    return 0;
+}
+
+static int add_word(struct roots *r, uint64_t word)
+{
+    if (r->word_count == r->word_capacity) {
+        size_t capacity = r->word_capacity ? 2 * r->word_capacity : 64;
+        uint64_t *grown = realloc(r->words, capacity * sizeof *grown);
+        if (!grown)
+            return -1;
+        r->words = grown;
+        r->word_capacity = capacity;
+    }
+    r->words[r->word_count++] = word;
+    return 0;
+}
+
+/* ---- blocks by address --------------------------------------------------- */
+
+static int compare_ranges(const void *a, const void *b)
+{
+    const struct leakscan_range *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* The blocks' extents, sorted (a zero-size block occupies one byte). */
+static struct leakscan_range *sorted_extents(const struct leakscan_block *blocks, size_t count)
+{
+    struct leakscan_range *extents = malloc((count ? count : 1) * sizeof *extents);
+    if (!extents)
+        return NULL;
+    for (size_t i = 0; i < count; i++)
+        extents[i] = (struct leakscan_range){blocks[i].address, blocks[i].address + (blocks[i].size ? blocks[i].size : 1)};
+    qsort(extents, count, sizeof *extents, compare_ranges);
+    return extents;
+}
+
+/* Index of the first extent that ends after address. */
+static size_t first_ending_after(const struct leakscan_range *extents, size_t count, uint64_t address)
+{
+    size_t low = 0, high = count;
+    while (low < high) {
+        size_t mid = low + (high - low) / 2;
+        if (extents[mid].end <= address)
+            low = mid + 1;
+        else
+            high = mid;
+    }
+    return low;
+}
+
+/* Bytes of blocks inside [start, end). */
+static uint64_t block_bytes_in(const struct leakscan_range *extents, size_t count, uint64_t start, uint64_t end)
+{
+    uint64_t bytes = 0;
+    for (size_t i = first_ending_after(extents, count, start); i < count && extents[i].start < end; i++)
+        bytes += (extents[i].end < end ? extents[i].end : end) - (extents[i].start > start ? extents[i].start : start);
+    return bytes;
+}
+
+/* Adds [start, end) minus the blocks in it as roots. */
+static int add_range_around_blocks(struct roots *r, const struct leakscan_range *extents, size_t count,
+                                   uint64_t start, uint64_t end)
+{
+    uint64_t at = start;
+    for (size_t i = first_ending_after(extents, count, start); i < count && extents[i].start < end; i++) {
+        if (extents[i].start > at && add_range(r, at, extents[i].start) < 0)
+            return -1;
+        if (extents[i].end > at)
+            at = extents[i].end;
+    }
+    return add_range(r, at, end);
+}
+
+/* ---- which mappings are roots -------------------------------------------- */
+
+static bool starts_with(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* The profiler's own memory: its shared memory holds every block address. */
+static bool is_profiler_mapping(const char *path)
+{
+    return starts_with(path, "/memfd:memslope") || strstr(path, "/libmemslope.so") != NULL;
+}
+
+static bool is_anonymous(const char *path)
+{
+    return path[0] == '\0' || starts_with(path, "[anon:") || starts_with(path, "[stack");
+}
+
+/* Mappings memcheck never scans: kernel pages, devices, unreadable. */
+static bool is_never_root(const struct proc_map *map)
+{
+    const char *path = map->path;
+    if ((map->perms & (PROC_MAP_READ | PROC_MAP_WRITE)) != (PROC_MAP_READ | PROC_MAP_WRITE))
+        return true;
+    if (path[0] == '[' && !starts_with(path, "[stack") && !starts_with(path, "[anon:"))
+        return true; /* [heap], [vvar], [vsyscall], [vdso], [uprobes] */
+    if (starts_with(path, "/dev/") && strcmp(path, "/dev/zero") != 0 && !starts_with(path, "/dev/shm/"))
+        return true;
+    return is_profiler_mapping(path);
+}
+
+/* An anonymous mapping right after one of the profiler's is its .bss. */
+static bool is_profiler_bss(const struct proc_maps *maps, size_t i)
+{
+    return i > 0 && is_anonymous(maps->maps[i].path) && maps->maps[i - 1].end == maps->maps[i].start &&
+           is_profiler_mapping(maps->maps[i - 1].path);
+}
+
+/* glibc's non-main arena heap: 64 MiB aligned, heap_info first, whose
+ * ar_ptr points into an arena heap. Its free chunks hold stale words. */
+static bool is_arena_heap(struct leakscan_target *target, const struct proc_map *map)
+{
+    if (!is_anonymous(map->path) || map->start % LEAKSCAN_HEAP_MAX != 0)
+        return false;
+    uint64_t header[3];
+    if (leakscan_target_read(target, map->start, header, sizeof header) < 0)
+        return false;
+    uint64_t ar_ptr = header[0], size = header[2];
+    return ar_ptr != 0 && (ar_ptr % LEAKSCAN_HEAP_MAX) < 4096 && size > 0 && size <= LEAKSCAN_HEAP_MAX;
+}
+
+/* ---- threads ------------------------------------------------------------- */
+
+struct thread_state {
+    uint64_t sp, fs_base;
+};
+
+static int read_registers(pid_t tid, struct roots *r, struct thread_state *thread, char *err, size_t err_size)
+{
+    struct user_regs_struct regs;
+    if (ptrace(PTRACE_GETREGS, tid, NULL, &regs) < 0) {
+        set_error(err, err_size,
+                  "leak scan: cannot read the registers of thread %d: %s (every thread must be stopped under "
+                  "ptrace by the caller)",
+                  (int)tid, strerror(errno));
+        return -1;
+    }
+    const uint64_t values[] = {regs.rax, regs.rbx, regs.rcx, regs.rdx, regs.rsi, regs.rdi, regs.rbp, regs.rsp,
+                               regs.r8,  regs.r9,  regs.r10, regs.r11, regs.r12, regs.r13, regs.r14, regs.r15,
+                               regs.rip};
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++)
+        if (add_word(r, values[i]) < 0)
+            return -1;
+    thread->sp = regs.rsp;
+    thread->fs_base = regs.fs_base;
+    return 0;
+}
+
+/* ---- the vtable test of memcheck's multipleinheritance heuristic ---------- */
+
+struct vtable_context {
+    struct leakscan_target *target;
+    const struct proc_maps *maps;
+};
+
+static bool is_file_mapping(const struct proc_map *map)
+{
+    return map && map->path[0] == '/' && !is_profiler_mapping(map->path);
+}
+
+static int is_vtable(void *context, uint64_t address)
+{
+    struct vtable_context *v = context;
+    const struct proc_map *map = proc_maps_find(v->maps, address);
+    if (!is_file_mapping(map) || !(map->perms & PROC_MAP_READ) || map->end - address < 8)
+        return 0;
+    uint64_t words[VTABLE_MAX_CHECK + 1];
+    size_t n = (map->end - address) / 8 < VTABLE_MAX_CHECK + 1 ? (size_t)((map->end - address) / 8) : VTABLE_MAX_CHECK + 1;
+    if (leakscan_target_read(v->target, address, words, n * 8) < 0)
+        return 0;
+    unsigned functions = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (words[i] == 0)
+            continue;
+        const struct proc_map *code = proc_maps_find(v->maps, words[i]);
+        if (!is_file_mapping(code) || !(code->perms & PROC_MAP_EXEC))
+            return 0;
+        if (++functions == 2)
+            return 1;
+    }
+    return 0;
+}
+
+static int context_read(void *context, uint64_t address, void *buffer, size_t length)
+{
+    return leakscan_target_read(((struct vtable_context *)context)->target, address, buffer, length);
+}
+
+static const void *context_view(void *context, uint64_t address, size_t length)
+{
+    return leakscan_target_view(((struct vtable_context *)context)->target, address, length);
+}
+
+/* ---- assembling the roots ------------------------------------------------ */
+
+struct scan_plan {
+    struct proc_maps maps;
+    struct roots roots;
+    struct leakscan_range *extents;
+    size_t extent_count;
+    struct thread_state *threads;
+    size_t thread_count;
+};
+
+/* Lowest SP (minus the red zone) of the threads whose SP is in map, or 0. */
+static uint64_t stack_floor(const struct scan_plan *plan, const struct proc_map *map)
+{
+    uint64_t floor = 0;
+    for (size_t t = 0; t < plan->thread_count; t++) {
+        uint64_t sp = plan->threads[t].sp;
+        if (sp >= map->start && sp < map->end) {
+            uint64_t low = sp - RED_ZONE < map->start ? map->start : sp - RED_ZONE;
+            if (floor == 0 || low < floor)
+                floor = low;
+        }
+    }
+    return floor;
+}
+
+static int add_mapping_roots(struct scan_plan *plan, struct leakscan_target *target)
+{
+    for (size_t i = 0; i < plan->maps.count; i++) {
+        const struct proc_map *map = &plan->maps.maps[i];
+        if (is_never_root(map) || is_profiler_bss(&plan->maps, i))
+            continue;
+        if (block_bytes_in(plan->extents, plan->extent_count, map->start, map->end) > 0)
+            continue; /* a heap: only its reached blocks are scanned */
+        if (is_arena_heap(target, map))
+            continue;
+        uint64_t floor = stack_floor(plan, map);
+        if (add_range(&plan->roots, floor ? floor : map->start, map->end) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* A thread's TLS in a mapping that also holds blocks (else it is a root
+ * already): the window around fs_base, minus the blocks. */
+static int add_tls_roots(struct scan_plan *plan)
+{
+    for (size_t t = 0; t < plan->thread_count; t++) {
+        uint64_t fs = plan->threads[t].fs_base;
+        const struct proc_map *map = proc_maps_find(&plan->maps, fs);
+        if (!map || is_profiler_mapping(map->path) || !(map->perms & PROC_MAP_READ) ||
+            block_bytes_in(plan->extents, plan->extent_count, map->start, map->end) == 0)
+            continue;
+        uint64_t start = fs - map->start > TLS_BELOW_FS ? fs - TLS_BELOW_FS : map->start;
+        uint64_t end = map->end - fs > TLS_ABOVE_FS ? fs + TLS_ABOVE_FS : map->end;
+        if (add_range_around_blocks(&plan->roots, plan->extents, plan->extent_count, start, end) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Leaves main_arena out of the roots: its bins point at free chunks'
+ * headers, which lie inside the previous (possibly leaked) block. */
+static int exclude_range(struct roots *r, uint64_t start, uint64_t end)
+{
+    size_t count = r->count;
+    for (size_t i = 0; i < count; i++) {
+        struct leakscan_range *range = &r->ranges[i];
+        if (range->end <= start || range->start >= end)
+            continue;
+        uint64_t tail_start = end, tail_end = range->end;
+        range->end = start > range->start ? start : range->start;
+        if (tail_end > tail_start && add_range(r, tail_start, tail_end) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Reads the mappings dense with blocks whole: one large read instead of
+ * one per block. Bounded by half the memory available. */
+static void snapshot_heaps(struct scan_plan *plan, struct leakscan_target *target)
+{
+    uint64_t budget = 0;
+    FILE *meminfo = fopen("/proc/meminfo", "re");
+    if (meminfo) {
+        char line[256];
+        unsigned long long kib;
+        while (fgets(line, sizeof line, meminfo))
+            if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
+                budget = kib * 1024 / 2;
+        fclose(meminfo);
+    }
+    for (size_t i = 0; i < plan->maps.count; i++) {
+        const struct proc_map *map = &plan->maps.maps[i];
+        uint64_t size = map->end - map->start;
+        if (!(map->perms & PROC_MAP_READ) || size > budget)
+            continue;
+        if (block_bytes_in(plan->extents, plan->extent_count, map->start, map->end) < size / 8)
+            continue;
+        if (leakscan_target_snapshot(target, map->start, map->end) == 0)
+            budget -= size;
+    }
+}
+
+static int plan_scan(struct scan_plan *plan, struct leakscan_target *target, const pid_t *tids, size_t tid_count,
+                     const struct leakscan_block *blocks, size_t block_count, char *err, size_t err_size)
+{
+    if (proc_maps_read(target->pid, &plan->maps) < 0) {
+        set_error(err, err_size, "leak scan: cannot read /proc/%d/maps: %s (did the process exit?)",
+                  (int)target->pid, strerror(errno));
+        return -1;
+    }
+    plan->extents = sorted_extents(blocks, block_count);
+    plan->extent_count = block_count;
+    plan->threads = calloc(tid_count ? tid_count : 1, sizeof *plan->threads);
+    plan->thread_count = tid_count;
+    if (!plan->extents || !plan->threads)
+        goto out_of_memory;
+    for (size_t t = 0; t < tid_count; t++)
+        if (read_registers(tids[t], &plan->roots, &plan->threads[t], err, err_size) < 0)
+            return -1;
+    if (add_mapping_roots(plan, target) < 0 || add_tls_roots(plan) < 0)
+        goto out_of_memory;
+    uint64_t arena = leakscan_find_main_arena(target, &plan->maps);
+    if (arena && exclude_range(&plan->roots, arena, arena + LEAKSCAN_MSTATE_SIZE) < 0)
+        goto out_of_memory;
+    snapshot_heaps(plan, target);
+    return 0;
+out_of_memory:
+    set_error(err, err_size, "leak scan: out of memory while listing the roots of process %d", (int)target->pid);
+    return -1;
+}
+
+static void free_plan(struct scan_plan *plan)
+{
+    proc_maps_free(&plan->maps);
+    free(plan->roots.ranges);
+    free(plan->roots.words);
+    free(plan->extents);
+    free(plan->threads);
+}
+
+int leakscan_process_ex(pid_t pid, const pid_t *tids, size_t tid_count, struct leakscan_block *blocks,
+                        size_t block_count, struct leakscan_totals *totals, struct leakscan_stats *stats,
+                        char *err, size_t err_size)
+{
+    struct leakscan_target target;
+    leakscan_target_open(&target, pid);
+    struct scan_plan plan = {0};
+    int rc = plan_scan(&plan, &target, tids, tid_count, blocks, block_count, err, err_size);
+    if (rc == 0) {
+        struct vtable_context context = {&target, &plan.maps};
+        struct leakscan_image image = {
+            .memory = {.read = context_read, .view = context_view, .is_vtable = is_vtable, .context = &context},
+            .roots = plan.roots.ranges,
+            .root_count = plan.roots.count,
+            .root_words = plan.roots.words,
+            .root_word_count = plan.roots.word_count,
+        };
+        rc = leakscan_classify(&image, blocks, block_count, totals, stats, err, err_size);
+    }
+    free_plan(&plan);
+    leakscan_target_close(&target);
+    return rc;
+}
+
+int leakscan_process(pid_t pid, const pid_t *tids, size_t tid_count, struct leakscan_block *blocks,
+                     size_t block_count, struct leakscan_totals *totals, char *err, size_t err_size)
+{
+    return leakscan_process_ex(pid, tids, tid_count, blocks, block_count, totals, NULL, err, err_size);
+}

@@ -1,0 +1,273 @@
+/*
+ * cmd_leaks.c - `memslope leaks [--format text|json] PID`: a leak check of a
+ * running process that was never started under memslope, like macOS
+ * `leaks PID`. Stops every thread, walks glibc's heap from outside, runs
+ * the leak scan, reads a preview of each leaked block, and lets the process
+ * go exactly as it was. No backtraces: the process recorded none.
+ */
+#include "commands.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../leakscan/leakscan.h"
+#include "../report/json_writer.h"
+
+#define PREVIEW_BYTES 32u
+
+static const char usage_text[] =
+    "usage: memslope leaks [--format text|json] PID\n"
+    "  Leak check of a running process that was never started under memslope: stops its threads\n"
+    "  (ptrace), walks glibc's heap, classifies every block as memcheck does, lists the leaked\n"
+    "  blocks with a preview of their bytes, and lets the process continue.\n"
+    "  Exit status: 0 the scan ran (leaks or not), 1 it could not, 2 usage.\n";
+
+struct leaks_options {
+    bool json;
+    pid_t pid;
+};
+
+struct leaks_result {
+    struct leakscan_heap heap;
+    struct leakscan_totals totals;
+    struct leakscan_stats stats;
+    uint8_t (*previews)[PREVIEW_BYTES]; /* per block; only leaked ones are read */
+    size_t thread_count;
+    double walk_seconds, scan_seconds;
+};
+
+static double now_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static int usage_error(const char *message)
+{
+    fprintf(stderr, "memslope leaks: %s\n%s", message, usage_text);
+    return 2;
+}
+
+static int parse_options(int argc, char **argv, struct leaks_options *options)
+{
+    const char *pid_text = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--format") == 0 && i + 1 < argc) {
+            arg = argv[++i];
+            if (strcmp(arg, "json") != 0 && strcmp(arg, "text") != 0)
+                return usage_error("--format takes text or json");
+            options->json = strcmp(arg, "json") == 0;
+        } else if (strncmp(arg, "--format=", 9) == 0) {
+            if (strcmp(arg + 9, "json") != 0 && strcmp(arg + 9, "text") != 0)
+                return usage_error("--format takes text or json");
+            options->json = strcmp(arg + 9, "json") == 0;
+        } else if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+            fputs(usage_text, stdout);
+            return 0;
+        } else if (arg[0] == '-' && arg[1] != '\0') {
+            fprintf(stderr, "memslope leaks: unknown option %s\n%s", arg, usage_text);
+            return 2;
+        } else if (pid_text) {
+            return usage_error("give exactly one PID");
+        } else {
+            pid_text = arg;
+        }
+    }
+    if (!pid_text)
+        return usage_error("missing PID");
+    char *end;
+    errno = 0;
+    long pid = strtol(pid_text, &end, 10);
+    if (errno || *end || end == pid_text || pid <= 0 || pid > 0x3fffffff) {
+        fprintf(stderr, "memslope leaks: '%s' is not a process id (a positive number)\n%s", pid_text, usage_text);
+        return 2;
+    }
+    options->pid = (pid_t)pid;
+    return -1; /* go on */
+}
+
+/* Reads the first bytes of every leaked block while the process is stopped. */
+static int read_previews(pid_t pid, struct leaks_result *result)
+{
+    size_t n = result->heap.block_count;
+    result->previews = calloc(n ? n : 1, sizeof *result->previews);
+    if (!result->previews)
+        return -1;
+    struct leakscan_target target;
+    leakscan_target_open(&target, pid);
+    for (size_t i = 0; i < n; i++) {
+        const struct leakscan_block *b = &result->heap.blocks[i];
+        if (b->category == TRACE_LEAK_REACHABLE)
+            continue;
+        size_t length = b->size < PREVIEW_BYTES ? (size_t)b->size : PREVIEW_BYTES;
+        if (leakscan_target_read(&target, b->address, result->previews[i], length) < 0)
+            break;
+    }
+    leakscan_target_close(&target);
+    return 0;
+}
+
+/* The work done with the process stopped. */
+static int scan_stopped(const struct leakscan_stopped *stopped, struct leaks_result *result, char *err,
+                        size_t err_size)
+{
+    double start = now_seconds();
+    if (leakscan_walk_glibc_heap(stopped->pid, stopped->tids, stopped->tid_count, &result->heap, err, err_size) < 0)
+        return -1;
+    double walked = now_seconds();
+    if (leakscan_process_ex(stopped->pid, stopped->tids, stopped->tid_count, result->heap.blocks,
+                            result->heap.block_count, &result->totals, &result->stats, err, err_size) < 0)
+        return -1;
+    result->walk_seconds = walked - start;
+    result->scan_seconds = now_seconds() - walked;
+    result->thread_count = stopped->tid_count;
+    if (read_previews(stopped->pid, result) < 0) {
+        snprintf(err, err_size, "out of memory for the previews of %zu blocks", result->heap.block_count);
+        return -1;
+    }
+    return 0;
+}
+
+static void preview_hex(const uint8_t *bytes, size_t length, char *out)
+{
+    for (size_t i = 0; i < length; i++)
+        sprintf(out + 3 * i, "%02x%s", bytes[i], i + 1 < length ? " " : "");
+    if (length == 0)
+        out[0] = '\0';
+}
+
+static void preview_ascii(const uint8_t *bytes, size_t length, char *out)
+{
+    for (size_t i = 0; i < length; i++)
+        out[i] = bytes[i] >= 0x20 && bytes[i] < 0x7f ? (char)bytes[i] : '.';
+    out[length] = '\0';
+}
+
+static size_t preview_length(const struct leakscan_block *b)
+{
+    return b->size < PREVIEW_BYTES ? (size_t)b->size : PREVIEW_BYTES;
+}
+
+static double scan_rate(const struct leaks_result *r)
+{
+    uint64_t bytes = r->stats.root_bytes + r->stats.block_bytes;
+    return r->scan_seconds > 0 ? (double)bytes / r->scan_seconds / 1e9 : 0.0;
+}
+
+static void print_text(const struct leaks_options *options, const struct leaks_result *r)
+{
+    static const char *const labels[TRACE_LEAK_CATEGORIES] = {"definitely lost", "indirectly lost", "possibly lost",
+                                                              "still reachable"};
+    uint64_t leaked_blocks = 0, leaked_bytes = 0;
+    for (int c = 0; c < TRACE_LEAK_REACHABLE; c++)
+        leaked_blocks += r->totals.blocks[c], leaked_bytes += r->totals.bytes[c];
+    printf("Process %d: %zu threads, %zu heap blocks (%zu arenas, %zu mmapped)\n", (int)options->pid,
+           r->thread_count, r->heap.block_count, r->heap.arena_count, r->heap.mmapped_count);
+    printf("Process %d: %" PRIu64 " leaks for %" PRIu64 " total leaked bytes\n\n", (int)options->pid, leaked_blocks,
+           leaked_bytes);
+    for (int c = 0; c < TRACE_LEAK_CATEGORIES; c++)
+        printf("  %-16s %" PRIu64 " bytes in %" PRIu64 " blocks\n", labels[c], r->totals.bytes[c],
+               r->totals.blocks[c]);
+    if (leaked_blocks)
+        printf("\n  %-18s %10s  %-16s %s\n", "address", "size", "category", "first bytes");
+    for (size_t i = 0; i < r->heap.block_count; i++) {
+        const struct leakscan_block *b = &r->heap.blocks[i];
+        if (b->category == TRACE_LEAK_REACHABLE)
+            continue;
+        char hex[3 * PREVIEW_BYTES + 1], ascii[PREVIEW_BYTES + 1];
+        preview_hex(r->previews[i], preview_length(b), hex);
+        preview_ascii(r->previews[i], preview_length(b), ascii);
+        printf("  0x%016" PRIx64 " %10" PRIu64 "  %-16s %s  |%s|\n", b->address, b->size, labels[b->category], hex,
+               ascii);
+    }
+    printf("\n(sizes are usable sizes: glibc rounds requests up; scanned %.1f MiB in %.3f s, %.2f GB/s; "
+           "heap walk %.3f s)\n",
+           (double)(r->stats.root_bytes + r->stats.block_bytes) / (1 << 20), r->scan_seconds, scan_rate(r),
+           r->walk_seconds);
+}
+
+static void print_json(const struct leaks_options *options, const struct leaks_result *r)
+{
+    struct json_writer json;
+    json_init(&json, stdout, 1);
+    json_object_begin(&json);
+    json_member_int(&json, "pid", options->pid);
+    json_key(&json, "leaks");
+    json_object_begin(&json);
+    for (uint32_t c = 0; c < TRACE_LEAK_CATEGORIES; c++) {
+        json_key(&json, leakscan_category_name(c));
+        json_object_begin(&json);
+        json_member_uint(&json, "bytes", r->totals.bytes[c]);
+        json_member_uint(&json, "blocks", r->totals.blocks[c]);
+        json_object_end(&json);
+    }
+    json_object_end(&json);
+    json_key(&json, "blocks");
+    json_array_begin(&json);
+    for (size_t i = 0; i < r->heap.block_count; i++) {
+        const struct leakscan_block *b = &r->heap.blocks[i];
+        if (b->category == TRACE_LEAK_REACHABLE)
+            continue;
+        char address[32], hex[3 * PREVIEW_BYTES + 1], ascii[PREVIEW_BYTES + 1];
+        snprintf(address, sizeof address, "0x%" PRIx64, b->address);
+        preview_hex(r->previews[i], preview_length(b), hex);
+        preview_ascii(r->previews[i], preview_length(b), ascii);
+        json_object_begin(&json);
+        json_member_string(&json, "address", address);
+        json_member_uint(&json, "size", b->size);
+        json_member_string(&json, "category", leakscan_category_name(b->category));
+        json_member_string(&json, "preview", hex);
+        json_member_string(&json, "ascii", ascii);
+        json_object_end(&json);
+    }
+    json_array_end(&json);
+    json_key(&json, "scan");
+    json_object_begin(&json);
+    json_member_uint(&json, "threads", r->thread_count);
+    json_member_uint(&json, "heap_blocks", r->heap.block_count);
+    json_member_uint(&json, "arenas", r->heap.arena_count);
+    json_member_uint(&json, "mmapped_blocks", r->heap.mmapped_count);
+    json_member_uint(&json, "root_bytes", r->stats.root_bytes);
+    json_member_uint(&json, "block_bytes", r->stats.block_bytes);
+    json_member_double(&json, "heap_walk_seconds", r->walk_seconds);
+    json_member_double(&json, "scan_seconds", r->scan_seconds);
+    json_member_double(&json, "scan_gb_per_second", scan_rate(r));
+    json_object_end(&json);
+    json_object_end(&json);
+}
+
+int cmd_leaks(int argc, char **argv)
+{
+    struct leaks_options options = {0};
+    int rc = parse_options(argc, argv, &options);
+    if (rc >= 0)
+        return rc;
+    char err[512] = "";
+    struct leakscan_stopped stopped;
+    if (leakscan_stop_process(options.pid, &stopped, err, sizeof err) < 0) {
+        fprintf(stderr, "memslope leaks: %s\n", err);
+        return 1;
+    }
+    struct leaks_result result = {0};
+    rc = scan_stopped(&stopped, &result, err, sizeof err);
+    leakscan_detach(&stopped); /* before printing: the process waits as little as possible */
+    if (rc == 0) {
+        if (options.json)
+            print_json(&options, &result);
+        else
+            print_text(&options, &result);
+        fflush(stdout);
+    } else {
+        fprintf(stderr, "memslope leaks: process %d: %s\n", (int)options.pid, err);
+    }
+    free(result.previews);
+    leakscan_heap_free(&result.heap);
+    return rc == 0 ? 0 : 1;
+}
