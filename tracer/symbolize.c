@@ -34,13 +34,17 @@ struct interned_string {
     char text[];
 };
 
+struct module_load;
+
 /* One distinct path among the mappings; becomes a trace module once an
  * address falls into it. */
 struct module_file {
+    UT_hash_handle hh;    /* in symbolizer->files_by_path */
     const char *path;     /* as the kernel named it (interned) */
     const char *build_id; /* lower-case hex, "" if none or unknown */
     uint32_t module_id;   /* TRACE_NONE until an address resolves into it */
     bool not_elf;         /* not an ELF file we can read: no other mapping of it need try */
+    const struct module_load *last_load; /* mappings come by address, so only this one can cover the next */
 };
 
 /* A function symbol of a module at its run-time address. */
@@ -110,8 +114,9 @@ struct frame_list {
 
 struct symbolizer {
     Dwfl *dwfl;
-    struct module_file *files; /* fixed capacity: dwfl user data points into loads */
+    struct module_file *files; /* fixed capacity, like loads: pointers into both are kept */
     size_t file_count;
+    struct module_file *files_by_path;
     struct module_load *loads;
     size_t load_count;
     struct mapping_range *ranges; /* sorted by start */
@@ -192,14 +197,13 @@ static bool is_file_backed(const struct proc_map *map)
 
 static struct module_file *file_for_path(struct symbolizer *symbolizer, const char *path)
 {
-    for (size_t i = symbolizer->file_count; i-- > 0;)
-        if (strcmp(symbolizer->files[i].path, path) == 0)
-            return &symbolizer->files[i];
-    struct module_file *file = &symbolizer->files[symbolizer->file_count++];
-    file->path = intern(symbolizer, path);
-    file->build_id = "";
-    file->module_id = TRACE_NONE;
-    file->not_elf = false;
+    struct module_file *file;
+    HASH_FIND_STR(symbolizer->files_by_path, path, file);
+    if (file)
+        return file;
+    file = &symbolizer->files[symbolizer->file_count++];
+    *file = (struct module_file){.path = intern(symbolizer, path), .build_id = "", .module_id = TRACE_NONE};
+    HASH_ADD_KEYPTR(hh, symbolizer->files_by_path, file->path, strlen(file->path), file);
     return file;
 }
 
@@ -285,13 +289,9 @@ static bool overlaps_a_load(const struct symbolizer *symbolizer, uint64_t low, u
     return false;
 }
 
-static bool covered_by_a_load(const struct symbolizer *symbolizer, const struct proc_map *map)
+static bool covered_by_a_load(const struct module_file *file, const struct proc_map *map)
 {
-    for (size_t i = 0; i < symbolizer->load_count; i++)
-        if (map->start >= symbolizer->loads[i].low && map->start < symbolizer->loads[i].high &&
-            strcmp(symbolizer->loads[i].file->path, map->path) == 0)
-            return true;
-    return false;
+    return file->last_load && map->start >= file->last_load->low && map->start < file->last_load->high;
 }
 
 static void remember_build_id(struct symbolizer *symbolizer, Elf *elf, struct module_file *file)
@@ -341,6 +341,7 @@ static void report_load(struct symbolizer *symbolizer, const struct proc_map *ma
         return;
     struct module_load *stored = &symbolizer->loads[symbolizer->load_count++];
     *stored = load;
+    file->last_load = stored;
     void **user_data;
     dwfl_module_info(module, &user_data, NULL, NULL, NULL, NULL, NULL, NULL);
     *user_data = stored;
@@ -374,7 +375,7 @@ static int report_all_loads(struct symbolizer *symbolizer, const struct proc_map
             .start = sorted[i]->start, .end = sorted[i]->end, .offset = sorted[i]->offset, .file = file};
         /* Only a readable mapping starts a load: glibc's PROT_NONE gaps
          * carry offsets that are no segment's. */
-        if ((sorted[i]->perms & PROC_MAP_READ) && !file->not_elf && !covered_by_a_load(symbolizer, sorted[i]))
+        if ((sorted[i]->perms & PROC_MAP_READ) && !file->not_elf && !covered_by_a_load(file, sorted[i]))
             report_load(symbolizer, sorted[i], file);
     }
     return dwfl_report_end(symbolizer->dwfl, NULL, NULL);
@@ -895,6 +896,7 @@ void symbolizer_destroy(struct symbolizer *symbolizer)
         HASH_DEL(symbolizer->strings, string);
         free(string);
     }
+    HASH_CLEAR(hh, symbolizer->files_by_path);
     free(symbolizer->files);
     for (size_t i = 0; i < symbolizer->load_count; i++)
         free(symbolizer->loads[i].symbols.symbols);
