@@ -25,6 +25,7 @@ static const char *with_commas(uint64_t value, char *buffer, size_t size)
     return buffer;
 }
 
+/* The command as typed, with a long program path cut to its base name. */
 static void write_command(FILE *out, const struct report *report)
 {
     const struct trace_model *model = report->model;
@@ -34,13 +35,26 @@ static void write_command(FILE *out, const struct report *report)
         argc = report->primary->info.argc;
         argv = report->primary->info.argv;
     }
-    int width = 0;
-    for (uint32_t i = 0; i < argc && width < COMMAND_WIDTH; i++)
-        width += fprintf(out, "%s%.*s", i ? " " : "", COMMAND_WIDTH - width, argv[i]);
+    if (argc == 0) {
+        fputs("(unknown command)", out);
+        return;
+    }
+    const char *program = argv[0], *slash = strrchr(program, '/');
+    if (strlen(program) > COMMAND_WIDTH / 2 && slash)
+        program = slash + 1;
+    int width = fprintf(out, "%.*s", COMMAND_WIDTH, program);
+    for (uint32_t i = 1; i < argc && width < COMMAND_WIDTH; i++)
+        width += fprintf(out, " %.*s", COMMAND_WIDTH - width, argv[i]);
     if (width >= COMMAND_WIDTH)
         fputs("...", out);
-    if (argc == 0)
-        fputs("(unknown command)", out);
+}
+
+/* "1 allocation", "2 allocations" (memcheck's own lines keep "1 blocks"). */
+static const char *plural(uint64_t count, const char *word, char *buffer, size_t size)
+{
+    char digits[32];
+    snprintf(buffer, size, "%s %s%s", with_commas(count, digits, sizeof digits), word, count == 1 ? "" : "s");
+    return buffer;
 }
 
 static void write_exit(FILE *out, const struct trace_model_process *process)
@@ -188,13 +202,13 @@ static void write_not_freed(FILE *out, const struct report *report)
 {
     size_t n;
     const struct trace_site **sites = sorted_sites(report->primary, &n, compare_by_live);
-    char live[32], blocks[32], allocations[32];
+    char live[32], blocks[48], allocations[48];
     fputs("Top sites by bytes not freed at exit\n\n", out);
     size_t shown = 0;
     for (size_t i = 0; i < n && shown < TOP_SITES && sites[i]->live_bytes; i++, shown++) {
-        fprintf(out, "%s in %s blocks not freed, from %s allocations\n",
-                report_human_bytes(sites[i]->live_bytes, live, 32), with_commas(sites[i]->live_blocks, blocks, 32),
-                with_commas(sites[i]->allocations, allocations, 32));
+        fprintf(out, "%s in %s not freed, from %s\n", report_human_bytes(sites[i]->live_bytes, live, 32),
+                plural(sites[i]->live_blocks, "block", blocks, 32),
+                plural(sites[i]->allocations, "allocation", allocations, 32));
         write_stack(out, report, sites[i]->stack_id);
         fputc('\n', out);
     }
@@ -207,11 +221,11 @@ static void write_top_allocations(FILE *out, const struct report *report)
 {
     size_t n;
     const struct trace_site **sites = sorted_sites(report->primary, &n, compare_by_allocations);
-    char allocations[32], allocated[32], live[32];
+    char allocations[48], allocated[32], live[32];
     fputs("Top sites by allocations\n\n", out);
     for (size_t i = 0; i < n && i < TOP_SITES && sites[i]->allocations; i++) {
-        fprintf(out, "%s allocations, %s allocated, %s live at exit\n",
-                with_commas(sites[i]->allocations, allocations, 32),
+        fprintf(out, "%s, %s allocated, %s live at exit\n",
+                plural(sites[i]->allocations, "allocation", allocations, sizeof allocations),
                 report_human_bytes(sites[i]->allocated_bytes, allocated, 32),
                 report_human_bytes(sites[i]->live_bytes, live, 32));
         write_stack(out, report, sites[i]->stack_id);
@@ -231,18 +245,18 @@ static void write_cases(FILE *out, const struct report *report)
         marked |= !(report->primary->cases[i].flags & TRACE_CASE_IMPLICIT);
     if (!marked)
         return; /* the whole process is the only case: the summary line said it all */
-    char setup[32];
+    char setup[32], blocks[48], iterations[48];
     fputs("Cases\n\n", out);
     for (size_t i = 0; i < report->case_count; i++) {
         const struct report_case *c = &report->cases[i];
-        fprintf(out, "%s: %" PRIu64 " iterations, retained %s in %" PRIu64 " blocks, ", c->name, c->iterations,
-                report_human_bytes(c->setup_bytes, setup, 32), c->setup_blocks);
+        fprintf(out, "%s: %s, retained %s in %s, ", c->name, plural(c->iterations, "iteration", iterations, 48),
+                report_human_bytes(c->setup_bytes, setup, 32), plural(c->setup_blocks, "block", blocks, 48));
         if (c->growth.known)
             fprintf(out, "growth %.1f B/iteration", c->growth.bytes_per_iteration);
         else
             fputs("growth not estimated", out);
         if (c->leaks)
-            fprintf(out, ", %" PRIu64 " bytes definitely lost", c->leaks->bytes[TRACE_LEAK_DEFINITE]);
+            fprintf(out, ", %s definitely lost", report_human_bytes(c->leaks->bytes[TRACE_LEAK_DEFINITE], setup, 32));
         fputc('\n', out);
     }
     fputc('\n', out);
@@ -252,14 +266,14 @@ static void write_other_processes(FILE *out, const struct report *report)
 {
     if (report->model->process_count < 2)
         return;
-    char allocated[32];
+    char allocated[32], allocations[48];
     fputs("Other processes\n\n", out);
     for (const struct trace_model_process *p = report->model->processes; p; p = p->hh.next) {
         if (p == report->primary)
             continue;
         fprintf(out, "pid %u %s: ", p->info.pid, *p->info.exe ? p->info.exe : "(unknown)");
         write_exit(out, p);
-        fprintf(out, "; %" PRIu64 " allocations, %s allocated\n", p->info.allocations,
+        fprintf(out, "; %s, %s allocated\n", plural(p->info.allocations, "allocation", allocations, 48),
                 report_human_bytes(p->info.allocated_bytes, allocated, 32));
     }
     fputc('\n', out);
