@@ -93,9 +93,10 @@ static int parse_options(int argc, char **argv, struct record_options *options)
             options->output = optarg;
             break;
         case OPT_ITERATION:
-            fprintf(stderr, "memslope record: --iteration is not available in this version yet; "
-                            "mark iterations with memslope_iteration() (include/memslope.h) instead\n");
-            return 2;
+            if (!*optarg)
+                return usage_error("--iteration takes a function name", NULL);
+            options->iteration_symbol = optarg;
+            break;
         case OPT_LEAK_CHECK:
             if (parse_leak_check(optarg, &options->leak_check) < 0)
                 return usage_error("--leak-check takes end, iterations or off, not", optarg);
@@ -152,6 +153,9 @@ int cmd_record(int argc, char **argv)
         session_destroy(&session);
         return rc;
     }
+    /* Symbols are read from local files only: a debuginfod download in the
+     * middle of a CI job would be slow and surprising. */
+    unsetenv("DEBUGINFOD_URLS");
     int exit_code = session_run(&session);
     char err[4096];
     if (trace_writer_finish(session.writer, err, sizeof err) < 0) {

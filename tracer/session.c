@@ -28,6 +28,7 @@
 #include <uthash.h>
 
 #include "../preload/shm_layout.h"
+#include "elf_symbols.h"
 #include "trace_output.h"
 #include "trace_writer.h"
 
@@ -388,6 +389,7 @@ static void on_new_task(struct session *session, struct traced_thread *thread, i
         process->recorder.out_of_memory = 1;
     }
     process->previous_image_inode = parent->shm.inode;
+    breakpoint_set_copy(&process->breakpoints, &parent->breakpoints);
     if (parent->maps.count) {
         struct proc_maps *maps = &process->maps;
         maps->maps = calloc(parent->maps.count, sizeof *maps->maps);
@@ -399,6 +401,8 @@ static void on_new_task(struct session *session, struct traced_thread *thread, i
     }
     thread_add(session, child, process);
 }
+
+static void process_watch_entry(struct session *session, struct traced_process *process);
 
 static void on_exec(struct session *session, struct traced_thread *thread)
 {
@@ -422,6 +426,7 @@ static void on_exec(struct session *session, struct traced_thread *thread)
         return;
     image->previous_image_inode = previous_inode;
     process_read_identity(image);
+    process_watch_entry(session, image);
     thread = thread_find(session, pid);
     if (thread) {
         thread->process = image;
@@ -444,6 +449,7 @@ static void on_first_exec(struct session *session, pid_t pid)
     process_read_identity(image);
     thread_add(session, pid, image);
     process_refresh_maps(image);
+    process_watch_entry(session, image);
 }
 
 static void on_exit_stop(struct session *session, struct traced_thread *thread)
@@ -464,9 +470,13 @@ static void on_exit_stop(struct session *session, struct traced_thread *thread)
     }
 }
 
+static int on_breakpoint(struct session *session, struct traced_thread *thread);
+
 static void on_signal_stop(struct session *session, struct traced_thread *thread, int signal)
 {
     struct traced_process *process = thread->process;
+    if (signal == SIGTRAP && process && on_breakpoint(session, thread))
+        return;
     if (process && signal_is_fatal(thread->tid, signal)) {
         process->state = PROCESS_EXITING;
         process_final_snapshot(session, process, TRACE_SNAP_SIGNAL, thread->tid);
@@ -656,6 +666,141 @@ static void process_leak_check(struct session *session, struct traced_process *p
     free(deferred);
 }
 
+/* ---- --iteration SYMBOL --------------------------------------------------- */
+
+/* At the program's entry point its libraries are loaded: the symbol can be
+ * looked up then. */
+static void process_watch_entry(struct session *session, struct traced_process *process)
+{
+    if (!session->options.iteration_symbol)
+        return;
+    size_t length = 0;
+    char *auxv = read_proc_file(process->pid, "auxv", &length);
+    for (size_t i = 0; auxv && i + 16 <= length; i += 16) {
+        uint64_t type, value;
+        memcpy(&type, auxv + i, 8);
+        memcpy(&value, auxv + i + 8, 8);
+        if (type == 9 /* AT_ENTRY */ && value)
+            breakpoint_plant(process->pid, &process->breakpoints, value, BREAKPOINT_ENTRY);
+    }
+    free(auxv);
+}
+
+/* Every run-time address of wanted among the image's modules, as
+ * "module: name" lines in *listing for an ambiguity message. */
+static size_t find_symbol_addresses(struct traced_process *process, const char *wanted, uint64_t *addresses,
+                                    size_t capacity, char *listing, size_t listing_size)
+{
+    size_t found = 0, used = 0;
+    listing[0] = '\0';
+    for (size_t i = 0; i < process->maps.count; i++) {
+        const char *path = process->maps.maps[i].path;
+        size_t length = strlen(path);
+        if ((i > 0 && strcmp(path, process->maps.maps[i - 1].path) == 0) ||
+            (length >= 15 && strcmp(path + length - 15, "/libmemslope.so") == 0))
+            continue;
+        uint64_t bias;
+        struct elf_symbol_match *matches;
+        int count = elf_find_functions(path, wanted, &matches);
+        if (count > 0 && elf_load_bias(&process->maps, path, &bias) == 0) {
+            for (int m = 0; m < count && found < capacity; m++) {
+                addresses[found++] = matches[m].value + bias;
+                int n = snprintf(listing + used, listing_size - used, "\n  %s: %s%s at 0x%llx", path,
+                                 matches[m].name, matches[m].local ? " (local)" : "",
+                                 (unsigned long long)(matches[m].value + bias));
+                if (n > 0 && (size_t)n < listing_size - used)
+                    used += (size_t)n;
+            }
+        }
+        if (count > 0)
+            elf_symbol_matches_free(matches, count);
+    }
+    return found;
+}
+
+/* Looks the symbol up (again): plants it, or waits for the next library. */
+static void resolve_iteration_symbol(struct session *session, struct traced_process *process, pid_t tid)
+{
+    const char *wanted = session->options.iteration_symbol;
+    uint64_t addresses[16];
+    char listing[4096];
+    process_refresh_maps(process);
+    size_t found = find_symbol_addresses(process, wanted, addresses, 16, listing, sizeof listing);
+    if (found > 1) {
+        fprintf(stderr, "memslope: --iteration %s is ambiguous; it names %zu functions:%s\n"
+                        "Name one with its C++ signature, or rename the others.\n", wanted, found, listing);
+        session->fatal = 2;
+        return;
+    }
+    if (found == 1) {
+        breakpoint_plant(tid, &process->breakpoints, addresses[0], BREAKPOINT_ITERATION);
+        session->iteration_symbol_found = 1;
+        return;
+    }
+    /* Not loaded yet: ld.so calls _dl_debug_state after every dlopen. */
+    for (size_t i = 0; i < process->maps.count; i++) {
+        const char *path = process->maps.maps[i].path;
+        if (!strstr(path, "/ld-linux") && !strstr(path, "/ld-2."))
+            continue;
+        struct elf_symbol_match *matches;
+        uint64_t bias;
+        int count = elf_find_functions(path, "_dl_debug_state", &matches);
+        if (count > 0 && elf_load_bias(&process->maps, path, &bias) == 0)
+            breakpoint_plant(tid, &process->breakpoints, matches[0].value + bias, BREAKPOINT_DLOPEN);
+        if (count > 0)
+            elf_symbol_matches_free(matches, count);
+        break;
+    }
+}
+
+/* A SIGTRAP at one of our breakpoints: act on it with the world stopped,
+ * step over the displaced instruction, resume. Returns 0 when the trap is
+ * not ours (the program's own SIGTRAP passes through). */
+static int on_breakpoint(struct session *session, struct traced_thread *thread)
+{
+    struct traced_process *process = thread->process;
+    struct breakpoint *breakpoint = breakpoint_hit(thread->tid, &process->breakpoints);
+    if (!breakpoint)
+        return 0;
+    size_t capacity = (size_t)process->live_threads + 2;
+    pid_t *tids = calloc(capacity, sizeof *tids);
+    struct deferred_status *deferred = calloc(capacity, sizeof *deferred);
+    size_t count = tids && deferred ? stop_other_threads(session, process, thread->tid, tids, deferred, capacity) : 0;
+    uint64_t address = breakpoint->address;
+    int keep = 1;
+    switch (breakpoint->kind) {
+    case BREAKPOINT_ENTRY:
+        keep = 0;
+        resolve_iteration_symbol(session, process, thread->tid);
+        break;
+    case BREAKPOINT_DLOPEN:
+        resolve_iteration_symbol(session, process, thread->tid);
+        break;
+    case BREAKPOINT_ITERATION:
+        process_drain(process, 1);
+        recorder_iteration(&process->recorder, session_now_ns());
+        break;
+    }
+    /* Planting may have moved the set: find the breakpoint again. */
+    breakpoint = NULL;
+    for (size_t i = 0; i < process->breakpoints.count; i++)
+        if (process->breakpoints.items[i].address == address)
+            breakpoint = &process->breakpoints.items[i];
+    if (breakpoint && breakpoint->kind == BREAKPOINT_DLOPEN && session->iteration_symbol_found)
+        keep = 0;
+    int pending_signal = 0;
+    if (breakpoint)
+        breakpoint_step_over(thread->tid, breakpoint, keep, &pending_signal);
+    if (session->fatal) {
+        kill(process->pid, SIGKILL);
+    }
+    resume(thread->tid, pending_signal);
+    resume_other_threads(session, deferred, count);
+    free(tids);
+    free(deferred);
+    return 1;
+}
+
 /* ---- the loop -------------------------------------------------------------- */
 
 static void forward_signal(struct session *session, int signal)
@@ -704,7 +849,16 @@ int session_run(struct session *session)
     for (size_t i = 0; i < session->process_count; i++)
         if (session->processes[i]->state != PROCESS_ENDED)
             process_end(session, session->processes[i]);
-    return session->exit_code;
+    if (session->options.iteration_symbol && !session->iteration_symbol_found && !session->fatal) {
+        char message[512];
+        snprintf(message, sizeof message,
+                 "--iteration %s: no loaded module defined this function before the program ended; "
+                 "no iterations were recorded",
+                 session->options.iteration_symbol);
+        fprintf(stderr, "memslope: warning: %s\n", message);
+        trace_write_warning(session->writer, TRACE_NONE, message);
+    }
+    return session->fatal ? session->fatal : session->exit_code;
 }
 
 void session_destroy(struct session *session)
@@ -724,6 +878,7 @@ void session_destroy(struct session *session)
         free(process->argv);
         free(process->exe);
         leak_results_free(&process->leaks);
+        breakpoint_set_free(&process->breakpoints);
         free(process->leak_check_note);
         free(process);
     }

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "breakpoint.h"
 #include "leak_check.h"
 #include "proc_maps.h"
 #include "recorder.h"
@@ -26,6 +27,7 @@ struct record_options {
     uint64_t sample_rate;
     uint32_t leak_check;      /* enum trace_leak_check */
     int follow_children;
+    const char *iteration_symbol; /* --iteration: NULL when not given */
     char *const *command;     /* argv of the target, NULL-terminated */
     int command_argc;
 };
@@ -56,6 +58,7 @@ struct traced_process {
     struct proc_maps maps;     /* every mapping seen while the image lived */
     size_t sites_checked;      /* sites whose frames are known to lie in maps */
 
+    struct breakpoint_set breakpoints;
     struct leak_results leaks; /* the leak check at exit or fatal signal, if it ran */
     char *leak_check_note;     /* why no leak check ran, if it did not */
 };
@@ -73,7 +76,9 @@ struct session {
     uint32_t modules_written;  /* module ids are global to the trace */
     int exit_code;             /* record's own exit status: the target's */
     uint64_t start_ns;
-    int interrupted;           /* memslope got SIGTERM/SIGHUP: forwarded to the target */
+    int interrupted;
+    int fatal;                 /* a usage error found while running (exit status); the target is killed */
+    int iteration_symbol_found;           /* memslope got SIGTERM/SIGHUP: forwarded to the target */
 };
 
 /* Forks and execs the command with the shim preloaded and PTRACE_SEIZE
