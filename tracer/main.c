@@ -15,7 +15,6 @@
         fprintf(stderr, "memslope: '" name "' is not available in this build\n"); \
         return 2;                                                                  \
     }
-MISSING_COMMAND(cmd_gate, "gate")
 MISSING_COMMAND(cmd_leaks, "leaks")
 MISSING_COMMAND(cmd_perf, "perf")
 MISSING_COMMAND(cmd_instruments, "instruments")
