@@ -21,6 +21,8 @@
 #define TLS_BELOW_FS (16u << 10) /* static TLS blocks sit below the thread pointer */
 #define TLS_ABOVE_FS (4u << 10)  /* struct pthread (the TCB) above it */
 #define VTABLE_MAX_CHECK 20u    /* memcheck's limit */
+#define TCB_SEARCH (64u << 10)   /* a thread's TCB is this close to its stack's top */
+#define DEAD_TLS_BELOW 1024u     /* libc's own TLS (and small __thread data) below it */
 
 static void set_error(char *err, size_t err_size, const char *format, ...)
 {
@@ -277,6 +279,33 @@ static uint64_t stack_floor(const struct scan_plan *plan, const struct proc_map 
     return floor;
 }
 
+/* The stack of a thread that exited, kept in glibc's stack cache: a guard
+ * page below, a TCB (tcbhead_t: tcb and self pointing at itself) near the
+ * top. memcheck scans it from the thread's last SP, which sits just below
+ * its static TLS; its dead frames below hold stale pointers. Returns where
+ * to start scanning (TCB - DEAD_TLS_BELOW), or 0 if it is no such stack. */
+static uint64_t dead_thread_floor(const struct proc_maps *maps, size_t i, struct leakscan_target *target)
+{
+    const struct proc_map *map = &maps->maps[i];
+    if (i == 0 || !is_anonymous(map->path) || maps->maps[i - 1].end != map->start || maps->maps[i - 1].perms != 0)
+        return 0;
+    uint64_t window_start = map->end - map->start > TCB_SEARCH ? map->end - TCB_SEARCH : map->start;
+    size_t n = (size_t)((map->end - window_start) / 8);
+    uint64_t *words = malloc(n * 8);
+    if (!words || leakscan_target_read(target, window_start, words, n * 8) < 0) {
+        free(words);
+        return 0;
+    }
+    uint64_t floor = 0;
+    for (size_t k = n >= 3 ? n - 3 : 0; k > 0 && !floor; k--) {
+        uint64_t at = window_start + 8 * k;
+        if (words[k] == at && words[k + 2] == at)
+            floor = at - DEAD_TLS_BELOW > map->start ? at - DEAD_TLS_BELOW : map->start;
+    }
+    free(words);
+    return floor;
+}
+
 static int add_mapping_roots(struct scan_plan *plan, struct leakscan_target *target)
 {
     for (size_t i = 0; i < plan->maps.count; i++) {
@@ -288,6 +317,8 @@ static int add_mapping_roots(struct scan_plan *plan, struct leakscan_target *tar
         if (is_arena_heap(target, map))
             continue;
         uint64_t floor = stack_floor(plan, map);
+        if (!floor)
+            floor = dead_thread_floor(&plan->maps, i, target);
         if (add_range(&plan->roots, floor ? floor : map->start, map->end) < 0)
             return -1;
     }
