@@ -44,7 +44,8 @@ struct parser {
     int frame_dropped;        /* ... for a frame past the depth cap */
     int stack_truncated;
     size_t depth;
-    struct pending_frame pending[PERF_MAX_STACK_DEPTH];
+    struct pending_frame *pending; /* grows to PERF_MAX_STACK_DEPTH */
+    size_t pending_capacity;
 };
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -170,12 +171,13 @@ static char *copy_span(struct span s)
     return copy;
 }
 
-/* Equal when both are absent, or the stored string is exactly the span. */
+/* Equal when both are absent, or the stored string is exactly the span. A
+ * span with a NUL byte never equals its copy: a duplicate, not an error. */
 static int stored_equals(const char *stored, struct span s)
 {
     if (!stored)
         return s.length == 0;
-    return s.length > 0 && memcmp(stored, s.text, s.length) == 0 && stored[s.length] == '\0';
+    return s.length > 0 && strnlen(stored, s.length + 1) == s.length && memcmp(stored, s.text, s.length) == 0;
 }
 
 /* Grows *array to hold at least need elements. */
@@ -496,15 +498,19 @@ static void parse_frame_text(struct span text, uint64_t ip, struct pending_frame
     frame->module = module;
 }
 
-static void push_frame(struct parser *parser, struct span text, uint64_t ip)
+static int push_frame(struct parser *parser, struct span text, uint64_t ip)
 {
     parser->last_line_had_frame = 1;
     parser->frame_dropped = parser->depth >= PERF_MAX_STACK_DEPTH;
     if (parser->frame_dropped) {
         parser->stack_truncated = 1;
-        return;
+        return 0;
     }
+    if (reserve((void **)&parser->pending, &parser->pending_capacity, parser->depth + 1,
+                sizeof *parser->pending) != 0)
+        return -1;
     parse_frame_text(text, ip, &parser->pending[parser->depth++]);
+    return 0;
 }
 
 /* A callchain line: a tab, the address in hex, the rest. */
@@ -518,8 +524,8 @@ static int try_frame_line(struct parser *parser, struct span line)
         return 0;
     if (!parser->in_sample)
         return 0;
-    push_frame(parser, (struct span){line.text + cursor, line.length - cursor}, parse_hex(address));
-    return 1;
+    return push_frame(parser, (struct span){line.text + cursor, line.length - cursor}, parse_hex(address)) == 0
+               ? 1 : -1;
 }
 
 /* perf's srcline for code without line info: "[kernel.kallsyms][ffffffff8136]"
@@ -685,8 +691,8 @@ static int start_sample(struct parser *parser, const struct header *header)
     size_t cursor = 0;
     struct span address;
     if (next_token(header->rest, &cursor, &address) && all_hex(address))
-        push_frame(parser, (struct span){header->rest.text + cursor, header->rest.length - cursor},
-                   parse_hex(address));
+        return push_frame(parser, (struct span){header->rest.text + cursor, header->rest.length - cursor},
+                          parse_hex(address));
     return 0;
 }
 
@@ -700,7 +706,10 @@ static int parse_line(struct parser *parser, struct span line)
         return finish_sample(parser);
     if (line.text[0] == '#')
         return 0;
-    if (try_frame_line(parser, line) || try_srcline_line(parser, line))
+    int frame = try_frame_line(parser, line);
+    if (frame != 0)
+        return frame < 0 ? -1 : 0;
+    if (try_srcline_line(parser, line))
         return 0;
     struct header header;
     if (parse_header(line, &header))
@@ -734,6 +743,7 @@ int perf_script_parse(const char *text, size_t length, struct perf_profile *prof
     }
     if (!failed)
         failed = finish_sample(parser) != 0;
+    free(parser->pending);
     free(parser);
     if (failed) {
         perf_profile_free(profile);
