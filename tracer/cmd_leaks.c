@@ -265,7 +265,7 @@ int cmd_leaks(int argc, char **argv)
             print_text(&options, &result);
         fflush(stdout);
     } else {
-        fprintf(stderr, "memslope leaks: process %d: %s\n", (int)options.pid, err);
+        fprintf(stderr, "memslope leaks: %s\n", err);
     }
     free(result.previews);
     leakscan_heap_free(&result.heap);

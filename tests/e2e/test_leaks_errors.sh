@@ -1,0 +1,64 @@
+#!/bin/sh
+# memslope leaks PID when it cannot or must not scan: usage errors exit 2;
+# a pid that does not exist, a refused ptrace and a heap that does not
+# validate exit 1 with a message naming the problem and what to do, and
+# the target is never left stopped.
+. "$(dirname "$0")/lib.sh"
+need_memslope
+need_fixture leak_corrupt
+
+run_leaks() {
+    timeout -k 5 60 "$MEMSLOPE" leaks "$@" >"$WORK/out" 2>"$WORK/err"
+    RC=$?
+    log "\$ memslope leaks $* -> exit $RC"
+    sed 's/^/    | /' "$WORK/err" | head -n 5
+}
+
+run_leaks
+expect_eq "no PID: exit status" 2 "$RC"
+expect_match "no PID: message" "missing PID" "$WORK/err"
+run_leaks notapid
+expect_eq "bad PID: exit status" 2 "$RC"
+expect_match "bad PID: message" "not a process id" "$WORK/err"
+run_leaks --format xml 1
+expect_eq "bad format: exit status" 2 "$RC"
+run_leaks 1 2
+expect_eq "two PIDs: exit status" 2 "$RC"
+
+# A pid that is not in use: the highest one the kernel can hand out.
+max=$(cat /proc/sys/kernel/pid_max 2>/dev/null || echo 4194304)
+free_pid=$((max - 1))
+[ -d "/proc/$free_pid" ] && free_pid=$((max - 2))
+run_leaks "$free_pid"
+expect_eq "no such process: exit status" 1 "$RC"
+expect_match "no such process: message" "no process with pid $free_pid" "$WORK/err"
+
+# A heap that does not validate: refuse, and leave the process running.
+mkfifo "$WORK/in"
+"$FIXTURES/leak_corrupt" <"$WORK/in" >"$WORK/pid" &
+CHILD=$!
+exec 3>"$WORK/in"
+for _i in $(seq 1 100); do grep -q '^pid ' "$WORK/pid" && break; sleep 0.1; done
+run_leaks "$CHILD"
+expect_eq "corrupt heap: exit status" 1 "$RC"
+expect_match "corrupt heap: message" "does not validate: chunk at 0x[0-9a-f]+ \(size field 0x123457\).*refusing to guess" "$WORK/err"
+expect_in "corrupt heap: process state afterwards" "S R" "$(awk '/^State:/{print $2}' /proc/$CHILD/status)"
+
+# ptrace refused: an unprivileged user against another user's process.
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null 2>&1; then
+    timeout -k 5 60 setpriv --reuid=65534 --regid=65534 --clear-groups "$MEMSLOPE" leaks "$CHILD" \
+        >"$WORK/out" 2>"$WORK/err"
+    RC=$?
+    log "\$ (as nobody) memslope leaks $CHILD -> exit $RC"
+    sed 's/^/    | /' "$WORK/err"
+    expect_eq "ptrace refused: exit status" 1 "$RC"
+    expect_match "ptrace refused: message" "ptrace access check refused.*CAP_SYS_PTRACE.*ptrace_scope" "$WORK/err"
+else
+    log "not root or no setpriv: the refused-ptrace case is not exercised"
+fi
+expect_in "after refusals: process state" "S R" "$(awk '/^State:/{print $2}' /proc/$CHILD/status)"
+echo >&3
+exec 3>&-
+wait "$CHILD"
+expect_eq "corrupt heap fixture: exit status when released" 0 "$?"
+finish
