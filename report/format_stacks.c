@@ -1,0 +1,175 @@
+/* format_stacks.c - the weighted stacks every flame-graph format draws
+ * (formats.h): one place decides which figure a metric weighs and where it
+ * comes from, so speedscope, collapsed stacks and pprof agree. */
+#include "formats.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *format_base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+const char *format_function_name(const struct trace_model_frame *frame, char *buffer, size_t size)
+{
+    if (*frame->function)
+        snprintf(buffer, size, "%s", frame->function);
+    else if (frame->module && *frame->module->path)
+        snprintf(buffer, size, "%s+0x%" PRIx64, format_base_name(frame->module->path), frame->module_offset);
+    else
+        snprintf(buffer, size, "0x%" PRIx64, frame->address);
+    return buffer;
+}
+
+uint32_t format_visible_frames(const struct trace_model *model, const struct trace_model_stack *stack,
+                               uint32_t *ids)
+{
+    uint32_t count = 0;
+    if (!stack)
+        return 0;
+    /* The stack is innermost first; walking it backwards gives root first. */
+    for (uint32_t i = stack->depth; i-- > 0;)
+        if (report_frame_visible(&model->frames[stack->frame_ids[i]]))
+            ids[count++] = stack->frame_ids[i];
+    return count;
+}
+
+enum format_weight format_weight_of_metric(enum report_metric metric)
+{
+    switch (metric) {
+    case REPORT_METRIC_GROWTH: return FORMAT_WEIGHT_GROWTH;
+    case REPORT_METRIC_LEAKED: return FORMAT_WEIGHT_LEAKED;
+    case REPORT_METRIC_PEAK: return FORMAT_WEIGHT_PEAK;
+    case REPORT_METRIC_ALLOCATED: return FORMAT_WEIGHT_ALLOCATED;
+    case REPORT_METRIC_TEMPORARY: return FORMAT_WEIGHT_TEMPORARY;
+    }
+    return FORMAT_WEIGHT_ALLOCATED;
+}
+
+static int weight_is_per_case(enum format_weight weight)
+{
+    return weight == FORMAT_WEIGHT_GROWTH || weight == FORMAT_WEIGHT_LEAKED;
+}
+
+static double case_site_weight(const struct report_site *site, enum format_weight weight)
+{
+    if (weight == FORMAT_WEIGHT_GROWTH)
+        return site->growth.known && site->growth.bytes_per_iteration > 0 ? site->growth.bytes_per_iteration : 0;
+    return (double)site->leaked_bytes;
+}
+
+static double process_site_weight(const struct trace_site *site, enum format_weight weight)
+{
+    switch (weight) {
+    case FORMAT_WEIGHT_PEAK: return (double)site->peak_live_bytes;
+    case FORMAT_WEIGHT_ALLOCATED: return (double)site->allocated_bytes;
+    case FORMAT_WEIGHT_ALLOCATIONS: return (double)site->allocations;
+    case FORMAT_WEIGHT_TEMPORARY: return (double)site->frees;
+    default: return 0;
+    }
+}
+
+static int add_sample(struct format_samples *samples, size_t *capacity, const char *case_name,
+                      const struct trace_model_stack *stack, double weight)
+{
+    if (!(weight > 0))
+        return 0;
+    if (samples->count == *capacity) {
+        size_t grown = *capacity ? *capacity * 2 : 64;
+        struct format_sample *items = realloc(samples->items, grown * sizeof *items);
+        if (!items)
+            return -1;
+        samples->items = items;
+        *capacity = grown;
+    }
+    samples->items[samples->count++] = (struct format_sample){case_name, stack, weight};
+    samples->total += weight;
+    return 0;
+}
+
+static int collect_per_case(const struct report *report, enum format_weight weight, struct format_samples *samples,
+                            size_t *capacity)
+{
+    for (size_t c = 0; c < report->case_count; c++) {
+        const struct report_case *report_case = &report->cases[c];
+        /* A case frame only when there is more than one case to tell apart. */
+        const char *case_name = report->case_count > 1 ? report_case->name : NULL;
+        for (size_t i = 0; i < report_case->site_count; i++) {
+            const struct report_site *site = &report_case->sites[i];
+            if (add_sample(samples, capacity, case_name, site->stack, case_site_weight(site, weight)) != 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+static int collect_process_wide(const struct report *report, enum format_weight weight,
+                                struct format_samples *samples, size_t *capacity)
+{
+    const struct trace_model_process *process = report->primary;
+    for (const struct trace_model_site *s = process ? process->sites : NULL; s; s = s->hh.next)
+        if (add_sample(samples, capacity, NULL, trace_model_stack(process, s->site.stack_id),
+                       process_site_weight(&s->site, weight)) != 0)
+            return -1;
+    return 0;
+}
+
+int format_collect(const struct report *report, enum format_weight weight, struct format_samples *samples)
+{
+    size_t capacity = 0;
+    memset(samples, 0, sizeof *samples);
+    int rc = weight_is_per_case(weight) ? collect_per_case(report, weight, samples, &capacity)
+                                        : collect_process_wide(report, weight, samples, &capacity);
+    if (rc != 0)
+        format_samples_free(samples);
+    return rc;
+}
+
+void format_samples_free(struct format_samples *samples)
+{
+    free(samples->items);
+    memset(samples, 0, sizeof *samples);
+}
+
+static int any_growth_known(const struct report *report)
+{
+    for (size_t c = 0; c < report->case_count; c++) {
+        if (report->cases[c].growth.known)
+            return 1;
+        for (size_t i = 0; i < report->cases[c].site_count; i++)
+            if (report->cases[c].sites[i].growth.known)
+                return 1;
+    }
+    return 0;
+}
+
+static int any_leak_check(const struct report *report)
+{
+    for (size_t c = 0; c < report->case_count; c++)
+        if (report->cases[c].leaks)
+            return 1;
+    return report->exit_leaks != NULL;
+}
+
+const char *format_weight_empty_reason(const struct report *report, enum format_weight weight)
+{
+    switch (weight) {
+    case FORMAT_WEIGHT_GROWTH:
+        return any_growth_known(report)
+                   ? "no site grows: every growth figure is zero or negative (try --metric leaked or peak)"
+                   : "no growth figures: growth needs a case with at least 3 iteration snapshots (mark "
+                     "iterations with memslope_iteration() or record --iteration SYMBOL; or try --metric "
+                     "leaked, peak or allocated)";
+    case FORMAT_WEIGHT_LEAKED:
+        return any_leak_check(report) ? "nothing leaked: no block is definitely or indirectly lost (try --metric "
+                                        "peak or allocated)"
+                                      : "no leak check in this trace (recorded with --leak-check off?); try "
+                                        "--metric peak or allocated";
+    case FORMAT_WEIGHT_PEAK: return "no site was live when the process peaked (no allocations recorded?)";
+    case FORMAT_WEIGHT_TEMPORARY: return "no allocation was freed again in this trace (try --metric allocated)";
+    default: return "no allocations with a backtrace were recorded in this trace";
+    }
+}

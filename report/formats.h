@@ -1,0 +1,89 @@
+/*
+ * formats.h - the report formats people open in other tools: speedscope,
+ * collapsed stacks (flamegraph.pl, inferno), pprof, and a self-contained
+ * HTML page. Each renders a built struct report (report_model.h) to the FILE
+ * given; cmd_report owns opening the output (stdout or -o via rename).
+ *
+ * Every writer returns 0, or -1 with one line in err (what is missing and
+ * what to do instead) and nothing the caller should keep: cmd_report then
+ * removes the temporary output, so an error never leaves a file that looks
+ * valid. docs/formats.md describes the outputs.
+ *
+ * Which figures are split by case: growth and leaks are per case (a case
+ * frame at the root when the report holds more than one case); allocations,
+ * allocated bytes, live at peak and frees are counted per site for the whole
+ * process by the tracer, so they come from the primary process's sites.
+ */
+#ifndef MEMSLOPE_FORMATS_H
+#define MEMSLOPE_FORMATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "report_model.h"
+
+/* speedscope's file format (https://www.speedscope.app/file-format-schema.json):
+ * one sampled profile per metric that has weight. */
+int report_write_speedscope(const struct report *report, FILE *out, char *err, size_t err_size);
+
+/* Collapsed stacks, "root;...;leaf N", weighted by metric. */
+int report_write_collapsed(const struct report *report, enum report_metric metric, FILE *out, char *err,
+                           size_t err_size);
+
+/* pprof's profile.proto, gzipped. */
+int report_write_pprof(const struct report *report, FILE *out, char *err, size_t err_size);
+
+/* One self-contained HTML page: charts, tables, flame graphs; no network. */
+int report_write_html(const struct report *report, FILE *out, char *err, size_t err_size);
+
+/* --- shared by the writers above (format_stacks.c) ---------------------------------- */
+
+/* What a weighted stack measures. */
+enum format_weight {
+    FORMAT_WEIGHT_GROWTH,      /* bytes per iteration, per case (only known, positive growth) */
+    FORMAT_WEIGHT_LEAKED,      /* definitely + indirectly lost bytes, per case */
+    FORMAT_WEIGHT_PEAK,        /* the site's live bytes when the process peaked */
+    FORMAT_WEIGHT_ALLOCATED,   /* bytes allocated over the whole run */
+    FORMAT_WEIGHT_ALLOCATIONS, /* allocations over the whole run */
+    FORMAT_WEIGHT_TEMPORARY,   /* allocations freed again over the whole run */
+    FORMAT_WEIGHT_COUNT,
+};
+
+struct format_sample {
+    const char *case_name; /* NULL: no case frame at the root */
+    const struct trace_model_stack *stack; /* NULL when the trace never defined it */
+    double weight;         /* > 0 */
+};
+
+struct format_samples {
+    struct format_sample *items;
+    size_t count;
+    double total;
+};
+
+/* The weighted stacks of a report for one weight; samples with no weight are
+ * left out. Returns 0, or -1 when out of memory. Free with format_samples_free. */
+int format_collect(const struct report *report, enum format_weight weight, struct format_samples *samples);
+void format_samples_free(struct format_samples *samples);
+
+/* The report metric's weight (growth -> FORMAT_WEIGHT_GROWTH, ...). */
+enum format_weight format_weight_of_metric(enum report_metric metric);
+
+/* Why a weight has no data, for an error message ("no case has growth
+ * figures: ... use --metric leaked"). */
+const char *format_weight_empty_reason(const struct report *report, enum format_weight weight);
+
+/* The stack's visible frames (allocator frames hidden), root first, as frame
+ * ids into report->model->frames. ids holds stack->depth entries; returns the count. */
+uint32_t format_visible_frames(const struct trace_model *model, const struct trace_model_stack *stack,
+                               uint32_t *ids);
+
+/* A frame's function name, or for an unsymbolized frame "module+0xOFFSET"
+ * or "0xADDRESS". Returns buffer. */
+const char *format_function_name(const struct trace_model_frame *frame, char *buffer, size_t size);
+
+/* The last component of a path. */
+const char *format_base_name(const char *path);
+
+#endif
