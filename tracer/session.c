@@ -152,6 +152,11 @@ static void process_read_identity(struct traced_process *process)
 /* The image's own copy of identity (a fork child runs its parent's program). */
 static void process_copy_identity(struct traced_process *to, const struct traced_process *from)
 {
+    for (uint32_t i = 0; i < to->argc; i++)
+        free(to->argv[i]);
+    free(to->argv);
+    free(to->exe);
+    to->argc = 0;
     to->exe = strdup(from->exe ? from->exe : "");
     to->argv = calloc(from->argc + 1, sizeof *to->argv);
     for (uint32_t i = 0; to->argv && i < from->argc; i++)
@@ -366,6 +371,43 @@ static int signal_is_fatal(pid_t tid, int signal)
     return !(caught & bit) && !(ignored & bit);
 }
 
+/* Whether any record, ended or not, was ever made for pid. */
+static int pid_known(struct session *session, pid_t pid)
+{
+    for (size_t i = 0; i < session->process_count; i++)
+        if (session->processes[i]->pid == pid)
+            return 1;
+    return 0;
+}
+
+/* A fork child starts as its parent's image: the same program, the heap as
+ * it was at the fork (its events so far belong to the parent, so drain
+ * those first), the same breakpoints and mappings. */
+static struct traced_process *fork_child_create(struct session *session, struct traced_process *parent, pid_t child,
+                                                int vfork)
+{
+    process_drain(parent, 1);
+    struct traced_process *process = process_create(session, child, parent->process_id);
+    if (!process)
+        return NULL;
+    process_copy_identity(process, parent);
+    if (vfork)
+        process->vfork_child = 1;
+    else if (recorder_init_fork_child(&process->recorder, &parent->recorder) < 0)
+        process->recorder.out_of_memory = 1;
+    process->recorder.snapshots_limit = parent->recorder.snapshots_limit;
+    process->previous_image_inode = parent->shm.inode;
+    breakpoint_set_copy(&process->breakpoints, &parent->breakpoints);
+    struct proc_maps *maps = &process->maps;
+    maps->maps = calloc(parent->maps.count + 1, sizeof *maps->maps);
+    for (size_t i = 0; maps->maps && i < parent->maps.count; i++) {
+        maps->maps[i] = parent->maps.maps[i];
+        maps->maps[i].path = strdup(parent->maps.maps[i].path);
+        maps->count++;
+    }
+    return process;
+}
+
 static void on_new_task(struct session *session, struct traced_thread *thread, int event)
 {
     unsigned long message = 0;
@@ -376,30 +418,12 @@ static void on_new_task(struct session *session, struct traced_thread *thread, i
         thread_add(session, child, parent);
         return;
     }
-    /* The child's events so far belong to the parent's image; the child
-     * starts from the heap as it was at the fork. */
-    process_drain(parent, 1);
-    struct traced_process *process = process_create(session, child, parent->process_id);
-    if (!process)
+    /* The child's first stop may have come first (thread_discover set it up). */
+    if (pid_known(session, child))
         return;
-    process_copy_identity(process, parent);
-    if (event == PTRACE_EVENT_VFORK) {
-        process->vfork_child = 1;
-    } else if (recorder_init_fork_child(&process->recorder, &parent->recorder) < 0) {
-        process->recorder.out_of_memory = 1;
-    }
-    process->previous_image_inode = parent->shm.inode;
-    breakpoint_set_copy(&process->breakpoints, &parent->breakpoints);
-    if (parent->maps.count) {
-        struct proc_maps *maps = &process->maps;
-        maps->maps = calloc(parent->maps.count, sizeof *maps->maps);
-        for (size_t i = 0; maps->maps && i < parent->maps.count; i++) {
-            maps->maps[i] = parent->maps.maps[i];
-            maps->maps[i].path = strdup(parent->maps.maps[i].path);
-            maps->count++;
-        }
-    }
-    thread_add(session, child, process);
+    struct traced_process *process = fork_child_create(session, parent, child, event == PTRACE_EVENT_VFORK);
+    if (process)
+        thread_add(session, child, process);
 }
 
 static void process_watch_entry(struct session *session, struct traced_process *process);
@@ -520,18 +544,22 @@ static void on_stopped(struct session *session, struct traced_thread *thread, in
 static struct traced_thread *thread_discover(struct session *session, pid_t tid)
 {
     char *status = read_proc_file(tid, "status", NULL);
-    pid_t tgid = tid;
+    pid_t tgid = tid, parent_pid = 0;
     if (status) {
         const char *line = strstr(status, "\nTgid:");
         if (line)
             tgid = (pid_t)strtol(line + 6, NULL, 10);
+        line = strstr(status, "\nPPid:");
+        if (line)
+            parent_pid = (pid_t)strtol(line + 6, NULL, 10);
         free(status);
     }
     struct traced_process *process = process_by_pid(session, tgid);
     if (!process && tgid == tid) {
         /* A fork child reported before its parent's fork event: its parent
-         * will be known at that event; until then it has none. */
-        process = process_create(session, tid, TRACE_NONE);
+         * is its PPid. */
+        struct traced_process *parent = process_by_pid(session, parent_pid);
+        process = parent ? fork_child_create(session, parent, tid, 0) : process_create(session, tid, TRACE_NONE);
         if (!process)
             return NULL;
     }
