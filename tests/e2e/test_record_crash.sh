@@ -19,7 +19,7 @@ expect_eq "no core file left in the current folder" "" "$(ls core* 2>/dev/null)"
 if command -v valgrind >/dev/null 2>&1; then
     vg_run segv -- "$FIXTURES/crash_segv"
     vg_totals "$(vg_log segv)"
-    expect_totals "$J" d "$VG_ALLOCS" "$VG_FREES" "$VG_BYTES"
+    expect_vg_totals "$J"
     expect_eq "blocks live at the crash (memcheck: in use at exit)" "$VG_REACH_BYTES" \
         "$(jget "$J" 'sum(s["live_bytes"] for s in d["cases"][0]["sites"])')"
 fi

@@ -27,7 +27,7 @@ expect_eq "no site shows operator new/new[]/malloc innermost" "[]" \
 if command -v valgrind >/dev/null 2>&1; then
     vg_run cxx -- "$FIXTURES/cxx_new_delete"
     vg_totals "$(vg_log cxx)"
-    expect_totals "$J" d "$VG_ALLOCS" "$VG_FREES" "$VG_BYTES"
+    expect_vg_totals "$J"
 else
     log "valgrind not installed: cross-check skipped"
 fi

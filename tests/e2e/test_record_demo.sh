@@ -19,7 +19,7 @@ expect_eq "stdout of the target (passes through, empty)" "" "$(cat "$WORK/rec.ou
 expect_eq "format" memslope-report "$(jget "$J" 'd["format"]')"
 expect_eq "version" 1 "$(jget "$J" 'd["version"]')"
 expect_eq "exit" '{"status": 0}' "$(jget "$J" 'd["exit"]')"
-expect_eq "command[0] ends with demo_leak" True "$(jget "$J" 'd["command"][0].endswith("demo_leak")')"
+expect_eq "command[0] ends with demo_leak" true "$(jget "$J" 'd["command"][0].endswith("demo_leak")')"
 
 # Known in advance (see fixtures/demo_leak.c).
 expect_totals "$J" d 217 100 31552
@@ -27,7 +27,7 @@ expect_eq "totals.peak_bytes" 6208 "$(jget "$J" 'd["totals"]["peak_bytes"]')"
 
 expect_site "$J" leaky_site "$LEAK" allocations=100 allocated_bytes=4800 live_bytes=4800
 expect_eq "leaky_site frame file" demo_leak.c "$(jget "$J" '[f["file"].rsplit("/",1)[-1] for s in d["cases"][0]["sites"] for f in s["frames"][:1] if f["function"]=="leaky_site"][0]')"
-expect_eq "leaky_site frame module ends with /demo_leak" True "$(jget "$J" '[f["module"].endswith("/demo_leak") for s in d["cases"][0]["sites"] for f in s["frames"][:1] if f["function"]=="leaky_site"][0]')"
+expect_eq "leaky_site frame module ends with /demo_leak" true "$(jget "$J" '[f["module"].endswith("/demo_leak") for s in d["cases"][0]["sites"] for f in s["frames"][:1] if f["function"]=="leaky_site"][0]')"
 expect_eq "leaky_site caller is handle_request" handle_request "$(jget "$J" '[s["frames"][1]["function"] for s in d["cases"][0]["sites"] if s["frames"][0]["function"]=="leaky_site"][0]')"
 expect_site "$J" render_request "$TEMP" allocations=100 allocated_bytes=25600 live_bytes=0
 expect_site "$J" load_config "$TABLE" allocations=1 allocated_bytes=128 live_bytes=128
@@ -39,7 +39,7 @@ expect_eq "no site shows an allocator frame innermost" "[]" \
 if command -v valgrind >/dev/null 2>&1; then
     vg_run demo -- "$FIXTURES/demo_leak"
     vg_totals "$(vg_log demo)"
-    expect_totals "$J" d "$VG_ALLOCS" "$VG_FREES" "$VG_BYTES"
+    expect_vg_totals "$J"
 else
     log "valgrind not installed: cross-check skipped"
 fi

@@ -13,7 +13,7 @@ J=$WORK/exec.json
 expect_eq "record exit status" 0 "$REC_RC"
 expect_totals "$J" d 217 100 31552
 expect_site "$J" leaky_site "$LEAK" allocations=100 allocated_bytes=4800 live_bytes=4800
-expect_eq "an image of demo_leak is in processes" True \
+expect_eq "an image of demo_leak is in processes" true \
     "$(jget "$J" 'any(p["exe"].endswith("/demo_leak") for p in d["processes"])')"
 DL='[p for p in d["processes"] if p["exe"].endswith("/demo_leak")][0]'
 FE='[p for p in d["processes"] if p["exe"].endswith("/fork_exec") and p["totals"]["allocations"] > 0][0]'

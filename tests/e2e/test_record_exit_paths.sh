@@ -33,7 +33,7 @@ while read -r variant status func marker size atexit allocs frees bytes <&3; do
     if [ $have_vg = 1 ]; then
         vg_run "$name" -- "$FIXTURES/exit_paths" "$variant"
         vg_totals "$(vg_log "$name")"
-        expect_totals "$J" d "$VG_ALLOCS" "$VG_FREES" "$VG_BYTES"
+        expect_vg_totals "$J"
     fi
 done 3<<'TABLE'
 return 10 main EXP-RETURN 701 yes 12 5 2407

@@ -22,7 +22,7 @@ PAR='[p for p in d["processes"] if p.get("exit") == {"status": 0}][0]'
 expect_totals "$J" "$CHILD" 10 5 30000
 expect_totals "$J" "$PAR" 20 18 10000
 expect_ne "child pid differs from parent pid" "$(jget "$J" "$PAR[\"pid\"]")" "$(jget "$J" "$CHILD[\"pid\"]")"
-expect_eq "child exe" True "$(jget "$J" "$CHILD[\"exe\"].endswith(\"/fork_child\")")"
+expect_eq "child exe" true "$(jget "$J" "$CHILD[\"exe\"].endswith(\"/fork_child\")")"
 
 if command -v valgrind >/dev/null 2>&1; then
     vg_run fork -- "$FIXTURES/fork_child"

@@ -36,7 +36,7 @@ if command -v valgrind >/dev/null 2>&1; then
     vg_run stdin -- "$FIXTURES/stdin_reader" <"$WORK/in.fifo"
     expect_eq "stdout under memcheck (sanity)" "$(cat "$WORK/expected.out")" "$(cat "$WORK/vg.stdin.out")"
     vg_totals "$(vg_log stdin)"
-    expect_totals "$WORK/stdin.json" d "$VG_ALLOCS" "$VG_FREES" "$VG_BYTES"
+    expect_vg_totals "$WORK/stdin.json"
 fi
 
 # A longer input, and an input that ends without a newline.
