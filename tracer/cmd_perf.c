@@ -192,12 +192,10 @@ static int explain_version_mismatch(const char *output)
 
 static int explain_not_permitted(const char *output)
 {
-    int level = read_paranoid_level();
-    fprintf(stderr,
-            "memslope perf: perf may not sample here: kernel.perf_event_paranoid is %d and memslope\n"
-            "  runs without CAP_PERFMON or CAP_SYS_ADMIN. perf says:\n",
-            level);
+    fprintf(stderr, "memslope perf: perf is not permitted to sample here; it says:\n");
     print_indented(output);
+    fprintf(stderr, "  kernel.perf_event_paranoid is %d, and memslope runs %s CAP_PERFMON or CAP_SYS_ADMIN.\n",
+            read_paranoid_level(), perf_privileged() ? "with" : "without");
     fprintf(stderr,
             "  Lower the setting: `sudo sysctl kernel.perf_event_paranoid=1` (2 still allows sampling\n"
             "  your own processes in user space; make it last in /etc/sysctl.d/), or run memslope with\n"
