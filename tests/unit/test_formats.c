@@ -1,0 +1,341 @@
+/* test_formats.c - the flame-graph formats (report/formats.h) on the sample
+ * trace (test_trace_sample.h), with growth figures set by hand where the
+ * model has none: collapsed stacks compared exactly, speedscope checked
+ * against the schema's required members and index ranges by python3, pprof
+ * decoded by a small python protobuf reader, the HTML page's embedded data
+ * parsed back, and the protobuf encoder's bytes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "../../report/formats.h"
+#include "../../report/protobuf.h"
+#include "test_trace_sample.h"
+
+struct fixture {
+    char dir[64];
+    char *trace;
+    char out[160];
+    struct trace_model model;
+    struct report report;
+};
+
+static int load(struct fixture *f, int two_cases, enum report_metric metric)
+{
+    char err[512];
+    snprintf(f->dir, sizeof f->dir, "/tmp/memslope-formats.XXXXXX");
+    f->trace = sample_path(f->dir, "sample.trace");
+    assert_non_null(f->trace);
+    assert_int_equal(two_cases ? write_cases_trace(f->trace) : write_sample_trace(f->trace, 0), 0);
+    snprintf(f->out, sizeof f->out, "%s/out", f->dir);
+    assert_int_equal(trace_read_file(f->trace, &f->model, err, sizeof err), 0);
+    assert_int_equal(report_build(&f->report, &f->model, "sample.trace", metric, NULL, err, sizeof err), 0);
+    return 0;
+}
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    *state = f;
+    return load(f, 0, REPORT_METRIC_GROWTH);
+}
+
+static int setup_cases(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    *state = f;
+    return load(f, 1, REPORT_METRIC_LEAKED);
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    char command[200];
+    report_free(&f->report);
+    trace_model_free(&f->model);
+    snprintf(command, sizeof command, "rm -rf '%s'", f->dir);
+    assert_int_equal(system(command), 0);
+    free(f->trace);
+    free(f);
+    return 0;
+}
+
+/* The site of stack 7 (leaky_site) in the first case. */
+static struct report_site *leaky(struct fixture *f)
+{
+    for (size_t i = 0; i < f->report.cases[0].site_count; i++)
+        if (f->report.cases[0].sites[i].stack_id == 7)
+            return &f->report.cases[0].sites[i];
+    fail_msg("no site for stack 7");
+    return NULL;
+}
+
+static void set_growth(struct fixture *f, double bytes_per_iteration)
+{
+    f->report.cases[0].growth = (struct report_growth){1, bytes_per_iteration, 1};
+    f->report.cases[0].iterations = 200;
+    leaky(f)->growth = (struct report_growth){1, bytes_per_iteration, 1};
+}
+
+/* Runs a collapsed writer into a string; returns its rc, the text in *text. */
+static int collapsed(struct fixture *f, enum report_metric metric, char **text, char *err, size_t err_size)
+{
+    size_t length;
+    FILE *out = open_memstream(text, &length);
+    assert_non_null(out);
+    int rc = report_write_collapsed(&f->report, metric, out, err, err_size);
+    fclose(out);
+    return rc;
+}
+
+static void expect_collapsed(struct fixture *f, enum report_metric metric, const char *expected)
+{
+    char *text = NULL, err[256] = "";
+    assert_int_equal(collapsed(f, metric, &text, err, sizeof err), 0);
+    assert_string_equal(text, expected);
+    free(text);
+}
+
+static void test_collapsed_leaked_and_process_metrics(void **state)
+{
+    struct fixture *f = *state;
+    /* 432 definitely + 48 indirectly lost; malloc (an allocator frame) is hidden. */
+    expect_collapsed(f, REPORT_METRIC_LEAKED, "main (leak.c:12);leaky_site (leak.c:6) 480\n");
+    expect_collapsed(f, REPORT_METRIC_ALLOCATED,
+                     "0xdeadbeef;helper 47520\nmain (leak.c:12);leaky_site (leak.c:6) 480\n");
+    expect_collapsed(f, REPORT_METRIC_PEAK, "0xdeadbeef;helper 3616\nmain (leak.c:12);leaky_site (leak.c:6) 480\n");
+    expect_collapsed(f, REPORT_METRIC_TEMPORARY, "0xdeadbeef;helper 990\n");
+}
+
+static void test_collapsed_growth_needs_figures(void **state)
+{
+    struct fixture *f = *state;
+    char *text = NULL, err[512] = "";
+    assert_int_equal(collapsed(f, REPORT_METRIC_GROWTH, &text, err, sizeof err), -1);
+    assert_string_equal(text, ""); /* nothing that looks like a valid, empty profile */
+    assert_non_null(strstr(err, "no growth figures"));
+    free(text);
+    set_growth(f, 47.6); /* rounded to whole bytes for inferno */
+    expect_collapsed(f, REPORT_METRIC_GROWTH, "main (leak.c:12);leaky_site (leak.c:6) 48\n");
+    set_growth(f, -8);
+    text = NULL;
+    assert_int_equal(collapsed(f, REPORT_METRIC_GROWTH, &text, err, sizeof err), -1);
+    assert_non_null(strstr(err, "no site grows"));
+    free(text);
+}
+
+static void test_collapsed_names_have_no_separator(void **state)
+{
+    struct fixture *f = *state;
+    f->model.frames[1].function = "ns;fn\nx";
+    f->model.frames[1].file = "a;b.c";
+    expect_collapsed(f, REPORT_METRIC_LEAKED, "main (leak.c:12);ns,fn x (a,b.c:6) 480\n");
+}
+
+static void test_collapsed_case_frames(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(f->report.case_count, 2);
+    expect_collapsed(f, REPORT_METRIC_LEAKED, "[case parse];0xdeadbeef;helper 32\n");
+}
+
+static void write_file(struct fixture *f, int (*writer)(const struct report *, FILE *, char *, size_t))
+{
+    char err[256] = "";
+    FILE *out = fopen(f->out, "wb");
+    assert_non_null(out);
+    int rc = writer(&f->report, out, err, sizeof err);
+    assert_int_equal(fclose(out), 0);
+    if (rc != 0)
+        fail_msg("writer failed: %s", err);
+}
+
+/* Runs python3 with f->out as sys.argv[1] and `d` bound by the prelude. */
+static void check_python(const struct fixture *f, const char *prelude, const char *checks)
+{
+    char script_path[200], command[500];
+    snprintf(script_path, sizeof script_path, "%s/check.py", f->dir);
+    FILE *script = fopen(script_path, "w");
+    assert_non_null(script);
+    fprintf(script, "import sys, json, gzip\n%s\n%s\n", prelude, checks);
+    fclose(script);
+    snprintf(command, sizeof command, "python3 '%s' '%s'", script_path, f->out);
+    assert_int_equal(system(command), 0);
+}
+
+static const char speedscope_checks[] =
+    "assert d['$schema'] == 'https://www.speedscope.app/file-format-schema.json'\n"
+    "assert d['exporter'].startswith('memslope@')\n"
+    "frames = d['shared']['frames']\n"
+    "assert all(isinstance(fr['name'], str) for fr in frames)\n"
+    "for p in d['profiles']:\n"
+    "    assert p['type'] == 'sampled' and p['unit'] in ('bytes', 'none')\n"
+    "    assert len(p['samples']) == len(p['weights']) > 0\n"
+    "    assert all(0 <= i < len(frames) for s in p['samples'] for i in s)\n"
+    "    assert p['startValue'] == 0 and abs(p['endValue'] - sum(p['weights'])) < 1e-9\n"
+    "assert 0 <= d['activeProfileIndex'] < len(d['profiles'])\n"
+    "names = [p['name'] for p in d['profiles']]\n"
+    "byname = {p['name']: p for p in d['profiles']}\n"
+    "leak = byname['leaked']\n"
+    "assert leak['weights'] == [480]\n"
+    "stack = [frames[i] for i in leak['samples'][0]]\n"
+    "assert [fr['name'] for fr in stack] == ['main', 'leaky_site'], stack\n"
+    "assert stack[1]['file'] == 'leak.c' and stack[1]['line'] == 6\n"
+    "assert byname['allocations']['unit'] == 'none' and sum(byname['allocations']['weights']) == 1000\n"
+    "assert sum(byname['allocated bytes']['weights']) == 48000\n";
+
+static void test_speedscope_without_growth(void **state)
+{
+    struct fixture *f = *state;
+    write_file(f, report_write_speedscope);
+    check_python(f, "d = json.load(open(sys.argv[1]))", speedscope_checks);
+    check_python(f, "d = json.load(open(sys.argv[1]))",
+                 "assert [p['name'] for p in d['profiles']] == ['leaked', 'live at peak', 'allocated bytes', "
+                 "'allocations']\nassert d['activeProfileIndex'] == 0\n");
+}
+
+static void test_speedscope_growth_is_active(void **state)
+{
+    struct fixture *f = *state;
+    set_growth(f, 48);
+    write_file(f, report_write_speedscope);
+    check_python(f, "d = json.load(open(sys.argv[1]))", speedscope_checks);
+    check_python(f, "d = json.load(open(sys.argv[1]))",
+                 "p = d['profiles'][d['activeProfileIndex']]\n"
+                 "assert p['name'] == 'growth per iteration' and p['weights'] == [48] and p['unit'] == 'bytes'\n");
+}
+
+/* A protobuf reader just big enough for profile.proto: fields as (number, value) lists. */
+static const char pprof_prelude[] =
+    "def varint(b, i):\n"
+    "    v = s = 0\n"
+    "    while True:\n"
+    "        c = b[i]; i += 1; v |= (c & 0x7f) << s; s += 7\n"
+    "        if c < 0x80: return v, i\n"
+    "def fields(b):\n"
+    "    i, out = 0, []\n"
+    "    while i < len(b):\n"
+    "        key, i = varint(b, i)\n"
+    "        if key & 7 == 0: v, i = varint(b, i)\n"
+    "        elif key & 7 == 2:\n"
+    "            n, i = varint(b, i); v = b[i:i + n]; i += n\n"
+    "        else: raise ValueError('wire type %d' % (key & 7))\n"
+    "        out.append((key >> 3, v))\n"
+    "    return out\n"
+    "def packed(b):\n"
+    "    i, out = 0, []\n"
+    "    while i < len(b):\n"
+    "        v, i = varint(b, i); out.append(v - (1 << 64) if v >= 1 << 63 else v)\n"
+    "    return out\n"
+    "def one(fs, n, default=0): return next((v for k, v in fs if k == n), default)\n"
+    "top = fields(gzip.open(sys.argv[1]).read())\n"
+    "strings = [v.decode() for k, v in top if k == 6]\n"
+    "types = [strings[one(fields(v), 1)] + '/' + strings[one(fields(v), 2)] for k, v in top if k == 1]\n"
+    "samples = [fields(v) for k, v in top if k == 2]\n"
+    "locations = {one(l, 1): l for l in (fields(v) for k, v in top if k == 4)}\n"
+    "functions = {one(fn, 1): fn for fn in (fields(v) for k, v in top if k == 5)}\n"
+    "mappings = [fields(v) for k, v in top if k == 3]\n"
+    "def total(name):\n"
+    "    col = types.index(name)\n"
+    "    return sum(packed(one(s, 2, b''))[col] for s in samples)\n"
+    "def leaf(s):\n"
+    "    loc = locations[packed(one(s, 1, b''))[0]]\n"
+    "    line = fields(one(loc, 4))\n"
+    "    fn = functions[one(line, 1)]\n"
+    "    return strings[one(fn, 2)], strings[one(fn, 4)], one(line, 2)\n";
+
+static void test_pprof_decodes(void **state)
+{
+    struct fixture *f = *state;
+    write_file(f, report_write_pprof);
+    check_python(f, pprof_prelude,
+                 "assert strings[0] == ''\n"
+                 "assert types == ['alloc_objects/count', 'alloc_space/bytes', 'inuse_objects/count', "
+                 "'inuse_space/bytes', 'leaked_objects/count', 'leaked_space/bytes'], types\n"
+                 "assert total('alloc_objects/count') == 1000 and total('alloc_space/bytes') == 48000\n"
+                 "assert total('inuse_space/bytes') == 480 and total('leaked_space/bytes') == 480\n"
+                 "assert strings[one(top, 14)] == 'leaked_space'\n"
+                 "leaks = [s for s in samples if packed(one(s, 2, b''))[types.index('leaked_space/bytes')]]\n"
+                 "assert [leaf(s) for s in leaks] == [('leaky_site', 'leak.c', 6)], [leaf(s) for s in leaks]\n"
+                 "assert any(strings[one(m, 5)] == '/path/bench' and strings[one(m, 6)] == 'abcdef01' "
+                 "for m in mappings)\n"
+                 "assert all(one(l, 2) in range(0, len(mappings) + 1) for l in locations.values())\n");
+}
+
+static void test_pprof_growth_column(void **state)
+{
+    struct fixture *f = *state;
+    set_growth(f, 48);
+    write_file(f, report_write_pprof);
+    check_python(f, pprof_prelude,
+                 "assert 'growth/bytes' in types\n"
+                 "assert total('growth/bytes') == 48\n"
+                 "assert strings[one(top, 14)] == 'growth'\n");
+}
+
+static void test_html_embeds_data_safely(void **state)
+{
+    struct fixture *f = *state;
+    f->model.frames[2].function = "</script><script>alert(1)</script>";
+    set_growth(f, 48);
+    write_file(f, report_write_html);
+    check_python(f,
+                 "page = open(sys.argv[1]).read()\n"
+                 "start = page.index('<script type=\"application/json\" id=\"memslope-data\">')\n"
+                 "body = page[start:].split('>', 1)[1].split('</script>', 1)[0]\n"
+                 "d = json.loads(body)",
+                 "assert page.startswith('<!DOCTYPE html>')\n"
+                 "assert 'alert(1)</script>' not in page\n"
+                 "names = [fr[0] for fr in d['frames']]\n"
+                 "assert 'leaky_site' in names and '</script><script>alert(1)</script>' in names\n"
+                 "site = [s for s in d['cases'][0]['sites'] if d['frames'][s['stack'][-1]][0] == 'leaky_site'][0]\n"
+                 "assert site['leaked'] == 480 and site['growth'] == 48\n"
+                 "assert d['cases'][0]['growth'] == 48\n"
+                 "import re\n"
+                 "urls = set(re.findall(r'(?:src|href)\\s*=\\s*[\"\\']?(?:https?:)?//', page))\n"
+                 "assert not urls, urls\n"
+                 "assert 'https://' not in page.replace('http://www.w3.org/2000/svg', '')\n");
+}
+
+static void test_protobuf_encoding(void **state)
+{
+    (void)state;
+    struct pb_buffer b, sub;
+    pb_init(&b);
+    pb_init(&sub);
+    pb_uint64_field(&b, 1, 300);   /* 08 ac 02 */
+    pb_int64_field(&b, 2, -1);     /* 10 ff x9 01 */
+    pb_string_field(&b, 6, "ab");  /* 32 02 61 62 */
+    uint64_t values[] = {1, 300};
+    pb_packed_uint64_field(&b, 1, values, 2); /* 0a 03 01 ac 02 */
+    pb_uint64_field(&sub, 1, 5);
+    pb_message_field(&b, 4, &sub); /* 22 02 08 05 */
+    static const uint8_t expected[] = {0x08, 0xac, 0x02, 0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                       0x01, 0x32, 0x02, 0x61, 0x62, 0x0a, 0x03, 0x01, 0xac, 0x02, 0x22, 0x02, 0x08,
+                                       0x05};
+    assert_int_equal(b.length, sizeof expected);
+    assert_memory_equal(b.data, expected, sizeof expected);
+    assert_false(b.failed);
+    pb_free(&b);
+    pb_free(&sub);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_collapsed_leaked_and_process_metrics, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_collapsed_growth_needs_figures, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_collapsed_names_have_no_separator, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_collapsed_case_frames, setup_cases, teardown),
+        cmocka_unit_test_setup_teardown(test_speedscope_without_growth, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_speedscope_growth_is_active, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pprof_decodes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pprof_growth_column, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_html_embeds_data_safely, setup, teardown),
+        cmocka_unit_test(test_protobuf_encoding),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
