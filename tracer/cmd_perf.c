@@ -248,17 +248,22 @@ static int choose_event(struct perf_setup *setup, char *output)
     return 0;
 }
 
-static int check_paranoid_level(void)
+/* Only a note: a perf binary with file capabilities (setcap cap_perfmon) may
+ * sample whatever the setting, so the perf stat probe decides. */
+static void note_paranoid_level(void)
 {
-    if (perf_privileged())
-        return 0;
-    int level = read_paranoid_level();
-    if (level >= 3)
-        return explain_not_permitted("(not run: perf_event_paranoid 3 and above forbid unprivileged perf)");
-    if (level == 2)
-        fprintf(stderr, "memslope perf: kernel.perf_event_paranoid is 2, so only user-space frames are\n"
-                        "  sampled (`sudo sysctl kernel.perf_event_paranoid=1` adds kernel frames).\n");
-    return 0;
+    if (perf_privileged() || read_paranoid_level() != 2)
+        return;
+    fprintf(stderr, "memslope perf: kernel.perf_event_paranoid is 2, so kernel frames are not sampled\n"
+                    "  (`sudo sysctl kernel.perf_event_paranoid=1` adds them).\n");
+}
+
+static int explain_broken_perf(const char *perf, int code, const char *output)
+{
+    fprintf(stderr, "memslope perf: `%s --version` failed (exit status %d); it says:\n", perf, code);
+    print_indented(output);
+    fprintf(stderr, "  Reinstall perf (Debian: `apt-get install --reinstall linux-perf`) and run this again.\n");
+    return 1;
 }
 
 /* Returns 0 with setup filled, or 1 after explaining what is wrong. */
@@ -273,12 +278,14 @@ static int probe_perf(struct perf_setup *setup)
     char *argv[] = {setup->perf, "--version", NULL};
     int code = tool_run_capture(argv, output, PROBE_OUTPUT_SIZE);
     int result;
-    if (code != 0 && perf_classify_output(output, code) == PERF_VERSION_MISMATCH)
+    if (code != 0 && perf_classify_output(output, code) == PERF_VERSION_MISMATCH) {
         result = explain_version_mismatch(output);
-    else if (code != 0)
-        result = explain_probe_failure(PERF_OTHER_FAILURE, "any", code < 0 ? strerror(errno) : output);
-    else
-        result = check_paranoid_level() || choose_event(setup, output);
+    } else if (code != 0) {
+        result = explain_broken_perf(setup->perf, code, code < 0 ? strerror(errno) : output);
+    } else {
+        note_paranoid_level();
+        result = choose_event(setup, output);
+    }
     free(output);
     return result;
 }
@@ -434,9 +441,9 @@ static int convert(const struct perf_setup *setup, const struct perf_options *op
     char *final_data = out ? with_suffix(out, ".perf.data") : NULL;
     int result = -1;
     if (final_data && write_profile_file(&profile, options, out) == 0) {
-        if (strcmp(final_data, data) != 0 && rename(data, final_data) != 0)
-            snprintf(final_data, strlen(final_data) + 1, "%s", data);
-        report_summary(&profile, setup, out, final_data, options);
+        /* Recorded before the pid was known: now name it after the output. */
+        int renamed = strcmp(final_data, data) == 0 || rename(data, final_data) == 0;
+        report_summary(&profile, setup, out, renamed ? final_data : data, options);
         result = 0;
     }
     free(final_data);
@@ -451,8 +458,32 @@ static int data_was_written(const char *data)
     return stat(data, &st) == 0 && st.st_size > 0;
 }
 
+/* Fails before COMMAND runs, rather than after, when OUT cannot be written. */
+static int output_dir_writable(const char *output)
+{
+    if (!output)
+        return access(".", W_OK) == 0 ? 0 : -1;
+    char *copy = strdup(output);
+    if (!copy)
+        return -1;
+    char *slash = strrchr(copy, '/');
+    const char *dir = !slash ? "." : slash == copy ? "/" : (*slash = '\0', copy);
+    int result = access(dir, W_OK);
+    if (result != 0)
+        fprintf(stderr, "memslope perf: cannot write into %s: %s (choose another place with -o)\n", dir,
+                strerror(errno));
+    free(copy);
+    return result;
+}
+
 static int record_and_convert(const struct perf_setup *setup, const struct perf_options *options)
 {
+    if (output_dir_writable(options->output) != 0) {
+        if (!options->output)
+            fprintf(stderr, "memslope perf: cannot write into the current directory: %s (use -o)\n",
+                    strerror(errno));
+        return 1;
+    }
     char *data = options->output ? with_suffix(options->output, ".perf.data")
                                  : format_path("memslope.%s.%ld.perf.data",
                                                command_basename(options->command[0]), (long)getpid());

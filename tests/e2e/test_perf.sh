@@ -102,6 +102,11 @@ run missing perf -- "$WORK/no-such-program"
 expect_eq "missing command" 127 "$RC"
 expect_match "missing command is named" 'no-such-program' "$WORK/missing.err"
 
+run baddir perf -o "$WORK/no-such-dir/x.json" -- "$BURN" 50
+expect_eq "unwritable output folder" 1 "$RC"
+expect_match "... is named" 'cannot write into .*no-such-dir' "$WORK/baddir.err"
+expect_no_match "... before the command ran" 'cpu_burn: done' "$WORK/baddir.out"
+
 # 6. perf's failures, explained, through stand-ins on PATH.
 mkdir -p empty fake
 PATH="$WORK/empty" run noperf perf -- "$BURN" 50
