@@ -82,7 +82,8 @@ uint32_t stack_table_intern(void *base, uint64_t hash, const uint64_t *frames, u
                     count_dropped(header);
                     return SHM_STACK_NONE;
                 }
-                memcpy(&pool[offset], frames, (size_t)depth * sizeof(uint64_t));
+                if (depth)
+                    memcpy(&pool[offset], frames, (size_t)depth * sizeof(uint64_t));
                 entry->frame_offset = offset;
                 entry->depth = (uint16_t)depth;
                 __atomic_store_n(&entry->state, SHM_STACK_READY, __ATOMIC_RELEASE);
@@ -96,7 +97,7 @@ uint32_t stack_table_intern(void *base, uint64_t hash, const uint64_t *frames, u
             return SHM_STACK_NONE;
         }
         if (entry->depth == depth &&
-            memcmp(&pool[entry->frame_offset], frames, (size_t)depth * sizeof(uint64_t)) == 0)
+            (depth == 0 || memcmp(&pool[entry->frame_offset], frames, (size_t)depth * sizeof(uint64_t)) == 0))
             return index;
         /* same hash, different frames: a collision, keep probing */
     }

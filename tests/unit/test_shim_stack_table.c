@@ -1,0 +1,219 @@
+/*
+ * Unit tests for preload/stack_table.c: insert, dedupe, collisions, full
+ * table and pool, concurrent inserts.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "../../preload/shm_region.h"
+#include "../../preload/stack_table.h"
+
+static int setup_region(void **state)
+{
+    void *base = mmap(NULL, SHM_TOTAL_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                      -1, 0);
+    if (base == MAP_FAILED)
+        return -1;
+    shm_region_init_header(base, 1234, 64, 0);
+    *state = base;
+    return 0;
+}
+
+static int teardown_region(void **state)
+{
+    munmap(*state, SHM_TOTAL_SIZE);
+    return 0;
+}
+
+static const uint64_t *frames_of(void *base, uint32_t id, uint32_t *depth)
+{
+    struct shm_stack_entry *entry = &shm_stack_table(base)[id];
+    assert_int_equal(entry->state, SHM_STACK_READY);
+    *depth = entry->depth;
+    return &shm_frame_pool(base)[entry->frame_offset];
+}
+
+static void test_hash_is_nonzero_and_order_sensitive(void **state)
+{
+    (void)state;
+    uint64_t ab[2] = {0x401000, 0x402000}, ba[2] = {0x402000, 0x401000};
+    assert_int_not_equal(stack_hash(ab, 2), 0);
+    assert_int_not_equal(stack_hash(NULL, 0), 0);
+    assert_int_not_equal(stack_hash(ab, 2), stack_hash(ba, 2));
+    assert_int_not_equal(stack_hash(ab, 1), stack_hash(ab, 2));
+}
+
+static void test_insert_then_dedupe(void **state)
+{
+    void *base = *state;
+    uint64_t stack_a[3] = {0x1111, 0x2222, 0x3333}, stack_b[2] = {0x4444, 0x5555};
+    uint32_t id_a = stack_table_intern(base, stack_hash(stack_a, 3), stack_a, 3);
+    uint32_t id_b = stack_table_intern(base, stack_hash(stack_b, 2), stack_b, 2);
+    assert_int_not_equal(id_a, SHM_STACK_NONE);
+    assert_int_not_equal(id_b, SHM_STACK_NONE);
+    assert_int_not_equal(id_a, id_b);
+    assert_int_equal(stack_table_intern(base, stack_hash(stack_a, 3), stack_a, 3), id_a);
+    assert_int_equal(stack_table_intern(base, stack_hash(stack_b, 2), stack_b, 2), id_b);
+
+    uint32_t depth;
+    const uint64_t *stored = frames_of(base, id_a, &depth);
+    assert_int_equal(depth, 3);
+    assert_memory_equal(stored, stack_a, sizeof stack_a);
+    struct shm_header *header = base;
+    assert_int_equal(header->frame_pool_used, 5);
+    assert_int_equal(header->stacks_dropped, 0);
+}
+
+static void test_empty_stack_is_a_stack(void **state)
+{
+    void *base = *state;
+    uint32_t id = stack_table_intern(base, stack_hash(NULL, 0), NULL, 0);
+    assert_int_not_equal(id, SHM_STACK_NONE);
+    assert_int_equal(stack_table_intern(base, stack_hash(NULL, 0), NULL, 0), id);
+}
+
+static void test_hash_collision_keeps_probing(void **state)
+{
+    void *base = *state;
+    /* same hash forced for two different stacks: both stored, each found */
+    uint64_t stack_a[2] = {0xa1, 0xa2}, stack_b[2] = {0xb1, 0xb2}, stack_c[3] = {0xa1, 0xa2, 0xa3};
+    const uint64_t shared_hash = 0x1234500000000ull; /* low bits 0: index 0 must be skipped */
+    uint32_t id_a = stack_table_intern(base, shared_hash, stack_a, 2);
+    uint32_t id_b = stack_table_intern(base, shared_hash, stack_b, 2);
+    uint32_t id_c = stack_table_intern(base, shared_hash, stack_c, 3);
+    assert_int_equal(id_a, 1);
+    assert_int_equal(id_b, 2);
+    assert_int_equal(id_c, 3);
+    assert_int_equal(stack_table_intern(base, shared_hash, stack_b, 2), id_b);
+    assert_int_equal(stack_table_intern(base, shared_hash, stack_c, 3), id_c);
+    assert_int_equal(stack_table_intern(base, shared_hash, stack_a, 2), id_a);
+}
+
+static void test_probe_wraps_past_the_end_and_skips_zero(void **state)
+{
+    void *base = *state;
+    uint64_t stack_a[1] = {1}, stack_b[1] = {2};
+    uint64_t last = SHM_STACK_TABLE_ENTRIES - 1;
+    assert_int_equal(stack_table_intern(base, last, stack_a, 1), last);
+    assert_int_equal(stack_table_intern(base, last, stack_b, 1), 1);
+}
+
+static void test_full_table_drops(void **state)
+{
+    void *base = *state;
+    struct shm_stack_entry *table = shm_stack_table(base);
+    /* occupy every entry a probe sequence from index 100 could use */
+    for (uint32_t i = 100; i < 100 + STACK_TABLE_MAX_PROBES; i++) {
+        table[i].hash = 0xdead0000ull + i;
+        table[i].state = SHM_STACK_READY;
+    }
+    uint64_t stack[2] = {7, 8};
+    assert_int_equal(stack_table_intern(base, 100, stack, 2), SHM_STACK_NONE);
+    struct shm_header *header = base;
+    assert_int_equal(header->stacks_dropped, 1);
+    /* a stack hashing elsewhere still goes in */
+    assert_int_not_equal(stack_table_intern(base, 5000, stack, 2), SHM_STACK_NONE);
+}
+
+static void test_full_pool_drops(void **state)
+{
+    void *base = *state;
+    struct shm_header *header = base;
+    header->frame_pool_used = SHM_FRAME_POOL_FRAMES - 2;
+    uint64_t big[3] = {1, 2, 3}, small[2] = {4, 5};
+    assert_int_equal(stack_table_intern(base, stack_hash(big, 3), big, 3), SHM_STACK_NONE);
+    assert_int_equal(header->stacks_dropped, 1);
+    uint32_t id = stack_table_intern(base, stack_hash(small, 2), small, 2);
+    assert_int_not_equal(id, SHM_STACK_NONE);
+    assert_int_equal(header->frame_pool_used, SHM_FRAME_POOL_FRAMES);
+    assert_int_equal(stack_table_intern(base, stack_hash(big, 3), big, 3), SHM_STACK_NONE);
+    assert_int_equal(stack_table_intern(base, stack_hash(small, 2), small, 2), id); /* still found */
+}
+
+#define CONCURRENT_THREADS 4
+#define CONCURRENT_STACKS 5000
+
+struct insert_job {
+    void *base;
+    uint32_t start;
+    uint32_t ids[CONCURRENT_STACKS];
+};
+
+static void make_stack(uint32_t n, uint64_t *frames, uint32_t *depth)
+{
+    *depth = 1 + n % 11;
+    for (uint32_t i = 0; i < *depth; i++)
+        frames[i] = 0x400000u + n * 64u + i;
+}
+
+static void *insert_all(void *arg)
+{
+    struct insert_job *job = arg;
+    for (uint32_t k = 0; k < CONCURRENT_STACKS; k++) {
+        uint32_t n = (job->start + k * 7u) % CONCURRENT_STACKS; /* different orders per thread */
+        uint64_t frames[16];
+        uint32_t depth;
+        make_stack(n, frames, &depth);
+        /* a weak hash makes collisions and contended entries likely */
+        job->ids[n] = stack_table_intern(job->base, (n % 512) * 0x10001ull + 1, frames, depth);
+    }
+    return NULL;
+}
+
+static void test_concurrent_inserts_agree(void **state)
+{
+    void *base = *state;
+    static struct insert_job jobs[CONCURRENT_THREADS];
+    pthread_t threads[CONCURRENT_THREADS];
+    for (int t = 0; t < CONCURRENT_THREADS; t++) {
+        jobs[t].base = base;
+        jobs[t].start = (uint32_t)t * 1237u;
+        assert_int_equal(pthread_create(&threads[t], NULL, insert_all, &jobs[t]), 0);
+    }
+    for (int t = 0; t < CONCURRENT_THREADS; t++)
+        pthread_join(threads[t], NULL);
+
+    uint64_t expected_frames = 0;
+    for (uint32_t n = 0; n < CONCURRENT_STACKS; n++) {
+        uint32_t id = jobs[0].ids[n];
+        assert_int_not_equal(id, SHM_STACK_NONE);
+        for (int t = 1; t < CONCURRENT_THREADS; t++)
+            assert_int_equal(jobs[t].ids[n], id);
+        uint64_t frames[16];
+        uint32_t depth, stored_depth;
+        make_stack(n, frames, &depth);
+        const uint64_t *stored = frames_of(base, id, &stored_depth);
+        assert_int_equal(stored_depth, depth);
+        assert_memory_equal(stored, frames, depth * sizeof(uint64_t));
+        expected_frames += depth;
+    }
+    uint32_t entries = 0;
+    for (uint32_t i = 0; i < SHM_STACK_TABLE_ENTRIES; i++)
+        entries += shm_stack_table(base)[i].hash != 0;
+    assert_int_equal(entries, CONCURRENT_STACKS);
+    struct shm_header *header = base;
+    assert_int_equal(header->frame_pool_used, expected_frames);
+    assert_int_equal(header->stacks_dropped, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hash_is_nonzero_and_order_sensitive),
+        cmocka_unit_test_setup_teardown(test_insert_then_dedupe, setup_region, teardown_region),
+        cmocka_unit_test_setup_teardown(test_empty_stack_is_a_stack, setup_region, teardown_region),
+        cmocka_unit_test_setup_teardown(test_hash_collision_keeps_probing, setup_region, teardown_region),
+        cmocka_unit_test_setup_teardown(test_probe_wraps_past_the_end_and_skips_zero, setup_region, teardown_region),
+        cmocka_unit_test_setup_teardown(test_full_table_drops, setup_region, teardown_region),
+        cmocka_unit_test_setup_teardown(test_full_pool_drops, setup_region, teardown_region),
+        cmocka_unit_test_setup_teardown(test_concurrent_inserts_agree, setup_region, teardown_region),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
