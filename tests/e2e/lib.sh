@@ -46,6 +46,12 @@ fi
 export MEMSLOPE FIXTURES WORK
 SRC_FIXTURES=${SRC_FIXTURES:-$(pwd)/fixtures}
 RECORD_TIMEOUT=${RECORD_TIMEOUT:-60}
+# The interpreter itself, resolved once: wrappers such as pyenv's shims cost
+# a large fraction of a second per call, and the tests call python often.
+if [ -z "${PY:-}" ]; then
+    PY=$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null) || PY=python3
+    [ -n "$PY" ] || PY=python3
+fi
 VALGRIND_TIMEOUT=${VALGRIND_TIMEOUT:-120}
 _failures=0
 
@@ -195,7 +201,7 @@ report_json() {
         sed 's/^/    | /' "$2.err" | head -n 20
     fi
     [ "$_rc" -eq 0 ] || fail "memslope report $1 --format json exited $_rc (expected 0)"
-    python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$2" 2>"$WORK/json.err" || {
+    "$PY" -c 'import json,sys; json.load(open(sys.argv[1]))' "$2" 2>"$WORK/json.err" || {
         log "  output (first 40 lines):"
         head -n 40 "$2" | sed 's/^/    > /'
         fail "memslope report --format json printed invalid JSON: $(tail -n 1 "$WORK/json.err")"
@@ -215,7 +221,7 @@ record_and_report() {
 
 # jget JSON EXPR: the value (JSON for containers, plain for numbers/strings).
 jget() {
-    python3 - "$1" "$2" <<'EOF'
+    "$PY" - "$1" "$2" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
 try:
@@ -238,7 +244,7 @@ EOF
 # match with or without their parameter list ("make_widget" matches
 # "make_widget(long)").
 _sites() {
-    python3 - "$@" <<'EOF'
+    "$PY" - "$@" <<'EOF'
 import json, sys
 path, field, func, line, mode = sys.argv[1:6]
 d = json.load(open(path))
@@ -343,7 +349,7 @@ vg_log() {
 }
 
 vg_figures() {
-    python3 - "$1" <<'EOF'
+    "$PY" - "$1" <<'EOF'
 import re, sys
 t = open(sys.argv[1]).read()
 def num(s): return int(s.replace(",", ""))

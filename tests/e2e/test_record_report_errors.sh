@@ -47,7 +47,7 @@ expect_no_match "full trace: no warning" '[Ww]arn|[Ii]ncomplete|[Tt]runcat' "$WO
 
 # Cut lengths: the first 64 bytes one by one, then about 150 spread over the
 # file, then the last 40 one by one.
-lengths=$(python3 -c '
+lengths=$("$PY" -c '
 import sys
 n = int(sys.argv[1])
 s = set(range(0, min(n, 64))) | set(range(max(0, n - 40), n)) | set(range(0, n, max(1, n // 150)))
@@ -58,7 +58,7 @@ for len in $lengths; do
     rep "$WORK/cut.trace"
     if [ "$RC" -eq 0 ]; then
         printed=$((printed + 1))
-        if ! python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$WORK/rep.out" 2>/dev/null; then
+        if ! "$PY" -c 'import json,sys; json.load(open(sys.argv[1]))' "$WORK/rep.out" 2>/dev/null; then
             bad=$((bad + 1)); log "cut at $len: exit 0 but the output is not JSON"
         elif ! grep -qiE 'warn|incomplete|truncat' "$WORK/rep.err" "$WORK/rep.out"; then
             bad=$((bad + 1)); log "cut at $len: exit 0 without a warning that the trace is incomplete"
