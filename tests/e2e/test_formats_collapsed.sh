@@ -1,0 +1,79 @@
+#!/bin/sh
+# memslope report --format collapsed: "root;...;leaf N" lines that
+# flamegraph.pl and inferno read, per --metric; demo_leak's leaky_site leaks
+# 4800 bytes; a metric without data (growth with no iterations) is an error
+# that leaves no file behind.
+. "$(dirname "$0")/lib.sh"
+need_memslope
+need_fixture demo_leak growth_cases
+need_python
+
+# report_to OUT TRACE FORMAT [OPTION...]: memslope report ... -o $WORK/OUT;
+# sets RC. Skips while cmd_report does not know the format yet.
+report_to() {
+    _out=$WORK/$1 _trace=$2 _format=$3
+    shift 3
+    log "\$ memslope report $_trace --format $_format $* -o $_out"
+    timeout -k 5 60 "$MEMSLOPE" report "$_trace" --format "$_format" "$@" -o "$_out" 2>"$_out.err"
+    RC=$?
+    log "  -> exit $RC"
+    [ -s "$_out.err" ] && sed 's/^/    | /' "$_out.err" | head -n 10
+    if grep -q "unknown format" "$_out.err"; then
+        skip "memslope report does not offer --format $_format yet (report/cmd_report.c must wire report/formats.h)"
+    fi
+    return 0
+}
+
+# Every line: frames separated by ';', none empty, then a space and a count.
+expect_collapsed_lines() {
+    expect_eq "$1: lines end in a count" 0 "$(grep -cvE '^[^; ][^;]*(;[^;]+)* [0-9]+$' "$2")"
+    expect_ne "$1: not empty" 0 "$(wc -l <"$2" | tr -d ' ')"
+}
+
+LEAK=$(fixture_line demo_leak.c DEMO-LEAK)
+TEMP=$(fixture_line demo_leak.c DEMO-TEMP)
+record "$WORK/demo.trace" -- "$FIXTURES/demo_leak"
+
+report_to leaked.folded "$WORK/demo.trace" collapsed --metric leaked
+expect_eq "--metric leaked exit" 0 "$RC"
+expect_collapsed_lines "leaked" "$WORK/leaked.folded"
+expect_match "leaky_site leaks 4800 bytes, root first" \
+    "^(.*;)?main \([^)]*demo_leak\.c:[0-9]+\);handle_request \([^)]*demo_leak\.c:[0-9]+\);leaky_site \([^)]*demo_leak\.c:$LEAK\) 4800\$" \
+    "$WORK/leaked.folded"
+expect_eq "leaked total" 4800 "$(awk '{ s += $NF } END { print s }' "$WORK/leaked.folded")"
+
+for metric in peak allocated temporary; do
+    report_to "$metric.folded" "$WORK/demo.trace" collapsed --metric "$metric"
+    expect_eq "--metric $metric exit" 0 "$RC"
+    expect_collapsed_lines "$metric" "$WORK/$metric.folded"
+done
+expect_eq "allocated total" 31552 "$(awk '{ s += $NF } END { print s }' "$WORK/allocated.folded")"
+expect_eq "peak total" 6208 "$(awk '{ s += $NF } END { print s }' "$WORK/peak.folded")"
+expect_match "render_request allocated 25600 bytes" "render_request \([^)]*demo_leak\.c:$TEMP\) 25600\$" "$WORK/allocated.folded"
+expect_match "render_request's 100 temporaries" "render_request \([^)]*demo_leak\.c:$TEMP\) 100\$" "$WORK/temporary.folded"
+
+# Growth without iterations: an error naming the problem, and no file.
+report_to growth.folded "$WORK/demo.trace" collapsed --metric growth
+expect_eq "--metric growth without iterations exits 1" 1 "$RC"
+expect_match "the message says why" "growth" "$WORK/growth.folded.err"
+expect_eq "no output file" absent "$([ -e "$WORK/growth.folded" ] && echo present || echo absent)"
+expect_eq "no temporary file left" "" "$(ls -A "$WORK" | grep '\.tmp$')"
+
+# Cases become root frames.
+record "$WORK/growth.trace" -- "$FIXTURES/growth_cases"
+report_to cases.folded "$WORK/growth.trace" collapsed --metric leaked
+expect_eq "growth_cases --metric leaked exit" 0 "$RC"
+expect_collapsed_lines "growth_cases leaked" "$WORK/cases.folded"
+expect_match "case leaky leaks 4800 at leak_48" '^\[case leaky\];.*;leak_48 \([^)]*growth_cases\.c:[0-9]+\) 4800$' "$WORK/cases.folded"
+
+# The consumers themselves, when installed.
+for tool in flamegraph.pl inferno-flamegraph; do
+    if command -v "$tool" >/dev/null 2>&1; then
+        "$tool" <"$WORK/leaked.folded" >"$WORK/$tool.svg" 2>"$WORK/$tool.err"
+        expect_eq "$tool reads it" 0 $?
+        expect_match "$tool draws leaky_site" "leaky_site" "$WORK/$tool.svg"
+    else
+        log "($tool not installed: not tried)"
+    fi
+done
+finish
