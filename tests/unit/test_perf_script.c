@@ -7,10 +7,14 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include "../../tracer/external_tool.h"
 #include "../../tracer/perf_script.h"
 
 /* Tests run from the repository root (make and run-unit.sh do). */
@@ -315,6 +319,65 @@ static void perf_failures_are_told_apart(void **state)
     assert_int_equal(perf_classify_output("Segmentation fault\n", 139), PERF_OTHER_FAILURE);
 }
 
+
+/* ---- the external-tool helpers that memslope perf and instruments share -- */
+
+static void options_take_separate_joined_and_short_values(void **state)
+{
+    (void)state;
+    char *argv[] = {"perf", "--rate", "99", "--rate=500", "-o", "a.json", "-ob.json", "--open", "--rate", NULL};
+    int argc = 9, i = 1;
+    const char *value = NULL;
+    assert_int_equal(tool_option_value(argc, argv, &i, "--rate", NULL, &value), 1);
+    assert_string_equal(value, "99");
+    assert_int_equal(i, 3);
+    assert_int_equal(tool_option_value(argc, argv, &i, "--rate", NULL, &value), 1);
+    assert_string_equal(value, "500");
+    assert_int_equal(tool_option_value(argc, argv, &i, "--output", "-o", &value), 1);
+    assert_string_equal(value, "a.json");
+    assert_int_equal(tool_option_value(argc, argv, &i, "--output", "-o", &value), 1);
+    assert_string_equal(value, "b.json");
+    assert_int_equal(tool_option_value(argc, argv, &i, "--output", "-o", &value), 0); /* --open */
+    i++;
+    assert_int_equal(tool_option_value(argc, argv, &i, "--rate", NULL, &value), -1); /* no value */
+}
+
+static void path_search_finds_executables_only(void **state)
+{
+    (void)state;
+    char *sh = tool_find_in_path("sh");
+    assert_non_null(sh);
+    assert_true(sh[0] == '/');
+    free(sh);
+    assert_null(tool_find_in_path("memslope-no-such-program"));
+    assert_null(tool_find_in_path("/etc/passwd")); /* not executable */
+    assert_null(tool_find_in_path(""));
+}
+
+static void exit_codes_as_a_shell_reports_them(void **state)
+{
+    (void)state;
+    assert_int_equal(tool_exit_code(7 << 8), 7);
+    assert_int_equal(tool_exit_code(SIGKILL), 128 + SIGKILL);
+    char output[64];
+    char *exit3[] = {"sh", "-c", "echo out; echo err >&2; exit 3", NULL};
+    assert_int_equal(tool_run_capture(exit3, output, sizeof output), 3);
+    assert_string_equal(output, "out\nerr\n");
+    char *killed[] = {"sh", "-c", "kill -TERM $$", NULL};
+    assert_int_equal(tool_run(killed, -1), 128 + SIGTERM);
+    char *missing[] = {"memslope-no-such-program", NULL};
+    assert_int_equal(tool_run(missing, -1), -1);
+}
+
+static void captured_output_is_cut_to_the_buffer(void **state)
+{
+    (void)state;
+    char output[8];
+    char *seq[] = {"sh", "-c", "i=0; while [ $i -lt 5000 ]; do echo line $i; i=$((i+1)); done", NULL};
+    assert_int_equal(tool_run_capture(seq, output, sizeof output), 0);
+    assert_string_equal(output, "line 0\n");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -329,6 +392,10 @@ int main(void)
         cmocka_unit_test(empty_and_binary_input),
         cmocka_unit_test(stacks_deeper_than_the_cap_keep_the_innermost_frames),
         cmocka_unit_test(perf_failures_are_told_apart),
+        cmocka_unit_test(options_take_separate_joined_and_short_values),
+        cmocka_unit_test(path_search_finds_executables_only),
+        cmocka_unit_test(exit_codes_as_a_shell_reports_them),
+        cmocka_unit_test(captured_output_is_cut_to_the_buffer),
     };
     return cmocka_run_group_tests_name("perf_script", tests, NULL, NULL);
 }
