@@ -1,12 +1,8 @@
 /*
- * html_template.h - GENERATED from report/html_template.html (edit that file,
- * then regenerate this one with the command below). The page is split where
- * its data goes: format_html.c writes before_data, the report as JSON, then
- * after_data.
- *
- *   python3 - report/html_template.html report/html_template.h <<'PY'
- *   (see the generator in docs/formats.md, "Editing the HTML page")
- *   PY
+ * html_template.h - GENERATED from report/html_template.html: edit that file,
+ * then regenerate this one with the script in docs/formats.md ("Editing the
+ * HTML page"). The page is split where its data goes: format_html.c writes
+ * before_data, the report as JSON, then after_data.
  */
 #ifndef MEMSLOPE_HTML_TEMPLATE_H
 #define MEMSLOPE_HTML_TEMPLATE_H
