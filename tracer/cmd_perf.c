@@ -8,7 +8,6 @@
  * The raw perf.data is kept beside the output for `perf report`.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,9 +64,11 @@ static int parse_one_option(int argc, char **argv, int *i, struct perf_options *
 {
     const char *value = NULL, *format = NULL;
     int matched;
-    if ((matched = tool_option_value(argc, argv, i, "--rate", NULL, &options->rate)) != 0)
-        return matched < 0 ? usage_error("--rate needs a frequency in Hz", NULL)
-               : valid_rate(options->rate) ? 1 : usage_error("--rate must be 1..100000 Hz, not ", options->rate);
+    if ((matched = tool_option_value(argc, argv, i, "--rate", NULL, &options->rate)) != 0) {
+        if (matched < 0)
+            return usage_error("--rate needs a frequency in Hz", NULL);
+        return valid_rate(options->rate) ? 1 : usage_error("--rate must be 1..100000 Hz, not ", options->rate);
+    }
     if ((matched = tool_option_value(argc, argv, i, "--call-graph", NULL, &value)) != 0) {
         if (matched < 0 || (strcmp(value, "dwarf") != 0 && strcmp(value, "fp") != 0))
             return usage_error("--call-graph must be dwarf or fp", NULL);
