@@ -30,4 +30,13 @@ if command -v valgrind >/dev/null 2>&1; then
     vg_totals "$(vg_log exec '.*/fork_exec')"
     expect_totals "$J" "$FE" "$VG_ALLOCS" "$VG_FREES" "$VG_BYTES"
 fi
+
+# An exec chain through a shell (as when `python3` is a wrapper script): the
+# top level is still the program that did the work.
+record_and_report chain -- /bin/sh -c 'exec "$0"' "$FIXTURES/demo_leak"
+expect_eq "sh -c 'exec demo_leak': record exit status" 0 "$REC_RC"
+expect_totals "$WORK/chain.json" d 217 100 31552
+expect_site "$WORK/chain.json" leaky_site "$LEAK" allocations=100 allocated_bytes=4800 live_bytes=4800
+expect_eq "sh -c 'exec demo_leak': an image of demo_leak is in processes" true \
+    "$(jget "$WORK/chain.json" 'any(p["exe"].endswith("/demo_leak") for p in d["processes"])')"
 finish

@@ -1,6 +1,7 @@
 #!/bin/sh
 # killed: SIGKILL, raised by the target itself or sent by kill -9 from
-# outside. record exits 137, the trace is readable and holds every
+# outside (and SIGTERM from outside). record exits 137 (143 for SIGTERM),
+# the trace is readable and holds every
 # allocation made before the kill.
 . "$(dirname "$0")/lib.sh"
 need_memslope
@@ -8,10 +9,10 @@ need_fixture killed
 need_python
 
 ALLOC=$(fixture_line killed.c KILL-ALLOC)
-check_killed() { # NAME
+check_killed() { # NAME [SIGNAL-NUMBER]
     J=$WORK/$1.json
-    expect_eq "$1: record exit status" 137 "$REC_RC"
-    expect_eq "$1: exit" '{"signal": 9}' "$(jget "$J" 'd["exit"]')"
+    expect_eq "$1: record exit status" $((128 + ${2:-9})) "$REC_RC"
+    expect_eq "$1: exit" "{\"signal\": ${2:-9}}" "$(jget "$J" 'd["exit"]')"
     expect_totals "$J" d 6 1 12577
     expect_site "$J" main "$ALLOC" allocations=5 allocated_bytes=12500 live_bytes=12500
 }
@@ -20,26 +21,31 @@ check_killed() { # NAME
 record_and_report raise -- "$FIXTURES/killed"
 check_killed raise
 
-# 2. kill -9 from outside, once the fixture has allocated (it writes its pid).
-PIDFILE=$WORK/killed.pid
-log "\$ memslope record -o $WORK/kill9.trace -- killed $PIDFILE &  (then kill -9 the target)"
-timeout -k 5 "$RECORD_TIMEOUT" "$MEMSLOPE" record -o "$WORK/kill9.trace" -- "$FIXTURES/killed" "$PIDFILE" \
-    >"$WORK/rec.out" 2>"$WORK/rec.err" &
-bg=$!
-i=0
-while [ ! -s "$PIDFILE" ] && [ $i -lt 300 ]; do
-    sleep 0.1
-    i=$((i + 1))
-done
-[ -s "$PIDFILE" ] || { kill -9 $bg 2>/dev/null; fail "the target never wrote $PIDFILE (not started under memslope record?)"; }
-target=$(cat "$PIDFILE")
-expect_ne "target pid is not memslope's" "$bg" "$target"
-kill -9 "$target"
-wait $bg
-REC_RC=$?
-log "  -> exit $REC_RC"
-sed 's/^/    | /' "$WORK/rec.err" | head -n 20
-[ -f "$WORK/kill9.trace" ] || fail "no trace after kill -9 of the target"
-report_json "$WORK/kill9.trace" "$WORK/kill9.json"
-check_killed kill9
+# 2. kill -9 (and kill -TERM) from outside, once the fixture has allocated
+# (it writes its pid to a file).
+kill_from_outside() { # NAME SIGNAL-NAME SIGNAL-NUMBER
+    PIDFILE=$WORK/$1.pid
+    log "\$ memslope record -o $WORK/$1.trace -- killed $PIDFILE &  (then kill -$2 the target)"
+    timeout -k 5 "$RECORD_TIMEOUT" "$MEMSLOPE" record -o "$WORK/$1.trace" -- "$FIXTURES/killed" "$PIDFILE" \
+        >"$WORK/rec.out" 2>"$WORK/rec.err" &
+    bg=$!
+    i=0
+    while [ ! -s "$PIDFILE" ] && [ $i -lt 300 ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    [ -s "$PIDFILE" ] || { kill -9 $bg 2>/dev/null; fail "the target never wrote $PIDFILE (not started under memslope record?)"; }
+    target=$(cat "$PIDFILE")
+    expect_ne "$1: target pid is not memslope's" "$bg" "$target"
+    kill -"$2" "$target"
+    wait $bg
+    REC_RC=$?
+    log "  -> exit $REC_RC"
+    sed 's/^/    | /' "$WORK/rec.err" | head -n 20
+    [ -f "$WORK/$1.trace" ] || fail "no trace after kill -$2 of the target"
+    report_json "$WORK/$1.trace" "$WORK/$1.json"
+    check_killed "$1" "$3"
+}
+kill_from_outside kill9 KILL 9
+kill_from_outside term TERM 15
 finish

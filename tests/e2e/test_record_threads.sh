@@ -21,6 +21,9 @@ for run in 1 2 3; do
     expect_eq "run $run: record exit status" 0 "$REC_RC"
     expect_site "$J" worker "$ALLOC" allocations=4000 allocated_bytes=406000 live_bytes=406
     expect_site "$J" worker "$CHURN" allocations=2000 allocated_bytes=203000 live_bytes=0
+    # Nothing is lost: every block is freed or kept in the global array.
+    expect_eq "run $run: leaks_at_exit.definitely_lost" '{"blocks": 0, "bytes": 0}' "$(jget "$J" 'd["leaks_at_exit"]["definitely_lost"]')"
+    expect_eq "run $run: leaks_at_exit.still_reachable (the 4 survivors)" '{"blocks": 4, "bytes": 406}' "$(jget "$J" 'd["leaks_at_exit"]["still_reachable"]')"
     if [ -n "${VG_ALLOCS:-}" ]; then
         expect_vg_totals "$J"
     else
