@@ -20,6 +20,10 @@ if command -v valgrind >/dev/null 2>&1; then
     vg_run segv -- "$FIXTURES/crash_segv"
     vg_totals "$(vg_log segv)"
     expect_vg_totals "$J"
+    expect_eq "leaks_at_exit.still_reachable = memcheck's (the blocks in the global array)" \
+        "{\"blocks\": $VG_REACH_BLOCKS, \"bytes\": $VG_REACH_BYTES}" "$(jget "$J" 'd["leaks_at_exit"]["still_reachable"]')"
+    expect_eq "leaks_at_exit.definitely_lost = memcheck's" \
+        "{\"blocks\": $VG_DEF_BLOCKS, \"bytes\": $VG_DEF_BYTES}" "$(jget "$J" 'd["leaks_at_exit"]["definitely_lost"]')"
     expect_eq "blocks live at the crash (memcheck: in use at exit)" "$VG_REACH_BYTES" \
         "$(jget "$J" 'sum(s["live_bytes"] for s in d["cases"][0]["sites"])')"
 fi

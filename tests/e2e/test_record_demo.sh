@@ -54,4 +54,10 @@ expect_match "text report names leaky_site at demo_leak.c:$LEAK" "leaky_site.*de
 "$MEMSLOPE" report --format json "$WORK/demo.trace" >"$WORK/demo2.json" 2>/dev/null
 expect_eq "report --format json FILE exit status" 0 "$?"
 expect_eq "report --format json FILE: same totals" "$(jget "$J" 'd["totals"]')" "$(jget "$WORK/demo2.json" 'd["totals"]' 2>/dev/null)"
+
+# -o OUT writes the same report to a file, nothing to stdout.
+"$MEMSLOPE" report "$WORK/demo.trace" --format json -o "$WORK/demo3.json" >"$WORK/demo3.out" 2>/dev/null
+expect_eq "report -o OUT: exit status" 0 "$?"
+expect_eq "report -o OUT: nothing on stdout" 0 "$(wc -c <"$WORK/demo3.out")"
+expect_eq "report -o OUT: same JSON as stdout" same "$(cmp -s "$J" "$WORK/demo3.json" && echo same || echo different)"
 finish
