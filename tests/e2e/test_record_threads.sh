@@ -1,7 +1,8 @@
 #!/bin/sh
 # Four threads allocate known counts; half of each thread's blocks are freed
 # by the next thread, whose later allocations reuse those addresses
-# (fixtures/threads.c). Exact per-site figures; totals equal memcheck's.
+# (fixtures/threads.c). Exact per-site figures; totals equal memcheck's; a
+# load run with half a million allocations drops none.
 . "$(dirname "$0")/lib.sh"
 need_memslope
 need_fixture threads
@@ -30,4 +31,16 @@ for run in 1 2 3 4 5; do
         expect_eq "run $run: totals.frees (no valgrind: fixture's own)" 5996 "$(jget "$J" 'd["totals"]["frees"]')"
     fi
 done
+
+# Load: `threads 250` repeats the churn 250 times (500000 more allocations,
+# none may be dropped): memcheck's figures for one round plus 249 rounds.
+record_and_report load -- "$FIXTURES/threads" 250
+J=$WORK/load.json
+expect_eq "load: record exit status" 0 "$REC_RC"
+expect_site "$J" worker "$ALLOC" allocations=4000 allocated_bytes=406000 live_bytes=406
+expect_site "$J" worker "$CHURN" allocations=500000 allocated_bytes=50750000 live_bytes=0
+if [ -n "${VG_ALLOCS:-}" ]; then
+    VG_ALLOCS=$((VG_ALLOCS + 249 * 2000)) VG_FREES=$((VG_FREES + 249 * 2000)) VG_BYTES=$((VG_BYTES + 249 * 203000))
+    expect_vg_totals "$J"
+fi
 finish
