@@ -66,6 +66,18 @@ expect_eq "growth_cases --metric leaked exit" 0 "$RC"
 expect_collapsed_lines "growth_cases leaked" "$WORK/cases.folded"
 expect_match "case leaky leaks 4800 at leak_48" '^\[case leaky\];.*;leak_48 \([^)]*growth_cases\.c:[0-9]+\) 4800$' "$WORK/cases.folded"
 
+# Growth per iteration, once the model estimates it (leaky: 48 B at leak_48).
+report_json "$WORK/growth.trace" "$WORK/growth.json"
+if [ "$(jget "$WORK/growth.json" '[c["growth"] is not None for c in d["cases"] if c["name"] == "leaky"][0]')" = true ]; then
+    report_to growth_cases.folded "$WORK/growth.trace" collapsed --metric growth
+    expect_eq "growth_cases --metric growth exit" 0 "$RC"
+    expect_collapsed_lines "growth_cases growth" "$WORK/growth_cases.folded"
+    expect_match "case leaky grows 48 B per iteration at leak_48" '^\[case leaky\];.*;leak_48 \([^)]*growth_cases\.c:[0-9]+\) 48$' "$WORK/growth_cases.folded"
+    expect_no_match "lazy does not grow" '^\[case lazy\]' "$WORK/growth_cases.folded"
+else
+    log "(the report has no growth figures yet: --metric growth on growth_cases not checked)"
+fi
+
 # The consumers themselves, when installed.
 for tool in flamegraph.pl inferno-flamegraph; do
     if command -v "$tool" >/dev/null 2>&1; then

@@ -75,4 +75,13 @@ expect_quiet_console growth
 expect_match "the script ran to the end" '<body[^>]* data-rendered="yes"' "$WORK/growth.out"
 expect_eq "one iteration chart per case" 4 "$(grep -o 'class="chart iteration-chart"' "$WORK/growth.out" | wc -l | tr -d ' ')"
 expect_match "case leaky leaks at leak_48" 'id="leaking-table".*leak_48' "$WORK/growth.out"
+if command -v python3 >/dev/null 2>&1; then
+    report_json "$WORK/growth.trace" "$WORK/growth.json"
+    if [ "$(jget "$WORK/growth.json" '[c["growth"] is not None for c in d["cases"] if c["name"] == "leaky"][0]')" = true ]; then
+        expect_match "growing table: leak_48 at 48 B per iteration" 'id="growing-table".*48 B</td>.*leak_48' "$WORK/growth.out"
+        expect_eq "a fitted line per case with growth" 4 "$(grep -o 'class="fit"' "$WORK/growth.out" | wc -l | tr -d ' ')"
+    else
+        log "(the report has no growth figures yet: the growing table and fitted lines not checked)"
+    fi
+fi
 finish

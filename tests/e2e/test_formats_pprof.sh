@@ -66,4 +66,13 @@ pprof growth_raw.txt -raw "$WORK/growth.pb.gz"
 expect_match "growth/bytes sample type (the cases have iterations)" '^alloc_objects/count .* growth/bytes' "$WORK/growth_raw.txt"
 pprof leaky.txt -top -unit=B -sample_index=leaked_space -tagfocus=case=leaky "$WORK/growth.pb.gz"
 expect_match "case leaky: leak_48 leaked 4800 B" '^ *4800B .* leak_48$' "$WORK/leaky.txt"
+need_python
+report_json "$WORK/growth.trace" "$WORK/growth.json"
+if [ "$(jget "$WORK/growth.json" '[c["growth"] is not None for c in d["cases"] if c["name"] == "leaky"][0]')" = true ]; then
+    pprof growth_top.txt -top -unit=B -tagfocus=case=leaky "$WORK/growth.pb.gz"
+    expect_match "default sample type: growth" '^Type: growth$' "$WORK/growth_top.txt"
+    expect_match "case leaky: leak_48 grows 48 B per iteration" '^ *48B .* leak_48$' "$WORK/growth_top.txt"
+else
+    log "(the report has no growth figures yet: the growth sample type not checked)"
+fi
 finish

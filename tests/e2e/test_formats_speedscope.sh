@@ -96,7 +96,7 @@ GROWTH_KNOWN=$(jget "$WORK/growth.json" '[c["growth"] is not None for c in d["ca
 cat >"$WORK/check_growth.py" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-growth_known = sys.argv[2] == "True"
+growth_known = sys.argv[2] == "true"
 frames = d["shared"]["frames"]
 by_name = {p["name"]: p for p in d["profiles"]}
 problems = []
