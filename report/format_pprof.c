@@ -10,8 +10,9 @@
  * growth when anything grows, else leaked_space when anything leaked, else
  * inuse_space.
  *
- * Each trace frame is one Location (an inlined frame is its own Location at
- * the same address), mapped to its module's Mapping (path and build id).
+ * A Location is one return address: the frame there and, innermost first,
+ * the frames inlined into it (one Line each), as profile.proto has it. It
+ * refers to its module's Mapping (path and build id).
  */
 #include "formats.h"
 
@@ -66,6 +67,13 @@ struct function_entry {
     UT_hash_handle hh;
 };
 
+struct location_entry {
+    uint32_t *frame_ids; /* the key: visible frames, innermost (inlined) first */
+    size_t count;
+    uint64_t id;
+    UT_hash_handle hh;
+};
+
 struct mapping_info {
     const struct trace_model_module *module;
     uint64_t start, limit;
@@ -74,13 +82,15 @@ struct mapping_info {
 
 struct pprof_builder {
     const struct report *report;
-    struct pb_buffer profile, message, inner;
+    struct pb_buffer profile, message, inner; /* message, inner: scratch for one writer at a time */
+    struct pb_buffer function_message, location_message, line_message;
     struct string_entry *strings; /* uthash by text */
     char **string_order;          /* by index */
     size_t string_count, string_capacity;
     struct function_entry *functions;
     uint64_t function_count;
-    uint8_t *frame_used; /* per trace frame */
+    struct location_entry *locations; /* uthash by frame ids */
+    uint64_t location_count;
     struct mapping_info *mappings;
     size_t mapping_count;
     int has_slot[VALUE_SLOTS];
@@ -120,12 +130,13 @@ out_of_memory:
 
 static void write_function(struct pprof_builder *b, const struct function_entry *entry)
 {
-    pb_reset(&b->message);
-    pb_uint64_field(&b->message, FUNCTION_ID, entry->id);
-    pb_int64_field(&b->message, FUNCTION_NAME, entry->key.name);
-    pb_int64_field(&b->message, FUNCTION_SYSTEM_NAME, entry->key.name);
-    pb_int64_field(&b->message, FUNCTION_FILENAME, entry->key.file);
-    pb_message_field(&b->profile, PROFILE_FUNCTION, &b->message);
+    struct pb_buffer *m = &b->function_message;
+    pb_reset(m);
+    pb_uint64_field(m, FUNCTION_ID, entry->id);
+    pb_int64_field(m, FUNCTION_NAME, entry->key.name);
+    pb_int64_field(m, FUNCTION_SYSTEM_NAME, entry->key.name);
+    pb_int64_field(m, FUNCTION_FILENAME, entry->key.file);
+    pb_message_field(&b->profile, PROFILE_FUNCTION, m);
 }
 
 /* The Function for a frame's name and file, written the first time it is seen. */
@@ -177,17 +188,32 @@ static void choose_columns(struct pprof_builder *b)
         b->slot_column[s] = b->has_slot[s] ? (int)b->columns++ : -1;
 }
 
-/* Sample.location_id: the stack's visible frames, leaf first. */
+static uint64_t location_id(struct pprof_builder *b, const uint32_t *frame_ids, size_t count);
+
+/* Sample.location_id, leaf first: one Location per run of inlined frames
+ * and the frame they were inlined into. Returns the count. */
 static size_t stack_locations(struct pprof_builder *b, const struct trace_model_stack *stack, uint64_t *locations)
 {
+    const struct trace_model_frame *frames = b->report->model->frames;
+    uint32_t *run = malloc(((size_t)(stack ? stack->depth : 0) + 1) * sizeof *run);
     size_t count = 0;
-    for (uint32_t i = 0; stack && i < stack->depth; i++) {
-        uint32_t frame_id = stack->frame_ids[i];
-        if (!report_frame_visible(&b->report->model->frames[frame_id]))
-            continue;
-        b->frame_used[frame_id] = 1;
-        locations[count++] = (uint64_t)frame_id + 1; /* Location ids start at 1 */
+    if (!run) {
+        b->failed = 1;
+        return 0;
     }
+    for (uint32_t i = 0; stack && i < stack->depth;) {
+        size_t length = 0;
+        uint32_t frame_id;
+        do {
+            frame_id = stack->frame_ids[i++];
+            if (report_frame_visible(&frames[frame_id]))
+                run[length++] = frame_id;
+        } while ((frames[frame_id].flags & TRACE_FRAME_INLINED) && i < stack->depth);
+        uint64_t id = length ? location_id(b, run, length) : 0;
+        if (id)
+            locations[count++] = id;
+    }
+    free(run);
     return count;
 }
 
@@ -200,11 +226,12 @@ static void write_sample(struct pprof_builder *b, const struct trace_model_stack
         b->failed = 1;
         return;
     }
+    size_t location_count = stack_locations(b, stack, locations); /* may write Locations: before the Sample */
     for (int s = 0; s < VALUE_SLOTS; s++)
         if (b->slot_column[s] >= 0)
             values[b->slot_column[s]] = slots[s];
     pb_reset(&b->message);
-    pb_packed_uint64_field(&b->message, SAMPLE_LOCATION_ID, locations, stack_locations(b, stack, locations));
+    pb_packed_uint64_field(&b->message, SAMPLE_LOCATION_ID, locations, location_count);
     pb_packed_int64_field(&b->message, SAMPLE_VALUE, values, b->columns);
     if (case_name) {
         pb_reset(&b->inner);
@@ -279,21 +306,49 @@ static void note_frame_in_mapping(struct mapping_info *mapping, const struct tra
     mapping->has_inline_frames |= (frame->flags & TRACE_FRAME_INLINED) != 0;
 }
 
-static void write_location(struct pprof_builder *b, uint32_t frame_id)
+/* A Location: its lines innermost first, its address and mapping those of the outermost frame. */
+static void write_location(struct pprof_builder *b, const struct location_entry *entry)
 {
-    const struct trace_model_frame *frame = &b->report->model->frames[frame_id];
-    uint64_t function = function_id(b, frame), mapping = mapping_id(b, frame->module);
-    if (mapping)
-        note_frame_in_mapping(&b->mappings[mapping - 1], frame);
-    pb_reset(&b->inner);
-    pb_uint64_field(&b->inner, LINE_FUNCTION_ID, function);
-    pb_int64_field(&b->inner, LINE_LINE, frame->line);
-    pb_reset(&b->message);
-    pb_uint64_field(&b->message, LOCATION_ID, (uint64_t)frame_id + 1);
-    pb_uint64_field(&b->message, LOCATION_MAPPING_ID, mapping);
-    pb_uint64_field(&b->message, LOCATION_ADDRESS, frame->address);
-    pb_message_field(&b->message, LOCATION_LINE, &b->inner);
-    pb_message_field(&b->profile, PROFILE_LOCATION, &b->message);
+    const struct trace_model_frame *frames = b->report->model->frames;
+    const struct trace_model_frame *outer = &frames[entry->frame_ids[entry->count - 1]];
+    uint64_t mapping = mapping_id(b, outer->module);
+    struct pb_buffer *m = &b->location_message, *line = &b->line_message;
+    pb_reset(m);
+    pb_uint64_field(m, LOCATION_ID, entry->id);
+    pb_uint64_field(m, LOCATION_MAPPING_ID, mapping);
+    pb_uint64_field(m, LOCATION_ADDRESS, outer->address);
+    for (size_t i = 0; i < entry->count; i++) {
+        const struct trace_model_frame *frame = &frames[entry->frame_ids[i]];
+        uint64_t function = function_id(b, frame);
+        if (mapping)
+            note_frame_in_mapping(&b->mappings[mapping - 1], frame);
+        pb_reset(line);
+        pb_uint64_field(line, LINE_FUNCTION_ID, function);
+        pb_int64_field(line, LINE_LINE, frame->line);
+        pb_message_field(m, LOCATION_LINE, line);
+    }
+    pb_message_field(&b->profile, PROFILE_LOCATION, m);
+}
+
+/* The Location for these frames, written the first time they are seen. */
+static uint64_t location_id(struct pprof_builder *b, const uint32_t *frame_ids, size_t count)
+{
+    struct location_entry *entry;
+    size_t key_length = count * sizeof *frame_ids;
+    HASH_FIND(hh, b->locations, frame_ids, key_length, entry);
+    if (entry)
+        return entry->id;
+    if (!(entry = calloc(1, sizeof *entry)) || !(entry->frame_ids = malloc(key_length))) {
+        free(entry);
+        b->failed = 1;
+        return 0;
+    }
+    memcpy(entry->frame_ids, frame_ids, key_length);
+    entry->count = count;
+    entry->id = ++b->location_count;
+    HASH_ADD_KEYPTR(hh, b->locations, entry->frame_ids, key_length, entry);
+    write_location(b, entry);
+    return entry->id;
 }
 
 static void write_mapping(struct pprof_builder *b, size_t index)
@@ -313,11 +368,8 @@ static void write_mapping(struct pprof_builder *b, size_t index)
     pb_message_field(&b->profile, PROFILE_MAPPING, &b->message);
 }
 
-static void write_locations_and_mappings(struct pprof_builder *b)
+static void write_mappings(struct pprof_builder *b)
 {
-    for (uint32_t f = 0; f < b->report->model->frame_count; f++)
-        if (b->frame_used[f])
-            write_location(b, f);
     /* Mappings that no sample reaches are left out. */
     for (size_t i = 0; i < b->mapping_count; i++)
         if (b->mappings[i].used)
@@ -380,9 +432,11 @@ static int builder_init(struct pprof_builder *b, const struct report *report)
     pb_init(&b->profile);
     pb_init(&b->message);
     pb_init(&b->inner);
+    pb_init(&b->function_message);
+    pb_init(&b->location_message);
+    pb_init(&b->line_message);
     string_index(b, ""); /* string_table[0] must be "" */
-    b->frame_used = calloc((size_t)report->model->frame_count + 1, 1);
-    if (!b->frame_used || collect_mappings(b) != 0)
+    if (collect_mappings(b) != 0)
         b->failed = 1;
     return b->failed ? -1 : 0;
 }
@@ -403,11 +457,20 @@ static void builder_free(struct pprof_builder *b)
         free(f);
     }
     free(b->string_order);
-    free(b->frame_used);
+    struct location_entry *l, *next_location;
+    HASH_ITER(hh, b->locations, l, next_location)
+    {
+        HASH_DEL(b->locations, l);
+        free(l->frame_ids);
+        free(l);
+    }
     free(b->mappings);
     pb_free(&b->profile);
     pb_free(&b->message);
     pb_free(&b->inner);
+    pb_free(&b->function_message);
+    pb_free(&b->location_message);
+    pb_free(&b->line_message);
 }
 
 /* gzip (RFC 1952) of the serialized profile, as pprof expects its files. */
@@ -443,9 +506,9 @@ int report_write_pprof(const struct report *report, FILE *out, char *err, size_t
         write_process_samples(&b);
         for (size_t c = 0; c < report->case_count; c++)
             write_case_samples(&b, &report->cases[c]);
-        write_locations_and_mappings(&b);
+        write_mappings(&b);
         write_string_table(&b);
-        rc = b.failed || b.profile.failed ? -1 : 0;
+        rc = b.failed || b.profile.failed || b.function_message.failed || b.location_message.failed ? -1 : 0;
     }
     if (rc != 0)
         snprintf(err, err_size, "out of memory");

@@ -262,7 +262,13 @@ static void test_pprof_decodes(void **state)
                  "assert [leaf(s) for s in leaks] == [('leaky_site', 'leak.c', 6)], [leaf(s) for s in leaks]\n"
                  "assert any(strings[one(m, 5)] == '/path/bench' and strings[one(m, 6)] == 'abcdef01' "
                  "for m in mappings)\n"
-                 "assert all(one(l, 2) in range(0, len(mappings) + 1) for l in locations.values())\n");
+                 "assert all(one(l, 2) in range(0, len(mappings) + 1) for l in locations.values())\n"
+                 /* helper is inlined into the unsymbolized frame: one Location, two Lines, innermost first */
+                 "inlined = [l for l in locations.values() if len([v for k, v in l if k == 4]) == 2]\n"
+                 "assert len(inlined) == 1, locations\n"
+                 "assert [strings[one(functions[one(fields(v), 1)], 2)] for k, v in inlined[0] if k == 4] == "
+                 "['helper', '0xdeadbeef']\n"
+                 "assert one(inlined[0], 3) == 0xdeadbeef\n");
 }
 
 static void test_pprof_growth_column(void **state)
