@@ -1,8 +1,9 @@
 /*
  * classify.c - memcheck's leak classification on an abstract memory image
  * (see leakscan.h). The per-word lookup is the hot loop: one range check
- * rejects most words, then a hash of 4 KiB pages gives the few blocks that
- * overlap the word's page, searched by bisection.
+ * rejects most words, then a direct table per region of blocks gives the
+ * few blocks that overlap the word's 4 KiB granule, searched by bisection;
+ * words go through in batches so that the cache misses overlap.
  */
 #include "leakscan.h"
 
@@ -14,33 +15,44 @@
 #include <string.h>
 
 #define PAGE_SHIFT 12
+#define REGION_GAP (1ull << 20) /* a gap this large between blocks starts a new region */
+#define BATCH 128
+#define PREFETCH_BYTES 2048               /* words resolved together, their loads prefetched */
 #define CHUNK_BYTES (1u << 20) /* memory is read and scanned this much at a time */
 #define NO_BLOCK UINT32_MAX
 #define NO_CLIQUE UINT32_MAX
 
 /* Reachedness, in memcheck's order of upgrades. */
 enum state { UNREACHED = 0, POSSIBLE = 1, REACHABLE = 2, INDIRECT = 3 };
+#define PENDING 0x80u
+#define STATE(s, i) ((s)->state[i] & ~PENDING)
 
-/* One hash slot: the sorted blocks overlapping one page are [first, last]. */
-struct page_slot {
-    uint64_t page_plus_one; /* 0: empty */
-    uint32_t first, last;
+/* A run of blocks with small gaps, indexed by a direct table: first[k]
+ * is the first block (sorted index) that ends after granule k's start, so
+ * a word in granule k lies in one of blocks first[k] .. first[k + 1].
+ * Granules are sized to hold about one block each. */
+struct region {
+    uint64_t start, end; /* granule-aligned */
+    int shift;           /* log2 of the granule size */
+    uint32_t *first;     /* granules + 1 entries */
+};
+
+/* A block's start and size side by side: one cache line for a lookup. */
+struct extent {
+    uint64_t start, size;
 };
 
 struct scan {
     const struct leakscan_memory *memory;
     size_t count;
-    uint64_t *start;  /* sorted by address */
-    uint64_t *size;
+    struct extent *blocks; /* sorted by address */
     uint32_t *order;  /* sorted index -> caller's index */
-    uint8_t *state;
-    uint8_t *pending;
+    uint8_t *state;   /* enum state, plus PENDING while on the mark stack */
     uint32_t *stack;
     size_t top;
     uint64_t low, span; /* every block lies in [low, low + span) */
-    struct page_slot *slots;
-    uint64_t slot_mask;
-    int slot_bits;
+    struct region *regions;
+    size_t region_count;
     uint64_t *buffer;   /* CHUNK_BYTES scratch for reads */
     struct leakscan_stats stats;
     bool gone;          /* memory read failed for good */
@@ -75,100 +87,116 @@ static int compare_by_address(const void *a, const void *b, void *context)
 
 static int build_sorted(struct scan *s, const struct leakscan_block *blocks, char *err, size_t err_size)
 {
-    for (size_t i = 0; i < s->count; i++)
-        s->order[i] = (uint32_t)i;
-    qsort_r(s->order, s->count, sizeof *s->order, compare_by_address, (void *)blocks);
+    bool sorted = true;
     for (size_t i = 0; i < s->count; i++) {
-        s->start[i] = blocks[s->order[i]].address;
-        s->size[i] = blocks[s->order[i]].size;
-        if (i > 0 && s->start[i - 1] + s->size[i - 1] > s->start[i]) {
+        s->order[i] = (uint32_t)i;
+        if (i > 0 && blocks[i - 1].address > blocks[i].address)
+            sorted = false;
+    }
+    if (!sorted) /* the heap walk hands them over sorted already */
+        qsort_r(s->order, s->count, sizeof *s->order, compare_by_address, (void *)blocks);
+    for (size_t i = 0; i < s->count; i++) {
+        s->blocks[i].start = blocks[s->order[i]].address;
+        s->blocks[i].size = blocks[s->order[i]].size;
+        if (i > 0 && s->blocks[i - 1].start + s->blocks[i - 1].size > s->blocks[i].start) {
             set_error(err, err_size,
                       "leak scan: heap blocks overlap: 0x%" PRIx64 " (%" PRIu64 " bytes) and 0x%" PRIx64
                       "; the block list is corrupt",
-                      s->start[i - 1], s->size[i - 1], s->start[i]);
+                      s->blocks[i - 1].start, s->blocks[i - 1].size, s->blocks[i].start);
             return -1;
         }
     }
     if (s->count) {
-        s->low = s->start[0];
+        s->low = s->blocks[0].start;
         uint64_t last = s->count - 1;
-        s->span = s->start[last] + (s->size[last] ? s->size[last] : 1) - s->low;
+        s->span = s->blocks[last].start + (s->blocks[last].size ? s->blocks[last].size : 1) - s->low;
     }
     return 0;
 }
 
-/* Last byte's page of block i (a zero-size block occupies its start). */
-static uint64_t last_page(const struct scan *s, size_t i)
+/* End of block i for lookups (a zero-size block occupies its start). */
+static uint64_t block_end(const struct scan *s, size_t i)
 {
-    uint64_t length = s->size[i] ? s->size[i] : 1;
-    return (s->start[i] + length - 1) >> PAGE_SHIFT;
+    return s->blocks[i].start + (s->blocks[i].size ? s->blocks[i].size : 1);
 }
 
-static uint64_t hash_page(const struct scan *s, uint64_t page)
+/* Fills region r's table for blocks [low, high). */
+static int index_region(struct scan *s, struct region *r, size_t low, size_t high)
 {
-    return (page * 0x9e3779b97f4a7c15ull) >> (64 - s->slot_bits);
-}
-
-static struct page_slot *find_slot(const struct scan *s, uint64_t page)
-{
-    uint64_t at = hash_page(s, page);
-    for (;;) {
-        struct page_slot *slot = &s->slots[at];
-        if (slot->page_plus_one == page + 1 || slot->page_plus_one == 0)
-            return slot;
-        at = (at + 1) & s->slot_mask;
-    }
-}
-
-static int build_page_hash(struct scan *s, char *err, size_t err_size)
-{
-    uint64_t pages = 0;
-    for (size_t i = 0; i < s->count; i++)
-        pages += last_page(s, i) - (s->start[i] >> PAGE_SHIFT) + 1;
-    s->slot_bits = 4;
-    while ((1ull << s->slot_bits) < 2 * pages + 16)
-        s->slot_bits++;
-    s->slot_mask = (1ull << s->slot_bits) - 1;
-    s->slots = calloc(1ull << s->slot_bits, sizeof *s->slots);
-    if (!s->slots) {
-        set_error(err, err_size, "leak scan: out of memory for the page index of %" PRIu64 " pages", pages);
+    uint64_t start = s->blocks[low].start, end = block_end(s, high - 1), blocks = high - low;
+    /* About one granule per block: the bisection then has one or two
+     * candidates, and the table costs 4 bytes per block. */
+    r->shift = 4;
+    while (((end - start) >> r->shift) > 2 * blocks + 64)
+        r->shift++;
+    r->start = start >> r->shift << r->shift;
+    r->end = ((end - 1) >> r->shift) + 1;
+    uint64_t granules = r->end - (r->start >> r->shift);
+    r->end <<= r->shift;
+    r->first = malloc((granules + 1) * sizeof *r->first);
+    if (!r->first)
         return -1;
-    }
-    for (size_t i = 0; i < s->count; i++) {
-        for (uint64_t page = s->start[i] >> PAGE_SHIFT; page <= last_page(s, i); page++) {
-            struct page_slot *slot = find_slot(s, page);
-            if (slot->page_plus_one == 0) {
-                slot->page_plus_one = page + 1;
-                slot->first = (uint32_t)i;
-            }
-            slot->last = (uint32_t)i;
-        }
+    size_t i = low;
+    for (uint64_t k = 0; k <= granules; k++) {
+        uint64_t granule_start = r->start + (k << r->shift);
+        while (i < high && block_end(s, i) <= granule_start)
+            i++;
+        r->first[k] = (uint32_t)(i < high ? i : high - 1);
     }
     return 0;
 }
 
-/* The block that word points to (start or interior), or NO_BLOCK. */
-static inline uint32_t find_block(const struct scan *s, uint64_t word)
+static int build_regions(struct scan *s, char *err, size_t err_size)
 {
-    if (word - s->low >= s->span)
-        return NO_BLOCK;
-    const struct page_slot *slot = find_slot(s, word >> PAGE_SHIFT);
-    if (slot->page_plus_one == 0)
-        return NO_BLOCK;
-    uint32_t low = slot->first, high = slot->last; /* last block with start <= word */
+    s->regions = calloc(s->count ? s->count : 1, sizeof *s->regions);
+    if (!s->regions)
+        goto out_of_memory;
+    size_t low = 0;
+    for (size_t i = 1; i <= s->count; i++) {
+        if (i < s->count && s->blocks[i].start - block_end(s, i - 1) < REGION_GAP)
+            continue;
+        if (index_region(s, &s->regions[s->region_count++], low, i) < 0)
+            goto out_of_memory;
+        low = i;
+    }
+    return 0;
+out_of_memory:
+    set_error(err, err_size, "leak scan: out of memory for the index of %zu blocks", s->count);
+    return -1;
+}
+
+static const struct region *find_region(const struct scan *s, uint64_t word)
+{
+    size_t low = 0, high = s->region_count;
     while (low < high) {
+        size_t mid = low + (high - low) / 2;
+        if (word < s->regions[mid].start)
+            high = mid;
+        else if (word >= s->regions[mid].end)
+            low = mid + 1;
+        else
+            return &s->regions[mid];
+    }
+    return NULL;
+}
+
+/* The block that word points to (start or interior) among the candidates
+ * [low, high], or NO_BLOCK. */
+static inline uint32_t resolve(const struct scan *s, uint64_t word, uint32_t low, uint32_t high)
+{
+    while (high - low > 4) { /* last block with start <= word */
         uint32_t mid = low + (high - low + 1) / 2;
-        if (s->start[mid] <= word)
+        if (s->blocks[mid].start <= word)
             low = mid;
         else
             high = mid - 1;
     }
-    uint64_t offset = word - s->start[low];
-    if (word < s->start[low])
+    while (low < high && s->blocks[low + 1].start <= word)
+        low++;
+    if (word < s->blocks[low].start)
         return NO_BLOCK;
-    if (offset < s->size[low] || offset == 0)
-        return low;
-    return NO_BLOCK;
+    uint64_t offset = word - s->blocks[low].start;
+    return offset < s->blocks[low].size || offset == 0 ? low : NO_BLOCK;
 }
 
 /* ---- reading memory ------------------------------------------------------ */
@@ -204,7 +232,7 @@ static int read_word(struct scan *s, uint64_t address, uint64_t *value)
  * interior pointer ptr into block i as a start pointer. */
 static bool heuristically_reachable(struct scan *s, uint32_t i, uint64_t ptr)
 {
-    uint64_t data = s->start[i], size = s->size[i], word0, word1;
+    uint64_t data = s->blocks[i].start, size = s->blocks[i].size, word0, word1;
     if (ptr == data + 24 && size >= 24 && read_word(s, data + 8, &word1) == 0 && 24 + word1 + 1 == size &&
         read_word(s, data, &word0) == 0 && word0 <= word1)
         return true; /* stdstring: length, capacity, refcount, chars */
@@ -228,8 +256,8 @@ static bool heuristically_reachable(struct scan *s, uint32_t i, uint64_t ptr)
 
 static void push(struct scan *s, uint32_t i)
 {
-    if (!s->pending[i]) {
-        s->pending[i] = 1;
+    if (!(s->state[i] & PENDING)) {
+        s->state[i] |= PENDING;
         s->stack[s->top++] = i;
     }
 }
@@ -237,14 +265,14 @@ static void push(struct scan *s, uint32_t i)
 /* memcheck's lc_push_without_clique_if_a_chunk_ptr. */
 static void reach_from_roots(struct scan *s, uint32_t i, uint64_t word, bool prior_definite)
 {
-    if (s->state[i] == REACHABLE)
+    if (STATE(s, i) == REACHABLE)
         return;
-    bool via_start = word == s->start[i] || heuristically_reachable(s, i, word);
+    bool via_start = word == s->blocks[i].start || heuristically_reachable(s, i, word);
     if (via_start && prior_definite) {
-        s->state[i] = REACHABLE;
+        s->state[i] = (uint8_t)((s->state[i] & PENDING) | REACHABLE);
         push(s, i);
-    } else if (s->state[i] == UNREACHED) {
-        s->state[i] = POSSIBLE;
+    } else if (STATE(s, i) == UNREACHED) {
+        s->state[i] = (uint8_t)((s->state[i] & PENDING) | POSSIBLE);
         push(s, i);
     }
 }
@@ -252,26 +280,50 @@ static void reach_from_roots(struct scan *s, uint32_t i, uint64_t word, bool pri
 /* memcheck's lc_push_with_clique_if_a_chunk_ptr. */
 static void reach_from_clique(struct scan *s, uint32_t i, uint32_t leader)
 {
-    if (s->state[i] == UNREACHED && i != leader) {
+    if (STATE(s, i) == UNREACHED && i != leader) {
         push(s, i);
-        s->state[i] = INDIRECT;
+        s->state[i] = PENDING | INDIRECT;
     }
 }
 
+static void mark(struct scan *s, uint32_t i, uint64_t word, bool prior_definite, uint32_t clique)
+{
+    s->stats.pointer_hits++;
+    if (clique == NO_CLIQUE)
+        reach_from_roots(s, i, word, prior_definite);
+    else
+        reach_from_clique(s, i, clique);
+}
+
+/* Most time goes to cache misses on the index and the block table, so the
+ * words are taken BATCH at a time, in three passes whose loads are
+ * prefetched by the pass before: granule, candidates, resolution. */
 static void scan_words(struct scan *s, const uint64_t *words, size_t n, bool prior_definite, uint32_t clique)
 {
-    for (size_t k = 0; k < n; k++) {
-        uint64_t word = words[k];
-        if (word - s->low >= s->span)
-            continue;
-        uint32_t i = find_block(s, word);
-        if (i == NO_BLOCK)
-            continue;
-        s->stats.pointer_hits++;
-        if (clique == NO_CLIQUE)
-            reach_from_roots(s, i, word, prior_definite);
-        else
-            reach_from_clique(s, i, clique);
+    uint64_t hit_word[BATCH];
+    const uint32_t *hit_first[BATCH];
+    for (size_t base = 0; base < n; base += BATCH) {
+        size_t end = n - base < BATCH ? n : base + BATCH, hits = 0;
+        for (size_t k = base; k < end; k++) {
+            uint64_t word = words[k];
+            if (word - s->low >= s->span)
+                continue;
+            const struct region *r = s->region_count == 1 ? s->regions : find_region(s, word);
+            if (!r || word < r->start || word >= r->end)
+                continue;
+            hit_first[hits] = &r->first[(word - r->start) >> r->shift];
+            __builtin_prefetch(hit_first[hits]);
+            hit_word[hits++] = word;
+        }
+        for (size_t h = 0; h < hits; h++) {
+            __builtin_prefetch(&s->blocks[hit_first[h][0]]);
+            __builtin_prefetch(&s->state[hit_first[h][0]]);
+        }
+        for (size_t h = 0; h < hits; h++) {
+            uint32_t i = resolve(s, hit_word[h], hit_first[h][0], hit_first[h][1]);
+            if (i != NO_BLOCK)
+                mark(s, i, hit_word[h], prior_definite, clique);
+        }
     }
 }
 
@@ -290,14 +342,26 @@ static int scan_range(struct scan *s, uint64_t start, uint64_t end, bool prior_d
     return 0;
 }
 
+/* Starts loading the next block's memory (its first PREFETCH_BYTES) while
+ * this one is scanned: blocks come off the stack in no useful order. */
+static void prefetch_block(const struct scan *s, uint32_t i)
+{
+    uint64_t length = s->blocks[i].size < PREFETCH_BYTES ? s->blocks[i].size : PREFETCH_BYTES;
+    const char *ahead = length ? s->memory->view(s->memory->context, s->blocks[i].start, length) : NULL;
+    for (uint64_t at = 0; ahead && at < length; at += 64)
+        __builtin_prefetch(ahead + at);
+}
+
 static int process_stack(struct scan *s, uint32_t clique)
 {
     while (s->top > 0) {
         uint32_t i = s->stack[--s->top];
-        s->pending[i] = 0;
+        if (s->top > 0 && s->memory->view)
+            prefetch_block(s, s->stack[s->top - 1]);
+        s->state[i] &= (uint8_t)~PENDING;
         bool prior_definite = s->state[i] != POSSIBLE;
-        s->stats.block_bytes += s->size[i];
-        if (scan_range(s, s->start[i], s->start[i] + s->size[i], prior_definite, clique) < 0)
+        s->stats.block_bytes += s->blocks[i].size;
+        if (scan_range(s, s->blocks[i].start, s->blocks[i].start + s->blocks[i].size, prior_definite, clique) < 0)
             return -1;
     }
     return 0;
@@ -320,7 +384,7 @@ static int mark_from_roots(struct scan *s, const struct leakscan_image *image)
 static int gather_cliques(struct scan *s)
 {
     for (uint32_t i = 0; i < s->count; i++) {
-        if (s->state[i] != UNREACHED)
+        if (STATE(s, i) != UNREACHED)
             continue;
         push(s, i);
         if (process_stack(s, i) < 0)
@@ -355,27 +419,25 @@ void leakscan_sum(const struct leakscan_block *blocks, size_t block_count, struc
 
 static void free_scan(struct scan *s)
 {
-    free(s->start);
-    free(s->size);
+    free(s->blocks);
     free(s->order);
     free(s->state);
-    free(s->pending);
     free(s->stack);
-    free(s->slots);
+    for (size_t r = 0; r < s->region_count; r++)
+        free(s->regions[r].first);
+    free(s->regions);
     free(s->buffer);
 }
 
 static int alloc_scan(struct scan *s, size_t count, char *err, size_t err_size)
 {
     size_t n = count ? count : 1;
-    s->start = malloc(n * sizeof *s->start);
-    s->size = malloc(n * sizeof *s->size);
+    s->blocks = malloc(n * sizeof *s->blocks);
     s->order = malloc(n * sizeof *s->order);
     s->state = calloc(n, 1);
-    s->pending = calloc(n, 1);
     s->stack = malloc(n * sizeof *s->stack);
     s->buffer = malloc(CHUNK_BYTES);
-    if (s->start && s->size && s->order && s->state && s->pending && s->stack && s->buffer)
+    if (s->blocks && s->order && s->state && s->stack && s->buffer)
         return 0;
     set_error(err, err_size, "leak scan: out of memory for %zu blocks", count);
     return -1;
@@ -391,7 +453,7 @@ int leakscan_classify(const struct leakscan_image *image, struct leakscan_block 
     struct scan s = {.memory = &image->memory, .count = block_count};
     int rc = -1;
     if (alloc_scan(&s, block_count, err, err_size) < 0 || build_sorted(&s, blocks, err, err_size) < 0 ||
-        build_page_hash(&s, err, err_size) < 0)
+        build_regions(&s, err, err_size) < 0)
         goto out;
     if (mark_from_roots(&s, image) < 0 || gather_cliques(&s) < 0) {
         set_error(err, err_size, "leak scan: the target's memory could not be read any more (did it exit?)");

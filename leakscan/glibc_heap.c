@@ -184,37 +184,41 @@ static int refuse(struct walk *w, const char *what, uint64_t chunk, uint64_t siz
 }
 
 /* Walks the chunks of [first, end) up to top (or a fencepost), pushing
- * in-use ones. non_main: chunks of a non-main arena. */
+ * in-use ones. non_main: chunks of a non-main arena. The range is in a
+ * snapshot: words are read in place. */
 static int walk_chunks(struct walk *w, uint64_t first, uint64_t end, uint64_t top, bool non_main)
 {
+    const uint8_t *base = leakscan_target_view(w->target, first, end - first);
+    if (!base)
+        return refuse(w, "is in a heap that could not be read", first, 0);
+#define WORD(address) (*(const uint64_t *)(base + ((address) - first)))
     uint64_t p = first, prev_size = 0;
     bool first_chunk = true;
     while (p != top) {
         if (p + 16 > end)
             return refuse(w, "runs past the end of its heap", p, 0);
-        uint64_t field = word_at(w->target, p + 8), size = field & ~(uint64_t)SIZE_BITS;
-        if (non_main && size == 16 && (field & PREV_INUSE) && (word_at(w->target, p + 24) & ~7ull) == 0)
+        uint64_t field = WORD(p + 8), size = field & ~(uint64_t)SIZE_BITS;
+        if (non_main && size == 16 && (field & PREV_INUSE) && p + 32 <= end && (WORD(p + 24) & ~7ull) == 0)
             return 0; /* fencepost at the end of an old heap */
         if (size < MINSIZE || size % 16 || (field & IS_MMAPPED) || size > end - p)
             return refuse(w, "has an impossible size", p, field);
         if (!non_main && (field & NON_MAIN_ARENA))
             return refuse(w, "claims a non-main arena inside the main heap", p, field);
-        if (!(field & PREV_INUSE) && (first_chunk || word_at(w->target, p) != prev_size))
+        if (!(field & PREV_INUSE) && (first_chunk || WORD(p) != prev_size))
             return refuse(w, "says its predecessor is free but prev_size disagrees", p, field);
         uint64_t next = p + size;
-        if (next + 16 > end && next != top)
+        if (top == 0 && next == end)
+            return 0; /* the last chunk (top) of a heap whose arena is unknown */
+        if (next + 16 > end)
             return refuse(w, "is followed by no chunk header", p, field);
-        if (word_at(w->target, next + 8) & PREV_INUSE) {
-            if (push_block(w, p + 16, size - 8) < 0)
-                return -1;
-        }
+        if ((WORD(next + 8) & PREV_INUSE) && push_block(w, p + 16, size - 8) < 0)
+            return -1;
         prev_size = size;
         first_chunk = false;
         p = next;
-        if (top == 0 && p == end)
-            return 0;
     }
-    uint64_t top_size = word_at(w->target, top + 8) & ~(uint64_t)SIZE_BITS;
+    uint64_t top_size = WORD(top + 8) & ~(uint64_t)SIZE_BITS;
+#undef WORD
     if (top_size % 16 || top_size > end - top)
         return refuse(w, "(the top chunk) has an impossible size", top, top_size);
     return 0;
@@ -383,6 +387,17 @@ static int compare_blocks(const void *a, const void *b)
     return compare_u64(&((const struct leakscan_block *)a)->address, &((const struct leakscan_block *)b)->address);
 }
 
+/* The walk finds the blocks in address order within each heap. */
+static void sort_blocks(struct walk *w)
+{
+    for (size_t i = 1; i < w->count; i++) {
+        if (w->blocks[i - 1].address > w->blocks[i].address) {
+            qsort(w->blocks, w->count, sizeof *w->blocks, compare_blocks);
+            return;
+        }
+    }
+}
+
 static bool is_block_start(const struct walk *w, uint64_t mem)
 {
     struct leakscan_block key = {.address = mem};
@@ -393,7 +408,7 @@ static bool is_block_start(const struct walk *w, uint64_t mem)
  * fs_base, holding the user address of a 0x290 chunk that validates. */
 static int collect_tcaches(struct walk *w, const pid_t *tids, size_t tid_count)
 {
-    qsort(w->blocks, w->count, sizeof *w->blocks, compare_blocks);
+    sort_blocks(w);
     for (size_t t = 0; t < tid_count; t++) {
         struct user_regs_struct regs;
         if (ptrace(PTRACE_GETREGS, tids[t], NULL, &regs) < 0 || regs.fs_base < TCACHE_TLS_WINDOW)
@@ -418,7 +433,6 @@ static int collect_tcaches(struct walk *w, const pid_t *tids, size_t tid_count)
  * structures. Both lists sorted. */
 static void drop_free_blocks(struct walk *w)
 {
-    qsort(w->blocks, w->count, sizeof *w->blocks, compare_blocks);
     qsort(w->free_mems, w->free_count, sizeof *w->free_mems, compare_u64);
     size_t out = 0, f = 0;
     for (size_t i = 0; i < w->count; i++) {
@@ -443,19 +457,18 @@ static int check_arena_unlocked(struct walk *w, uint64_t arena)
     return -1;
 }
 
-int leakscan_walk_glibc_heap(pid_t pid, const pid_t *tids, size_t tid_count, struct leakscan_heap *heap, char *err,
-                             size_t err_size)
+int leakscan_walk_glibc_heap(struct leakscan_target *target, const pid_t *tids, size_t tid_count,
+                             struct leakscan_heap *heap, char *err, size_t err_size)
 {
     memset(heap, 0, sizeof *heap);
-    struct leakscan_target target;
-    leakscan_target_open(&target, pid);
-    struct walk w = {.target = &target, .err = err, .err_size = err_size};
+    pid_t pid = target->pid;
+    struct walk w = {.target = target, .err = err, .err_size = err_size};
     int rc = -1;
     if (proc_maps_read(pid, &w.maps) < 0) {
         set_error(err, err_size, "cannot read /proc/%d/maps: %s", (int)pid, strerror(errno));
         goto out;
     }
-    uint64_t main_arena = leakscan_find_main_arena(&target, &w.maps);
+    uint64_t main_arena = leakscan_find_main_arena(target, &w.maps);
     size_t mmapped = 0;
     if (main_arena && (check_arena_unlocked(&w, main_arena) < 0 || note_arena(&w, main_arena) < 0))
         goto out;
@@ -480,7 +493,6 @@ out:
     free(w.free_mems);
     free(w.arenas);
     proc_maps_free(&w.maps);
-    leakscan_target_close(&target);
     return rc;
 }
 

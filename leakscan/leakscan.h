@@ -148,6 +148,7 @@ void leakscan_detach(struct leakscan_stopped *stopped);
  * header is validated; free chunks in fastbins and tcache bins and the
  * tcache_perthread_struct chunks are left out. Sizes are usable sizes.
  */
+struct leakscan_target;
 struct leakscan_heap {
     struct leakscan_block *blocks; /* in-use user blocks, by address */
     size_t block_count;
@@ -159,8 +160,8 @@ struct leakscan_heap {
 /* tids: the stopped threads (their TLS tells which chunks are tcache
  * structures). Returns 0, or -1 with a message saying which header did not
  * validate (the caller then refuses to guess). */
-int leakscan_walk_glibc_heap(pid_t pid, const pid_t *tids, size_t tid_count, struct leakscan_heap *heap, char *err,
-                             size_t err_size);
+int leakscan_walk_glibc_heap(struct leakscan_target *target, const pid_t *tids, size_t tid_count,
+                             struct leakscan_heap *heap, char *err, size_t err_size);
 void leakscan_heap_free(struct leakscan_heap *heap);
 
 /*
@@ -190,6 +191,12 @@ int leakscan_target_snapshot(struct leakscan_target *target, uint64_t start, uin
 /* leakscan_memory callbacks; context is a struct leakscan_target. */
 int leakscan_target_read(void *context, uint64_t address, void *buffer, size_t length);
 const void *leakscan_target_view(void *context, uint64_t address, size_t length);
+
+/* leakscan_process_ex reading through target, whose snapshots (taken by
+ * the heap walk) are reused instead of read again. */
+int leakscan_process_target(struct leakscan_target *target, const pid_t *tids, size_t tid_count,
+                            struct leakscan_block *blocks, size_t block_count, struct leakscan_totals *totals,
+                            struct leakscan_stats *stats, char *err, size_t err_size);
 
 /* glibc's main_arena in the process: found by its contents (every empty bin
  * points at itself, next/system_mem/attached_threads consistent) in the

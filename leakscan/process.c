@@ -23,6 +23,9 @@
 #define VTABLE_MAX_CHECK 20u    /* memcheck's limit */
 #define TCB_SEARCH (64u << 10)   /* a thread's TCB is this close to its stack's top */
 #define DEAD_TLS_BELOW 1024u     /* libc's own TLS (and small __thread data) below it */
+#define SPARSE_MAPPING (1ull << 30)   /* above this, only present pages are scanned */
+#define RESERVATION (256ull << 30)    /* above this, an anonymous mapping is a reservation
+                                       * (sanitizer shadow, runtime heaps): not scanned */
 
 static void set_error(char *err, size_t err_size, const char *format, ...)
 {
@@ -257,6 +260,7 @@ static const void *context_view(void *context, uint64_t address, size_t length)
 
 struct scan_plan {
     struct proc_maps maps;
+    uint64_t *resident; /* per mapping: Rss + Swap bytes (UINT64_MAX: unknown) */
     struct roots roots;
     struct leakscan_range *extents;
     size_t extent_count;
@@ -306,6 +310,68 @@ static uint64_t dead_thread_floor(const struct proc_maps *maps, size_t i, struct
     return floor;
 }
 
+/* Rss + Swap of every mapping, from /proc/PID/smaps: a mapping never
+ * touched holds only zeros and is skipped. */
+static void read_resident(pid_t pid, const struct proc_maps *maps, uint64_t *resident)
+{
+    for (size_t i = 0; i < maps->count; i++)
+        resident[i] = UINT64_MAX;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/smaps", (int)pid);
+    FILE *smaps = fopen(path, "re");
+    if (!smaps)
+        return;
+    char line[4096];
+    size_t current = maps->count;
+    while (fgets(line, sizeof line, smaps)) {
+        uint64_t start, end, kib;
+        if (sscanf(line, "%" SCNx64 "-%" SCNx64 " ", &start, &end) == 2 && strchr(line, ' ')) {
+            const struct proc_map *map = proc_maps_find(maps, start);
+            current = map && map->start == start ? (size_t)(map - maps->maps) : maps->count;
+            if (current < maps->count)
+                resident[current] = 0;
+        } else if (current < maps->count &&
+                   (sscanf(line, "Rss: %" SCNu64 " kB", &kib) == 1 || sscanf(line, "Swap: %" SCNu64 " kB", &kib) == 1)) {
+            resident[current] += kib * 1024;
+        }
+    }
+    fclose(smaps);
+}
+
+/* Adds the present (or swapped) pages of [start, end) as roots, found in
+ * /proc/PID/pagemap (bit 63 present, bit 62 swapped). */
+static int add_present_pages(struct roots *r, pid_t pid, uint64_t start, uint64_t end)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/pagemap", (int)pid);
+    FILE *pagemap = fopen(path, "re");
+    if (!pagemap)
+        return add_range(r, start, end);
+    uint64_t run_start = 0, entries[512];
+    int rc = 0;
+    for (uint64_t page = start; page < end && rc == 0;) {
+        size_t n = (size_t)((end - page) / 4096 < 512 ? (end - page) / 4096 : 512);
+        if (fseeko(pagemap, (off_t)(page / 4096 * 8), SEEK_SET) != 0 || fread(entries, 8, n, pagemap) != n) {
+            rc = add_range(r, run_start ? run_start : page, end);
+            run_start = 0;
+            break;
+        }
+        for (size_t k = 0; k < n && rc == 0; k++, page += 4096) {
+            bool present = entries[k] >> 62;
+            if (present && !run_start)
+                run_start = page;
+            else if (!present && run_start) {
+                rc = add_range(r, run_start, page);
+                run_start = 0;
+            }
+        }
+    }
+    if (run_start && rc == 0)
+        rc = add_range(r, run_start, end);
+    fclose(pagemap);
+    return rc;
+}
+
 static int add_mapping_roots(struct scan_plan *plan, struct leakscan_target *target)
 {
     for (size_t i = 0; i < plan->maps.count; i++) {
@@ -316,10 +382,15 @@ static int add_mapping_roots(struct scan_plan *plan, struct leakscan_target *tar
             continue; /* a heap: only its reached blocks are scanned */
         if (is_arena_heap(target, map))
             continue;
+        uint64_t size = map->end - map->start, resident = plan->resident[i];
+        if (resident == 0 || (is_anonymous(map->path) && size > RESERVATION))
+            continue;
         uint64_t floor = stack_floor(plan, map);
         if (!floor)
             floor = dead_thread_floor(&plan->maps, i, target);
-        if (add_range(&plan->roots, floor ? floor : map->start, map->end) < 0)
+        int rc = size > SPARSE_MAPPING && !floor ? add_present_pages(&plan->roots, target->pid, map->start, map->end)
+                                                 : add_range(&plan->roots, floor ? floor : map->start, map->end);
+        if (rc < 0)
             return -1;
     }
     return 0;
@@ -398,8 +469,10 @@ static int plan_scan(struct scan_plan *plan, struct leakscan_target *target, con
     plan->extent_count = block_count;
     plan->threads = calloc(tid_count ? tid_count : 1, sizeof *plan->threads);
     plan->thread_count = tid_count;
-    if (!plan->extents || !plan->threads)
+    plan->resident = malloc((plan->maps.count ? plan->maps.count : 1) * sizeof *plan->resident);
+    if (!plan->extents || !plan->threads || !plan->resident)
         goto out_of_memory;
+    read_resident(target->pid, &plan->maps, plan->resident);
     for (size_t t = 0; t < tid_count; t++)
         if (read_registers(tids[t], &plan->roots, &plan->threads[t], err, err_size) < 0)
             return -1;
@@ -422,18 +495,17 @@ static void free_plan(struct scan_plan *plan)
     free(plan->roots.words);
     free(plan->extents);
     free(plan->threads);
+    free(plan->resident);
 }
 
-int leakscan_process_ex(pid_t pid, const pid_t *tids, size_t tid_count, struct leakscan_block *blocks,
-                        size_t block_count, struct leakscan_totals *totals, struct leakscan_stats *stats,
-                        char *err, size_t err_size)
+int leakscan_process_target(struct leakscan_target *target, const pid_t *tids, size_t tid_count,
+                            struct leakscan_block *blocks, size_t block_count, struct leakscan_totals *totals,
+                            struct leakscan_stats *stats, char *err, size_t err_size)
 {
-    struct leakscan_target target;
-    leakscan_target_open(&target, pid);
     struct scan_plan plan = {0};
-    int rc = plan_scan(&plan, &target, tids, tid_count, blocks, block_count, err, err_size);
+    int rc = plan_scan(&plan, target, tids, tid_count, blocks, block_count, err, err_size);
     if (rc == 0) {
-        struct vtable_context context = {&target, &plan.maps};
+        struct vtable_context context = {target, &plan.maps};
         struct leakscan_image image = {
             .memory = {.read = context_read, .view = context_view, .is_vtable = is_vtable, .context = &context},
             .roots = plan.roots.ranges,
@@ -444,6 +516,16 @@ int leakscan_process_ex(pid_t pid, const pid_t *tids, size_t tid_count, struct l
         rc = leakscan_classify(&image, blocks, block_count, totals, stats, err, err_size);
     }
     free_plan(&plan);
+    return rc;
+}
+
+int leakscan_process_ex(pid_t pid, const pid_t *tids, size_t tid_count, struct leakscan_block *blocks,
+                        size_t block_count, struct leakscan_totals *totals, struct leakscan_stats *stats,
+                        char *err, size_t err_size)
+{
+    struct leakscan_target target;
+    leakscan_target_open(&target, pid);
+    int rc = leakscan_process_target(&target, tids, tid_count, blocks, block_count, totals, stats, err, err_size);
     leakscan_target_close(&target);
     return rc;
 }

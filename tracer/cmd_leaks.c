@@ -38,13 +38,21 @@ struct leaks_result {
     struct leakscan_stats stats;
     uint8_t (*previews)[PREVIEW_BYTES]; /* per block; only leaked ones are read */
     size_t thread_count;
-    double walk_seconds, scan_seconds;
+    double walk_seconds, scan_seconds;         /* wall clock */
+    double walk_cpu_seconds, scan_cpu_seconds; /* this process's CPU time (a busy machine inflates wall time) */
 };
 
 static double now_seconds(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static double cpu_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
@@ -114,19 +122,26 @@ static int read_previews(pid_t pid, struct leaks_result *result)
     return 0;
 }
 
-/* The work done with the process stopped. */
+/* The work done with the process stopped. The heap walk's snapshots of
+ * the heaps serve the scan too. */
 static int scan_stopped(const struct leakscan_stopped *stopped, struct leaks_result *result, char *err,
                         size_t err_size)
 {
-    double start = now_seconds();
-    if (leakscan_walk_glibc_heap(stopped->pid, stopped->tids, stopped->tid_count, &result->heap, err, err_size) < 0)
-        return -1;
-    double walked = now_seconds();
-    if (leakscan_process_ex(stopped->pid, stopped->tids, stopped->tid_count, result->heap.blocks,
-                            result->heap.block_count, &result->totals, &result->stats, err, err_size) < 0)
+    struct leakscan_target target;
+    leakscan_target_open(&target, stopped->pid);
+    double start = now_seconds(), start_cpu = cpu_seconds();
+    int rc = leakscan_walk_glibc_heap(&target, stopped->tids, stopped->tid_count, &result->heap, err, err_size);
+    double walked = now_seconds(), walked_cpu = cpu_seconds();
+    if (rc == 0)
+        rc = leakscan_process_target(&target, stopped->tids, stopped->tid_count, result->heap.blocks,
+                                     result->heap.block_count, &result->totals, &result->stats, err, err_size);
+    leakscan_target_close(&target);
+    if (rc < 0)
         return -1;
     result->walk_seconds = walked - start;
     result->scan_seconds = now_seconds() - walked;
+    result->walk_cpu_seconds = walked_cpu - start_cpu;
+    result->scan_cpu_seconds = cpu_seconds() - walked_cpu;
     result->thread_count = stopped->tid_count;
     if (read_previews(stopped->pid, result) < 0) {
         snprintf(err, err_size, "out of memory for the previews of %zu blocks", result->heap.block_count);
@@ -155,10 +170,10 @@ static size_t preview_length(const struct leakscan_block *b)
     return b->size < PREVIEW_BYTES ? (size_t)b->size : PREVIEW_BYTES;
 }
 
-static double scan_rate(const struct leaks_result *r)
+static double scan_rate(const struct leaks_result *r, double seconds)
 {
     uint64_t bytes = r->stats.root_bytes + r->stats.block_bytes;
-    return r->scan_seconds > 0 ? (double)bytes / r->scan_seconds / 1e9 : 0.0;
+    return seconds > 0 ? (double)bytes / seconds / 1e9 : 0.0;
 }
 
 static void print_text(const struct leaks_options *options, const struct leaks_result *r)
@@ -187,10 +202,10 @@ static void print_text(const struct leaks_options *options, const struct leaks_r
         printf("  0x%016" PRIx64 " %10" PRIu64 "  %-16s %s  |%s|\n", b->address, b->size, labels[b->category], hex,
                ascii);
     }
-    printf("\n(sizes are usable sizes: glibc rounds requests up; scanned %.1f MiB in %.3f s, %.2f GB/s; "
-           "heap walk %.3f s)\n",
-           (double)(r->stats.root_bytes + r->stats.block_bytes) / (1 << 20), r->scan_seconds, scan_rate(r),
-           r->walk_seconds);
+    printf("\n(sizes are usable sizes: glibc rounds requests up; scanned %.1f MiB in %.3f s, %.2f GB/s "
+           "(CPU %.3f s); heap walk %.3f s)\n",
+           (double)(r->stats.root_bytes + r->stats.block_bytes) / (1 << 20), r->scan_seconds,
+           scan_rate(r, r->scan_seconds), r->scan_cpu_seconds, r->walk_seconds);
 }
 
 static void print_json(const struct leaks_options *options, const struct leaks_result *r)
@@ -238,7 +253,10 @@ static void print_json(const struct leaks_options *options, const struct leaks_r
     json_member_uint(&json, "block_bytes", r->stats.block_bytes);
     json_member_double(&json, "heap_walk_seconds", r->walk_seconds);
     json_member_double(&json, "scan_seconds", r->scan_seconds);
-    json_member_double(&json, "scan_gb_per_second", scan_rate(r));
+    json_member_double(&json, "scan_gb_per_second", scan_rate(r, r->scan_seconds));
+    json_member_double(&json, "heap_walk_cpu_seconds", r->walk_cpu_seconds);
+    json_member_double(&json, "scan_cpu_seconds", r->scan_cpu_seconds);
+    json_member_double(&json, "scan_gb_per_cpu_second", scan_rate(r, r->scan_cpu_seconds));
     json_object_end(&json);
     json_object_end(&json);
 }

@@ -1,0 +1,60 @@
+#!/bin/sh
+# Leak-scan benchmark (not a timed test). From the repository root:
+#   sh bench/leakscan/run.sh [BLOCKS [SIZE]]      default 4000000 x 256 (1 GiB)
+# 1. memslope leaks PID on heap_graph's ~1 GiB heap: heap walk and scan time,
+#    scan rate (bytes scanned / scan seconds).
+# 2. The same at 1/64 of the size, and memcheck's leak check on that small
+#    heap: (valgrind --leak-check=full) - (valgrind --leak-check=no) run time.
+set -eu
+cd "$(dirname "$0")/../.."
+MEMSLOPE=${MEMSLOPE:-build/bin/memslope}
+BLOCKS=${1:-4000000}
+SIZE=${2:-256}
+OUT=${TMPDIR:-/tmp}/memslope-bench-leakscan
+mkdir -p "$OUT"
+cc -O2 -o "$OUT/heap_graph" bench/leakscan/heap_graph.c
+
+# scan BLOCKS SIZE: starts heap_graph, scans it with memslope leaks, prints
+# the figures, releases it.
+scan() {
+    rm -f "$OUT/in"
+    mkfifo "$OUT/in"
+    "$OUT/heap_graph" "$1" "$2" wait <"$OUT/in" >"$OUT/ready" &
+    child=$!
+    exec 3>"$OUT/in"
+    while ! grep -q ready "$OUT/ready" 2>/dev/null; do sleep 0.2; done
+    rss=$(awk '/^VmRSS/{print $2}' "/proc/$child/status")
+    start=$(date +%s.%N)
+    "$MEMSLOPE" leaks --format json "$child" >"$OUT/leaks.json"
+    end=$(date +%s.%N)
+    exec 3>&-
+    wait "$child"
+    python3 - "$OUT/leaks.json" "$1" "$2" "$rss" "$start" "$end" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); s = d["scan"]
+blocks, size, rss = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+wall = float(sys.argv[6]) - float(sys.argv[5])
+scanned = s["root_bytes"] + s["block_bytes"]
+print("heap_graph %d x %d B (RSS %.0f MiB): %d heap blocks found" % (blocks, size, rss / 1024, s["heap_blocks"]))
+print("  heap walk %.3f s, scan %.3f s of %.1f MiB (roots %.1f MiB, blocks %.1f MiB): %.2f GB/s; whole command %.3f s"
+      % (s["heap_walk_seconds"], s["scan_seconds"], scanned / 2**20, s["root_bytes"] / 2**20,
+         s["block_bytes"] / 2**20, s["scan_gb_per_second"], wall))
+print("  categories: " + ", ".join("%s %d blocks" % (k, v["blocks"]) for k, v in d["leaks"].items()))
+PY
+}
+
+echo "== memslope leaks, full size"
+scan "$BLOCKS" "$SIZE"
+SMALL=$((BLOCKS / 64))
+echo "== memslope leaks, 1/64 size"
+scan "$SMALL" "$SIZE"
+if command -v valgrind >/dev/null 2>&1; then
+    echo "== memcheck, 1/64 size (leak check time = full - no)"
+    t0=$(date +%s.%N)
+    valgrind -q --leak-check=no "$OUT/heap_graph" "$SMALL" "$SIZE" exit >/dev/null 2>&1
+    t1=$(date +%s.%N)
+    valgrind --leak-check=full --log-file="$OUT/vg.log" "$OUT/heap_graph" "$SMALL" "$SIZE" exit >/dev/null 2>&1
+    t2=$(date +%s.%N)
+    python3 -c "import sys; a,b,c=map(float,sys.argv[1:]); print('  valgrind --leak-check=no %.2f s, full %.2f s: leak check about %.2f s' % (b-a, c-b, (c-b)-(b-a)))" "$t0" "$t1" "$t2"
+    grep -E "definitely lost:|indirectly lost:|possibly lost:|still reachable:" "$OUT/vg.log" | sed 's/==[0-9]*== */  memcheck /'
+fi
