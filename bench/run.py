@@ -491,9 +491,11 @@ def main():
         for name, _, _ in configs:
             w = statistics.median(r["wall"] for r in res[name])
             c = statistics.median(r["cpu"] for r in res[name])
+            paired = statistics.median(r["wall"] / p["wall"] for r, p in zip(res[name], res["plain"]))
             tr["configs"][name] = {
                 "walls": [r["wall"] for r in res[name]], "cpus": [r["cpu"] for r in res[name]],
                 "wall": w, "cpu": c, "wall_ratio": w / pw, "cpu_ratio": c / pc,
+                "paired_wall_ratio": paired,
                 "trace_bytes": res[name][-1]["trace_bytes"],
                 "maxrss_tree_kib": max(r["maxrss_kib"] for r in res[name])}
         results["threads"][threads] = tr
@@ -507,18 +509,19 @@ def main():
     # --- summary ---
     print()
     print("=" * 100)
-    print("Overhead, median of %d rounds in turns; ratios are median / median of plain" % args.rounds)
+    print("Overhead, median of %d rounds in turns; x plain = median / median of plain;" % args.rounds)
+    print("paired = median over rounds of (this run's wall / the same round's plain wall)")
     print("(wall = elapsed; cpu = user+sys of the whole process tree; tracer rss = peak of the")
     print(" tracer's own processes, target rss = the benchmark's, both VmHWM polled in one extra run)")
     for threads, tr in results["threads"].items():
         print()
         print("threads=%d, %d ops/thread" % (threads, args.ops))
-        print("  %-14s %9s %8s %9s %8s %12s %12s %12s" % ("", "wall s", "x plain", "cpu s", "x plain",
-                                                           "trace", "tracer rss", "target rss"))
+        print("  %-14s %9s %8s %8s %9s %8s %12s %12s %12s" % ("", "wall s", "x plain", "paired", "cpu s",
+                                                                "x plain", "trace", "tracer rss", "target rss"))
         for name, c in tr["configs"].items():
             r = tr["rss"].get(name, {})
-            print("  %-14s %9.3f %8.2f %9.3f %8.2f %12s %12s %12s"
-                  % (name, c["wall"], c["wall_ratio"], c["cpu"], c["cpu_ratio"],
+            print("  %-14s %9.3f %8.2f %8.2f %9.3f %8.2f %12s %12s %12s"
+                  % (name, c["wall"], c["wall_ratio"], c["paired_wall_ratio"], c["cpu"], c["cpu_ratio"],
                      fmt_bytes(c["trace_bytes"]) if name != "plain" else "-",
                      fmt_bytes(r.get("tracer_kib", 0) * 1024) if name != "plain" else "-",
                      fmt_bytes(r.get("target_kib", 0) * 1024)))
