@@ -477,6 +477,13 @@ int leakscan_walk_glibc_heap(struct leakscan_target *target, const pid_t *tids, 
     for (size_t i = 0; i < w.arena_count; i++)
         if (check_arena_unlocked(&w, w.arenas[i]) < 0)
             goto out;
+    if (!main_arena && w.count == 0) {
+        set_error(err, err_size,
+                  "no glibc malloc heap found in process %d (it uses another allocator, is statically linked "
+                  "with a libc memslope does not know, or never called malloc)",
+                  (int)pid);
+        goto out;
+    }
     collect_tcaches(&w, tids, tid_count);
     drop_free_blocks(&w);
     heap->blocks = w.blocks;
