@@ -90,9 +90,14 @@ static struct leakscan_range *sorted_extents(const struct leakscan_block *blocks
     struct leakscan_range *extents = malloc((count ? count : 1) * sizeof *extents);
     if (!extents)
         return NULL;
-    for (size_t i = 0; i < count; i++)
+    bool sorted = true;
+    for (size_t i = 0; i < count; i++) {
         extents[i] = (struct leakscan_range){blocks[i].address, blocks[i].address + (blocks[i].size ? blocks[i].size : 1)};
-    qsort(extents, count, sizeof *extents, compare_ranges);
+        if (i > 0 && extents[i - 1].start > extents[i].start)
+            sorted = false;
+    }
+    if (!sorted)
+        qsort(extents, count, sizeof *extents, compare_ranges);
     return extents;
 }
 
