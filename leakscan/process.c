@@ -462,10 +462,33 @@ static void snapshot_heaps(struct scan_plan *plan, struct leakscan_target *targe
     }
 }
 
+/* At an exit_group the thread-group leader may be past releasing its
+ * memory while other threads still have it: its /proc/PID/maps is then
+ * empty and process_vm_readv on its pid fails. Any thread id works for
+ * both, so the reads go through the first thread that still has the
+ * memory. */
+static int read_maps_of_a_live_thread(struct scan_plan *plan, struct leakscan_target *target, const pid_t *tids,
+                                      size_t tid_count)
+{
+    int rc = proc_maps_read(target->pid, &plan->maps);
+    for (size_t t = 0; t < tid_count && (rc < 0 || plan->maps.count == 0); t++) {
+        if (rc == 0)
+            proc_maps_free(&plan->maps);
+        rc = proc_maps_read(tids[t], &plan->maps);
+        if (rc == 0 && plan->maps.count > 0)
+            target->pid = tids[t];
+    }
+    if (rc == 0 && plan->maps.count == 0) {
+        errno = ESRCH;
+        return -1;
+    }
+    return rc;
+}
+
 static int plan_scan(struct scan_plan *plan, struct leakscan_target *target, const pid_t *tids, size_t tid_count,
                      const struct leakscan_block *blocks, size_t block_count, char *err, size_t err_size)
 {
-    if (proc_maps_read(target->pid, &plan->maps) < 0) {
+    if (read_maps_of_a_live_thread(plan, target, tids, tid_count) < 0) {
         set_error(err, err_size, "leak scan: cannot read /proc/%d/maps: %s (did the process exit?)",
                   (int)target->pid, strerror(errno));
         return -1;
