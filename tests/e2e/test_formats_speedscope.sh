@@ -129,4 +129,35 @@ if "$PY" "$WORK/check_growth.py" "$WORK/growth.speedscope.json" "$GROWTH_KNOWN";
 else
     expect_eq "speedscope growth_cases checks" ok failed
 fi
+# speedscope itself, when installed (npm install -g speedscope, or SPEEDSCOPE_DIR
+# pointing at the package): the document against its schema file, and its
+# importer in headless Chromium.
+SPEEDSCOPE_DIR=${SPEEDSCOPE_DIR:-$(npm root -g 2>/dev/null)/speedscope}
+SCHEMA=$SPEEDSCOPE_DIR/dist/release/file-format-schema.json
+if [ -f "$SCHEMA" ] && "$PY" -c 'import jsonschema' 2>/dev/null; then
+    for doc in demo growth; do
+        "$PY" -c 'import json, sys, jsonschema; jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))' \
+            "$WORK/$doc.speedscope.json" "$SCHEMA" >"$WORK/schema.err" 2>&1
+        expect_eq "$doc: valid against speedscope's file-format-schema.json" 0 $?
+        [ -s "$WORK/schema.err" ] && tail -n 5 "$WORK/schema.err"
+    done
+else
+    log "(speedscope's schema or python3-jsonschema not installed: the schema itself not applied)"
+fi
+CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
+if [ -f "$SPEEDSCOPE_DIR/dist/release/index.html" ] && [ -n "$CHROMIUM" ]; then
+    # What `speedscope FILE` does: a script that hands the file to the page.
+    "$PY" -c 'import base64, json, sys; print("speedscope.loadFileFromBase64(%s, %s)" % (json.dumps("growth.speedscope.json"), json.dumps(base64.b64encode(open(sys.argv[1], "rb").read()).decode())))' \
+        "$WORK/growth.speedscope.json" >"$WORK/load.js"
+    timeout -k 5 90 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+        --disable-background-networking --disable-component-update --disable-sync \
+        --user-data-dir="$(mktemp -d "$WORK/profile.XXXXXX")" --enable-logging=stderr --v=0 \
+        --allow-file-access-from-files --virtual-time-budget=5000 --dump-dom \
+        "file://$SPEEDSCOPE_DIR/dist/release/index.html#localProfilePath=$WORK/load.js" >"$WORK/speedscope.dom" 2>"$WORK/speedscope.log"
+    expect_match "speedscope imported it" 'Importing as speedscope json file' "$WORK/speedscope.log"
+    expect_no_match "speedscope had no trouble" 'Failed to load|Uncaught' "$WORK/speedscope.log"
+    expect_match "speedscope shows the first profile" '(growth per iteration|leaked)' "$WORK/speedscope.dom"
+else
+    log "(speedscope or chromium not installed: not loaded into speedscope)"
+fi
 finish
