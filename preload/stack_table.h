@@ -23,12 +23,11 @@
 /* Hash of a frame array; never 0 (0 marks an empty entry). */
 static inline uint64_t stack_hash(const uint64_t *frames, uint32_t depth)
 {
+    /* FNV-1a over whole frames: two operations a frame on the hot path;
+     * the finaliser below spreads the high bits into the index bits. */
     uint64_t hash = 0x8f1bbcdcbfa53e0bull ^ depth;
-    for (uint32_t i = 0; i < depth; i++) {
-        hash ^= frames[i];
-        hash *= 0x9e3779b97f4a7c15ull;
-        hash ^= hash >> 32;
-    }
+    for (uint32_t i = 0; i < depth; i++)
+        hash = (hash ^ frames[i]) * 0x100000001b3ull;
     /* murmur3 finaliser: the low bits index the table */
     hash ^= hash >> 33;
     hash *= 0xff51afd7ed558ccdull;
