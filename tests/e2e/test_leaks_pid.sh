@@ -79,6 +79,14 @@ for f in $FIXTURES_USED; do
         _mismatch "$f: lost bytes $def_bytes/$ind_bytes below the requested $1/$2"
     leaked=$(jget "$WORK/$f.json" 'len(d["blocks"])')
     expect_eq "$f: leaked blocks listed" "$(( $(category "$WORK/$f.json" definitely_lost blocks) + $(category "$WORK/$f.json" indirectly_lost blocks) + $(category "$WORK/$f.json" possibly_lost blocks) ))" "$leaked"
+    if [ "$f" = leak_wait ]; then
+        log "\$ memslope leaks $PID"
+        timeout -k 5 60 "$MEMSLOPE" leaks "$PID" >"$WORK/$f.txt" 2>&1
+        expect_eq "$f: text format exit status" 0 "$?"
+        expect_match "$f: text summary" "definitely lost +[0-9]+ bytes in 8 blocks" "$WORK/$f.txt"
+        expect_match "$f: text preview of the XOR-hidden block" "definitely lost +68 69 64 64 65 6e .*\\|hidden by xor" "$WORK/$f.txt"
+        expect_match "$f: JSON preview" '"ascii": "hidden by xor' "$WORK/$f.json"
+    fi
     echo >&3
     exec 3>&-
     wait "$CHILD"
