@@ -10,14 +10,15 @@
 #include <unistd.h>
 
 #include "../tracer/commands.h"
+#include "formats.h"
 #include "report_model.h"
 #include "trace_reader.h"
 
 static const char report_usage[] =
-    "usage: memslope report FILE [--format text|json] [-o OUT]\n"
+    "usage: memslope report FILE [--format text|json|speedscope|collapsed|html|pprof] [-o OUT]\n"
     "                       [--metric growth|leaked|peak|allocated|temporary] [--case NAME]\n";
 
-enum report_format { FORMAT_TEXT, FORMAT_JSON };
+enum report_format { FORMAT_TEXT, FORMAT_JSON, FORMAT_SPEEDSCOPE, FORMAT_COLLAPSED, FORMAT_HTML, FORMAT_PPROF };
 
 struct report_options {
     const char *trace_path;
@@ -61,8 +62,16 @@ static int apply_option(struct report_options *options, const char *name, const 
             options->format = FORMAT_TEXT;
         else if (strcmp(value, "json") == 0)
             options->format = FORMAT_JSON;
+        else if (strcmp(value, "speedscope") == 0)
+            options->format = FORMAT_SPEEDSCOPE;
+        else if (strcmp(value, "collapsed") == 0)
+            options->format = FORMAT_COLLAPSED;
+        else if (strcmp(value, "html") == 0)
+            options->format = FORMAT_HTML;
+        else if (strcmp(value, "pprof") == 0)
+            options->format = FORMAT_PPROF;
         else
-            return usage_error("unknown format '%s' (valid formats: text, json)", value);
+            return usage_error("unknown format '%s' (valid formats: text, json, speedscope, collapsed, html, pprof)", value);
     } else if (strcmp(name, "--metric") == 0) {
         if (report_metric_parse(value, &options->metric) != 0)
             return usage_error("unknown metric '%s' (valid: growth, leaked, peak, allocated, temporary)", value);
@@ -189,11 +198,22 @@ static int write_report(const struct report_options *options, const struct repor
         fprintf(stderr, "memslope report: %s: cannot create: %s\n", options->output_path, strerror(errno));
         return 1;
     }
-    if (options->format == FORMAT_JSON)
-        report_write_json(report, output.file);
-    else
-        report_write_text(report, output.file);
-    return close_output(&output, options->output_path, 0) == 0 ? 0 : 1;
+    char err[512] = "";
+    int failed = 0;
+    switch (options->format) {
+    case FORMAT_JSON: report_write_json(report, output.file); break;
+    case FORMAT_TEXT: report_write_text(report, output.file); break;
+    case FORMAT_SPEEDSCOPE: failed = report_write_speedscope(report, output.file, err, sizeof err) != 0; break;
+    case FORMAT_COLLAPSED:
+        failed = report_write_collapsed(report, options->metric, output.file, err, sizeof err) != 0;
+        break;
+    case FORMAT_HTML: failed = report_write_html(report, output.file, err, sizeof err) != 0; break;
+    case FORMAT_PPROF: failed = report_write_pprof(report, output.file, err, sizeof err) != 0; break;
+    }
+    if (failed)
+        fprintf(stderr, "memslope report: %s\n", err);
+    int closed = close_output(&output, options->output_path, failed);
+    return failed || closed != 0 ? 1 : 0;
 }
 
 int cmd_report(int argc, char **argv)

@@ -4,6 +4,9 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uthash.h>
+
+#include "growth.h"
 
 int report_metric_parse(const char *name, enum report_metric *metric)
 {
@@ -38,9 +41,52 @@ int report_frame_visible(const struct trace_model_frame *frame)
     return !(frame->flags & TRACE_FRAME_ALLOCATOR);
 }
 
+static uint64_t process_iterations(const struct trace_model_process *process)
+{
+    uint64_t iterations = 0;
+    for (size_t i = 0; i < process->case_count; i++)
+        iterations += process->cases[i].iterations;
+    return iterations;
+}
+
+/* The last image of the exec chain that starts at the traced command (the
+ * image with no parent): a wrapper script execs the real program. */
+static const struct trace_model_process *exec_chain_end(const struct trace_model *model)
+{
+    const struct trace_model_process *image = NULL;
+    for (const struct trace_model_process *p = model->processes; p && !image; p = p->hh.next)
+        if (p->has_info && p->info.parent_process_id == TRACE_NONE)
+            image = p;
+    while (image && (image->info.flags & TRACE_PROC_EXECED)) {
+        const struct trace_model_process *next = NULL;
+        for (const struct trace_model_process *p = model->processes; p && !next; p = p->hh.next)
+            if (p->info.parent_process_id == image->process_id && p->info.pid == image->info.pid)
+                next = p;
+        if (!next)
+            break;
+        image = next;
+    }
+    return image;
+}
+
+/* The image that did the work: the one that marked the most iterations (or
+ * cases); else the end of the traced command's exec chain, when the shim
+ * recorded it; else the one with the most allocations. */
 const struct trace_model_process *report_primary_process(const struct trace_model *model)
 {
     const struct trace_model_process *best = NULL;
+    for (const struct trace_model_process *p = model->processes; p; p = p->hh.next) {
+        if (!p->case_count)
+            continue;
+        if (!best || process_iterations(p) > process_iterations(best) ||
+            (process_iterations(p) == process_iterations(best) && p->case_count > best->case_count))
+            best = p;
+    }
+    if (best)
+        return best;
+    const struct trace_model_process *chain_end = exec_chain_end(model);
+    if (chain_end && chain_end->info.allocations > 0)
+        return chain_end;
     for (const struct trace_model_process *p = model->processes; p; p = p->hh.next)
         if (!best || p->info.allocations > best->info.allocations)
             best = p;
@@ -49,13 +95,24 @@ const struct trace_model_process *report_primary_process(const struct trace_mode
 
 struct report_growth report_estimate_growth(const struct trace_snapshot *const *iteration_snapshots, size_t count)
 {
-    struct report_growth none = {0};
-    (void)iteration_snapshots;
-    if (count < 3)
-        return none; /* a slope needs at least three points to be told from noise */
-    /* TODO(growth estimator): warm-up detection and a Theil-Sen slope over
-     * iteration_snapshots[i]->live_bytes / live_blocks. Until then: unknown. */
-    return none;
+    struct report_growth growth = {0};
+    if (count < GROWTH_MIN_POINTS)
+        return growth; /* a slope needs at least three points to be told from noise */
+    struct growth_point *bytes = calloc(count, sizeof *bytes), *blocks = calloc(count, sizeof *blocks);
+    if (bytes && blocks) {
+        for (size_t i = 0; i < count; i++) {
+            double x = iteration_snapshots[i]->iteration ? (double)(iteration_snapshots[i]->iteration - 1) : 0.0;
+            bytes[i] = (struct growth_point){x, (double)iteration_snapshots[i]->live_bytes};
+            blocks[i] = (struct growth_point){x, (double)iteration_snapshots[i]->live_blocks};
+        }
+        struct growth_fit fit_bytes = growth_estimate(bytes, count), fit_blocks = growth_estimate(blocks, count);
+        growth.known = fit_bytes.known && fit_blocks.known;
+        growth.bytes_per_iteration = fit_bytes.slope;
+        growth.blocks_per_iteration = fit_blocks.slope;
+    }
+    free(bytes);
+    free(blocks);
+    return growth;
 }
 
 /* --- site accumulation ---------------------------------------------------------- */
@@ -192,29 +249,160 @@ static const char *process_case_name(const struct trace_model *model, const stru
     return "process";
 }
 
-/* The iteration snapshots of a case (TRACE_NONE: of any case), in order. */
-static const struct trace_snapshot **iteration_snapshots(const struct trace_model_process *process,
-                                                         uint32_t case_id, size_t *count)
+/* A case's snapshots as a growth series: x is the number of iterations
+ * completed when the snapshot was taken (the snapshot at iteration marker
+ * k has k - 1; the case's end has them all). */
+struct case_series {
+    const struct trace_snapshot *begin; /* CASE_BEGIN, or NULL (live 0 before it) */
+    const struct trace_snapshot **points;
+    double *x;
+    size_t count;
+};
+
+static int case_series_collect(const struct trace_model_process *process, uint32_t case_id, uint64_t iterations,
+                               struct case_series *series)
 {
-    const struct trace_snapshot **found = calloc(process->snapshot_count + 1, sizeof *found);
-    *count = 0;
-    for (size_t i = 0; found && i < process->snapshot_count; i++) {
+    memset(series, 0, sizeof *series);
+    series->points = calloc(process->snapshot_count + 1, sizeof *series->points);
+    series->x = calloc(process->snapshot_count + 1, sizeof *series->x);
+    if (!series->points || !series->x)
+        return -1;
+    for (size_t i = 0; i < process->snapshot_count; i++) {
         const struct trace_snapshot *s = &process->snapshots[i];
-        if (s->kind == TRACE_SNAP_ITERATION && (case_id == TRACE_NONE || s->case_id == case_id))
-            found[(*count)++] = s;
+        if (s->case_id != case_id)
+            continue;
+        if (s->kind == TRACE_SNAP_CASE_BEGIN) {
+            series->begin = s;
+        } else if (s->kind == TRACE_SNAP_ITERATION && s->iteration > 0) {
+            series->x[series->count] = (double)(s->iteration - 1);
+            series->points[series->count++] = s;
+        } else if (s->kind == TRACE_SNAP_CASE_END && iterations > 0) {
+            series->x[series->count] = (double)iterations;
+            series->points[series->count++] = s;
+        }
     }
-    return found;
+    return 0;
 }
 
-static int set_case_growth(struct report_case *report_case, const struct trace_model_process *process)
+static void case_series_free(struct case_series *series)
 {
-    size_t count;
-    const struct trace_snapshot **snapshots = iteration_snapshots(process, report_case->case_id, &count);
-    if (!snapshots)
-        return -1;
-    report_case->growth = report_estimate_growth(snapshots, count);
-    free(snapshots);
+    free(series->points);
+    free(series->x);
+}
+
+static uint64_t entry_bytes(const struct trace_snapshot *snapshot, uint32_t stack_id, uint64_t *blocks)
+{
+    *blocks = 0;
+    for (uint32_t i = 0; snapshot && i < snapshot->count; i++)
+        if (snapshot->entries[i].stack_id == stack_id) {
+            *blocks = snapshot->entries[i].live_blocks;
+            return snapshot->entries[i].live_bytes;
+        }
     return 0;
+}
+
+/* Fits one series; setup is the intercept less the value at case begin. */
+static struct growth_fit fit_series(const struct case_series *series, const double *y, struct growth_point *scratch)
+{
+    for (size_t i = 0; i < series->count; i++)
+        scratch[i] = (struct growth_point){series->x[i], y[i]};
+    return growth_estimate(scratch, series->count);
+}
+
+static uint64_t setup_from(const struct growth_fit *fit, uint64_t at_begin)
+{
+    double setup = fit->intercept - (double)at_begin;
+    return setup > 0.5 ? (uint64_t)(setup + 0.5) : 0;
+}
+
+struct stack_series {
+    uint32_t stack_id;
+    double *bytes, *blocks;
+    UT_hash_handle hh;
+};
+
+/* Per-site growth and setup over the case's series. */
+static int add_site_growth(struct site_table *table, const struct trace_model_process *process,
+                           const struct case_series *series, struct growth_point *scratch)
+{
+    struct stack_series *stacks = NULL, *stack, *next;
+    int rc = 0;
+    for (size_t p = 0; p < series->count && rc == 0; p++) {
+        for (uint32_t e = 0; e < series->points[p]->count; e++) {
+            const struct trace_snapshot_entry *entry = &series->points[p]->entries[e];
+            HASH_FIND(hh, stacks, &entry->stack_id, sizeof entry->stack_id, stack);
+            if (!stack) {
+                stack = calloc(1, sizeof *stack);
+                if (!stack || !(stack->bytes = calloc(series->count, sizeof(double))) ||
+                    !(stack->blocks = calloc(series->count, sizeof(double)))) {
+                    if (stack)
+                        free(stack->bytes);
+                    free(stack);
+                    rc = -1;
+                    break;
+                }
+                stack->stack_id = entry->stack_id;
+                HASH_ADD(hh, stacks, stack_id, sizeof stack->stack_id, stack);
+            }
+            stack->bytes[p] = (double)entry->live_bytes;
+            stack->blocks[p] = (double)entry->live_blocks;
+        }
+    }
+    HASH_ITER(hh, stacks, stack, next) {
+        struct growth_fit bytes = fit_series(series, stack->bytes, scratch);
+        struct growth_fit blocks = fit_series(series, stack->blocks, scratch);
+        uint64_t begin_blocks, begin_bytes = entry_bytes(series->begin, stack->stack_id, &begin_blocks);
+        uint64_t setup = setup_from(&bytes, begin_bytes);
+        if (rc == 0 && (bytes.slope != 0.0 || setup > 0)) {
+            struct report_site *site = table_site(table, process, stack->stack_id);
+            if (site) {
+                site->growth = (struct report_growth){bytes.known && blocks.known, bytes.slope, blocks.slope};
+                site->setup_bytes = setup;
+            }
+        }
+        HASH_DEL(stacks, stack);
+        free(stack->bytes);
+        free(stack->blocks);
+        free(stack);
+    }
+    return rc;
+}
+
+/* Growth and setup of the case and of its sites, when it has at least
+ * GROWTH_MIN_POINTS iteration snapshots; otherwise growth stays unknown. */
+static int set_case_growth(struct report_case *report_case, struct site_table *table,
+                           const struct trace_model_process *process)
+{
+    struct case_series series;
+    if (case_series_collect(process, report_case->case_id, report_case->iterations, &series) != 0) {
+        case_series_free(&series);
+        return -1;
+    }
+    int rc = 0;
+    if (series.count >= GROWTH_MIN_POINTS) {
+        struct growth_point *scratch = calloc(series.count, sizeof *scratch);
+        double *bytes = calloc(series.count, sizeof *bytes), *blocks = calloc(series.count, sizeof *blocks);
+        if (!scratch || !bytes || !blocks) {
+            rc = -1;
+        } else {
+            for (size_t i = 0; i < series.count; i++) {
+                bytes[i] = (double)series.points[i]->live_bytes;
+                blocks[i] = (double)series.points[i]->live_blocks;
+            }
+            struct growth_fit fit_bytes = fit_series(&series, bytes, scratch);
+            struct growth_fit fit_blocks = fit_series(&series, blocks, scratch);
+            report_case->growth = (struct report_growth){fit_bytes.known && fit_blocks.known, fit_bytes.slope,
+                                                         fit_blocks.slope};
+            report_case->setup_bytes = setup_from(&fit_bytes, series.begin ? series.begin->live_bytes : 0);
+            report_case->setup_blocks = setup_from(&fit_blocks, series.begin ? series.begin->live_blocks : 0);
+            rc = add_site_growth(table, process, &series, scratch);
+        }
+        free(scratch);
+        free(bytes);
+        free(blocks);
+    }
+    case_series_free(&series);
+    return rc;
 }
 
 /* The whole process as one case: the trace has no markers. */
@@ -238,10 +426,10 @@ static int build_process_case(struct report_case *report_case, const struct repo
         }
     }
     add_loss_records(&table, process, report->exit_leaks);
+    if (set_case_growth(report_case, &table, process) != 0)
+        table.failed = 1;
     for (struct site_entry *e = table.entries; e; e = e->hh.next)
         add_process_counters(&e->site, process);
-    if (set_case_growth(report_case, process) != 0)
-        table.failed = 1;
     return finish_sites(&table, report_case, report->metric);
 }
 
@@ -322,10 +510,10 @@ static int build_marked_case(struct report_case *report_case, const struct repor
     if (add_case_retained(&table, process, first, last) != 0)
         table.failed = 1;
     add_loss_records(&table, process, report_case->leaks);
+    if (set_case_growth(report_case, &table, process) != 0)
+        table.failed = 1;
     for (struct site_entry *e = table.entries; e; e = e->hh.next)
         add_process_counters(&e->site, process);
-    if (set_case_growth(report_case, process) != 0)
-        table.failed = 1;
     return finish_sites(&table, report_case, report->metric);
 }
 

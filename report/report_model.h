@@ -67,7 +67,9 @@ int report_build(struct report *report, const struct trace_model *model, const c
                  enum report_metric metric, const char *case_name, char *err, size_t err_size);
 void report_free(struct report *report);
 
-/* The process image that did the work: most allocations, ties to the first. */
+/* The process image that did the work: the one with the most iterations
+ * marked; else the end of the traced command's exec chain; else the one with
+ * the most allocations. */
 const struct trace_model_process *report_primary_process(const struct trace_model *model);
 
 /* Growth of live bytes over a case's iteration snapshots. Returns "unknown"

@@ -13,34 +13,34 @@ report_json "$WORK/g.trace" "$WORK/g.json"
 leak_line=$(grep -n 'malloc(48); /\* the growing site' "$SRC_FIXTURES/growth_cases.c" | cut -d: -f1)
 case_get() { jget "$WORK/g.json" "[c for c in d['cases'] if c['name']=='$1'][0]$2"; }
 
-expect_eq "case names" "['leaky', 'lazy', 'reachable', 'cycle']" "$(jget "$WORK/g.json" '[c["name"] for c in d["cases"]]')"
+expect_eq "case names" '["leaky", "lazy", "reachable", "cycle"]' "$(jget "$WORK/g.json" '[c["name"] for c in d["cases"]]')"
 
 # leaky: 1 MiB set up before the first iteration, then 48 B lost per iteration.
 expect_eq "leaky iterations" 100 "$(case_get leaky '["iterations"]')"
-expect_eq "leaky growth bytes" 48.0 "$(case_get leaky '["growth"]["bytes_per_iteration"]')"
-expect_eq "leaky growth blocks" 1.0 "$(case_get leaky '["growth"]["blocks_per_iteration"]')"
+expect_eq "leaky growth bytes" 48 "$(case_get leaky '["growth"]["bytes_per_iteration"]')"
+expect_eq "leaky growth blocks" 1 "$(case_get leaky '["growth"]["blocks_per_iteration"]')"
 expect_eq "leaky setup bytes" 1048576 "$(case_get leaky '["setup"]["bytes"]')"
 expect_eq "leaky setup blocks" 1 "$(case_get leaky '["setup"]["blocks"]')"
 expect_eq "leaky top site function" leak_48 "$(case_get leaky '["sites"][0]["frames"][0]["function"]')"
 expect_eq "leaky top site line" "$leak_line" "$(case_get leaky '["sites"][0]["frames"][0]["line"]')"
-expect_eq "leaky top site growth" 48.0 "$(case_get leaky '["sites"][0]["growth_bytes_per_iteration"]')"
-expect_eq "leaky definitely lost" "{'bytes': 4800, 'blocks': 100}" "$(case_get leaky '["leaks"]["definitely_lost"]')"
+expect_eq "leaky top site growth" 48 "$(case_get leaky '["sites"][0]["growth_bytes_per_iteration"]')"
+expect_eq "leaky definitely lost" '{"blocks": 100, "bytes": 4800}' "$(case_get leaky '["leaks"]["definitely_lost"]')"
 
 # lazy: a cache filled in the first iteration is setup, not growth.
-expect_eq "lazy growth" 0.0 "$(case_get lazy '["growth"]["bytes_per_iteration"]')"
+expect_eq "lazy growth" 0 "$(case_get lazy '["growth"]["bytes_per_iteration"]')"
 expect_eq "lazy setup bytes" 4096 "$(case_get lazy '["setup"]["bytes"]')"
-expect_eq "lazy leaks" "{'bytes': 0, 'blocks': 0}" "$(case_get lazy '["leaks"]["definitely_lost"]')"
+expect_eq "lazy leaks" '{"blocks": 0, "bytes": 0}' "$(case_get lazy '["leaks"]["definitely_lost"]')"
 
 # reachable: growth of a global list (node 16 B + payload 64 B), no leak.
-expect_eq "reachable growth bytes" 80.0 "$(case_get reachable '["growth"]["bytes_per_iteration"]')"
-expect_eq "reachable growth blocks" 2.0 "$(case_get reachable '["growth"]["blocks_per_iteration"]')"
-expect_eq "reachable definitely lost" "{'bytes': 0, 'blocks': 0}" "$(case_get reachable '["leaks"]["definitely_lost"]')"
-expect_eq "reachable still reachable" "{'bytes': 4800, 'blocks': 100}" "$(case_get reachable '["leaks"]["still_reachable"]')"
+expect_eq "reachable growth bytes" 80 "$(case_get reachable '["growth"]["bytes_per_iteration"]')"
+expect_eq "reachable growth blocks" 2 "$(case_get reachable '["growth"]["blocks_per_iteration"]')"
+expect_eq "reachable definitely lost" '{"blocks": 0, "bytes": 0}' "$(case_get reachable '["leaks"]["definitely_lost"]')"
+expect_eq "reachable still reachable" '{"blocks": 100, "bytes": 4000}' "$(case_get reachable '["leaks"]["still_reachable"]')"
 
 # cycle: a dropped two-block cycle per iteration, as memcheck counts it.
-expect_eq "cycle growth bytes" 64.0 "$(case_get cycle '["growth"]["bytes_per_iteration"]')"
-expect_eq "cycle definitely lost" "{'bytes': 1920, 'blocks': 60}" "$(case_get cycle '["leaks"]["definitely_lost"]')"
-expect_eq "cycle indirectly lost" "{'bytes': 1920, 'blocks': 60}" "$(case_get cycle '["leaks"]["indirectly_lost"]')"
+expect_eq "cycle growth bytes" 64 "$(case_get cycle '["growth"]["bytes_per_iteration"]')"
+expect_eq "cycle definitely lost" '{"blocks": 60, "bytes": 1920}' "$(case_get cycle '["leaks"]["definitely_lost"]')"
+expect_eq "cycle indirectly lost" '{"blocks": 60, "bytes": 1920}' "$(case_get cycle '["leaks"]["indirectly_lost"]')"
 
 # The text report shows every case with its growth.
 "$MEMSLOPE" report "$WORK/g.trace" >"$WORK/g.txt" 2>&1

@@ -6,7 +6,6 @@
 . "$(dirname "$0")/lib.sh"
 need_memslope
 need_python
-PY=${PYTHON:-python3}
 include=$($PY -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
 suffix=$($PY -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 [ -f "$include/Python.h" ] || skip "Python.h not found for $PY (make deps installs python3-dev)"
@@ -17,10 +16,10 @@ leak_line=$(fixture_line python/leaky_ext.c LEAK_LINE)
 export PYTHONPATH="$WORK:$(dirname "$MEMSLOPE")/../lib/memslope/python"
 
 check_growth() { # JSON CASE-EXPR LABEL
-    expect_eq "$3: growth per iteration" 64.0 "$(jget "$1" "$2[\"growth\"][\"bytes_per_iteration\"]")"
+    expect_eq "$3: growth per iteration" 64 "$(jget "$1" "$2[\"growth\"][\"bytes_per_iteration\"]")"
     expect_eq "$3: top site" "leaky_leak:$leak_line" \
         "$(jget "$1" "'%s:%s' % ($2['sites'][0]['frames'][0]['function'], $2['sites'][0]['frames'][0]['line'])")"
-    expect_eq "$3: top site growth" 64.0 "$(jget "$1" "$2[\"sites\"][0][\"growth_bytes_per_iteration\"]")"
+    expect_eq "$3: top site growth" 64 "$(jget "$1" "$2[\"sites\"][0][\"growth_bytes_per_iteration\"]")"
 }
 
 record "$WORK/m.trace" -- "$PY" "$WORK/drive_leaky.py" markers 100

@@ -11,8 +11,8 @@ expect_eq "C: record exit" 0 "$REC_RC"
 report_json "$WORK/c.trace" "$WORK/c.json"
 line=$(fixture_line iteration_body.c LOST_LINE)
 expect_eq "C: iterations" 200 "$(jget "$WORK/c.json" 'd["cases"][0]["iterations"]')"
-expect_eq "C: growth" 48.0 "$(jget "$WORK/c.json" 'd["cases"][0]["growth"]["bytes_per_iteration"]')"
-expect_eq "C: growth blocks" 1.0 "$(jget "$WORK/c.json" 'd["cases"][0]["growth"]["blocks_per_iteration"]')"
+expect_eq "C: growth" 48 "$(jget "$WORK/c.json" 'd["cases"][0]["growth"]["bytes_per_iteration"]')"
+expect_eq "C: growth blocks" 1 "$(jget "$WORK/c.json" 'd["cases"][0]["growth"]["blocks_per_iteration"]')"
 expect_eq "C: top site" "bench_body:$line" "$(jget "$WORK/c.json" '"%s:%s" % (d["cases"][0]["sites"][0]["frames"][0]["function"], d["cases"][0]["sites"][0]["frames"][0]["line"])')"
 expect_eq "C: cache is setup" 4096 "$(jget "$WORK/c.json" 'd["cases"][0]["sites"][0]["setup_bytes"] if False else [s for s in d["cases"][0]["sites"] if s["frames"][0]["function"]=="bench_body" and s["frames"][0]["line"]!='"$line"'][0]["setup_bytes"]')"
 
@@ -21,7 +21,7 @@ expect_eq "C++: record exit" 0 "$REC_RC"
 report_json "$WORK/x.trace" "$WORK/x.json"
 line=$(fixture_line iteration_cxx.cpp LOST_LINE)
 expect_eq "C++: iterations" 50 "$(jget "$WORK/x.json" 'd["cases"][0]["iterations"]')"
-expect_eq "C++: growth" 32.0 "$(jget "$WORK/x.json" 'd["cases"][0]["growth"]["bytes_per_iteration"]')"
+expect_eq "C++: growth" 32 "$(jget "$WORK/x.json" 'd["cases"][0]["growth"]["bytes_per_iteration"]')"
 expect_eq "C++: top site" "bench::Body::run(int):$line" "$(jget "$WORK/x.json" '"%s:%s" % (d["cases"][0]["sites"][0]["frames"][0]["function"], d["cases"][0]["sites"][0]["frames"][0]["line"])')"
 
 record "$WORK/a.trace" --iteration 'bench::step' -- "$FIXTURES/iteration_cxx"
