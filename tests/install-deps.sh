@@ -4,9 +4,14 @@
 # lists may be stale. Needs root (or sudo) when something is missing.
 set -eu
 
+# build: compilers, libunwind (the shim's unwinder), elfutils (symbols),
+# uthash, zlib (trace checksums, pprof); tests: cmocka, valgrind (memcheck
+# cross-checks), clang's libFuzzer, python3 (JSON checks, the C-extension
+# fixture), linux-perf (memslope perf), golang-go (go tool pprof reads our
+# pprof files back), chromium (the HTML report in a headless browser).
 packages="gcc g++ make pkg-config libunwind-dev libelf-dev libdw-dev uthash-dev
-libcmocka-dev zlib1g-dev valgrind clang libclang-rt-dev python3 python3-dev
-procps coreutils"
+zlib1g-dev libcmocka-dev valgrind clang libclang-rt-dev python3 python3-dev
+linux-perf golang-go chromium procps coreutils"
 [ -n "${MEMSLOPE_EXTRA_DEPS:-}" ] && packages="$packages $MEMSLOPE_EXTRA_DEPS"
 
 missing=""
