@@ -169,11 +169,13 @@ static bool is_never_root(const struct proc_map *map)
     return is_profiler_mapping(path);
 }
 
-/* An anonymous mapping right after one of the profiler's is its .bss. */
+/* An anonymous mapping right after libmemslope.so's last mapping is its
+ * .bss. (Not after the memfd: whatever the kernel puts next to the shared
+ * memory is the program's.) */
 static bool is_profiler_bss(const struct proc_maps *maps, size_t i)
 {
     return i > 0 && is_anonymous(maps->maps[i].path) && maps->maps[i - 1].end == maps->maps[i].start &&
-           is_profiler_mapping(maps->maps[i - 1].path);
+           strstr(maps->maps[i - 1].path, "/libmemslope.so") != NULL;
 }
 
 /* glibc's non-main arena heap: 64 MiB aligned, heap_info first, whose

@@ -30,9 +30,9 @@ static uint64_t block_address(uint8_t *heap, int i)
 }
 
 /* Keeps REACH_STACK's address in this frame only, then blocks. */
-static __attribute__((noinline)) void hold_on_stack_and_wait(uint64_t address, int ready_fd)
+static __attribute__((noinline)) void hold_on_stack_and_wait(uint8_t *heap, int ready_fd)
 {
-    volatile uint64_t on_stack = address;
+    volatile uint64_t on_stack = block_address(heap, REACH_STACK);
     if (write(ready_fd, "r", 1) != 1)
         _exit(2);
     for (;;)
@@ -40,7 +40,9 @@ static __attribute__((noinline)) void hold_on_stack_and_wait(uint64_t address, i
     (void)on_stack;
 }
 
-static void child(uint8_t *heap, int ready_fd)
+/* Stores every pointer; its frame (and any stale copy of an address) is
+ * gone once it returns and the stack below is scrubbed. */
+static __attribute__((noinline)) void plant_pointers(uint8_t *heap)
 {
     global_root = block_address(heap, REACH_GLOBAL);
     global_interior = block_address(heap, POSSIBLE) + 8;
@@ -54,7 +56,19 @@ static void child(uint8_t *heap, int ready_fd)
     if (shared == MAP_FAILED)
         _exit(2);
     shared[3] = block_address(heap, LOST_IN_MEMFD); /* the profiler's memory is no root */
-    hold_on_stack_and_wait(block_address(heap, REACH_STACK), ready_fd);
+}
+
+static __attribute__((noinline)) void scrub_stack(void)
+{
+    volatile char area[16384];
+    memset((char *)area, 0, sizeof area);
+}
+
+static void child(uint8_t *heap, int ready_fd)
+{
+    plant_pointers(heap);
+    scrub_stack();
+    hold_on_stack_and_wait(heap, ready_fd);
 }
 
 static void test_roots_of_a_stopped_process(void **state)
