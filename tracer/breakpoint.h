@@ -15,6 +15,8 @@ enum breakpoint_kind {
     BREAKPOINT_ENTRY,     /* the program's entry point: its libraries are loaded */
     BREAKPOINT_ITERATION, /* --iteration SYMBOL */
     BREAKPOINT_DLOPEN,    /* ld.so's _dl_debug_state: a library came or went */
+    BREAKPOINT_CASE_END,  /* the shim's memslope_case_end: leak check at the case's end */
+    BREAKPOINT_MARKER_ITERATION, /* the shim's memslope_iteration, for --leak-check iterations */
 };
 
 struct breakpoint {

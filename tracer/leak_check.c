@@ -52,13 +52,42 @@ static int build_check(const struct checked_block *blocks, size_t first, size_t 
     return 0;
 }
 
-static int group_by_case(struct checked_block *blocks, size_t count, uint32_t when, uint64_t time_ns,
-                         struct leak_results *results)
+/* One check of the open case's blocks (at its end, or at an iteration). */
+static int check_open_case(struct checked_block *blocks, size_t count, const struct recorder *recorder,
+                           uint32_t when, uint64_t time_ns, struct leak_results *results)
 {
+    size_t kept = 0;
+    for (size_t i = 0; i < count; i++)
+        if (blocks[i].case_id == recorder->open_case)
+            blocks[kept++] = blocks[i];
+    qsort(blocks, kept, sizeof *blocks, compare_checked);
+    results->checks = calloc(1, sizeof *results->checks);
+    if (!results->checks)
+        return -1;
+    results->count = 1;
+    results->checks[0].case_id = recorder->open_case;
+    results->checks[0].when = when;
+    results->checks[0].time_ns = time_ns;
+    results->checks[0].iteration = recorder->iteration;
+    return build_check(blocks, 0, kept, &results->checks[0]);
+}
+
+static int group_by_case(struct checked_block *blocks, size_t count, uint32_t when, uint64_t time_ns,
+                         const unsigned char *skip_cases, size_t skip_count, struct leak_results *results)
+{
+    /* Cases checked at their own end keep that check. */
+    size_t kept = 0;
+    for (size_t i = 0; i < count; i++) {
+        uint32_t c = blocks[i].case_id;
+        if (c != TRACE_NONE && skip_cases && c < skip_count && skip_cases[c])
+            blocks[i].case_id = TRACE_NONE - 1; /* in the whole-image check only */
+        kept++;
+    }
+    (void)kept;
     qsort(blocks, count, sizeof *blocks, compare_checked);
     size_t cases = 0;
     for (size_t i = 0; i < count; i++)
-        cases += blocks[i].case_id != TRACE_NONE && (i == 0 || blocks[i].case_id != blocks[i - 1].case_id);
+        cases += blocks[i].case_id < TRACE_NONE - 1 && (i == 0 || blocks[i].case_id != blocks[i - 1].case_id);
     results->checks = calloc(cases + 1, sizeof *results->checks);
     if (!results->checks)
         return -1;
@@ -83,7 +112,7 @@ static int group_by_case(struct checked_block *blocks, size_t count, uint32_t wh
         size_t last = first;
         while (last < count && blocks[last].case_id == blocks[first].case_id)
             last++;
-        if (blocks[first].case_id != TRACE_NONE) {
+        if (blocks[first].case_id < TRACE_NONE - 1) {
             results->checks[c].case_id = blocks[first].case_id;
             rc = build_check(blocks, first, last, &results->checks[c++]);
         }
@@ -93,7 +122,8 @@ static int group_by_case(struct checked_block *blocks, size_t count, uint32_t wh
 }
 
 int leak_check_run(pid_t pid, const pid_t *tids, size_t tid_count, const struct recorder *recorder, uint32_t when,
-                   uint64_t time_ns, struct leak_results *results, char *err, size_t err_size)
+                   uint64_t time_ns, const unsigned char *skip_cases, size_t skip_count,
+                   struct leak_results *results, char *err, size_t err_size)
 {
     memset(results, 0, sizeof *results);
     const struct live_table *live = &recorder->live;
@@ -120,7 +150,10 @@ int leak_check_run(pid_t pid, const pid_t *tids, size_t tid_count, const struct 
     /* stack_id carried our index through the scan, whatever order it used. */
     for (size_t i = 0; i < n; i++)
         checked[blocks[i].stack_id].category = blocks[i].category;
-    rc = group_by_case(checked, n, when, time_ns, results);
+    if (when == TRACE_SNAP_CASE_END || when == TRACE_SNAP_ITERATION)
+        rc = check_open_case(checked, n, recorder, when, time_ns, results);
+    else
+        rc = group_by_case(checked, n, when, time_ns, skip_cases, skip_count, results);
     if (rc < 0)
         snprintf(err, err_size, "out of memory grouping %zu blocks", n);
 out:
@@ -137,4 +170,17 @@ void leak_results_free(struct leak_results *results)
         free((void *)results->checks[i].records);
     free(results->checks);
     memset(results, 0, sizeof *results);
+}
+
+int leak_results_append(struct leak_results *results, struct leak_results *more)
+{
+    struct trace_leaks *grown = realloc(results->checks, (results->count + more->count + 1) * sizeof *grown);
+    if (!grown)
+        return -1;
+    memcpy(grown + results->count, more->checks, more->count * sizeof *grown);
+    results->checks = grown;
+    results->count += more->count;
+    free(more->checks);
+    memset(more, 0, sizeof *more);
+    return 0;
 }

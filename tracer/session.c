@@ -683,8 +683,12 @@ static void process_leak_check(struct session *session, struct traced_process *p
         if (tids[i])
             tids[stopped++] = tids[i];
     char err[512];
-    if (leak_check_run(process->pid, tids, stopped, &process->recorder, kind, session_now_ns(), &process->leaks, err,
-                       sizeof err) < 0) {
+    struct leak_results results;
+    if (leak_check_run(process->pid, tids, stopped, &process->recorder, kind, session_now_ns(),
+                       process->cases_checked, process->cases_checked_count, &results, err, sizeof err) == 0) {
+        leak_results_append(&process->leaks, &results);
+        leak_results_free(&results);
+    } else {
         free(process->leak_check_note);
         if (asprintf(&process->leak_check_note, "no leak check for process %d: %s", (int)process->pid, err) < 0)
             process->leak_check_note = NULL;
@@ -700,7 +704,7 @@ static void process_leak_check(struct session *session, struct traced_process *p
  * looked up then. */
 static void process_watch_entry(struct session *session, struct traced_process *process)
 {
-    if (!session->options.iteration_symbol)
+    if (!session->options.iteration_symbol && session->options.leak_check == TRACE_LEAK_CHECK_OFF)
         return;
     size_t length = 0;
     char *auxv = read_proc_file(process->pid, "auxv", &length);
@@ -781,6 +785,76 @@ static void resolve_iteration_symbol(struct session *session, struct traced_proc
     }
 }
 
+/* Breakpoints on the shim's markers, where a leak check must see the heap
+ * as it is at that moment: case end (the default), and every kept
+ * iteration with --leak-check iterations. */
+static void watch_markers(struct session *session, struct traced_process *process, pid_t tid)
+{
+    if (session->options.leak_check == TRACE_LEAK_CHECK_OFF)
+        return;
+    process_refresh_maps(process);
+    for (size_t i = 0; i < process->maps.count; i++) {
+        const char *path = process->maps.maps[i].path;
+        size_t length = strlen(path);
+        if (length < 15 || strcmp(path + length - 15, "/libmemslope.so") != 0)
+            continue;
+        uint64_t bias;
+        if (elf_load_bias(&process->maps, path, &bias) < 0)
+            return;
+        struct elf_symbol_match *matches;
+        int count = elf_find_functions(path, "memslope_case_end", &matches);
+        if (count > 0)
+            breakpoint_plant(tid, &process->breakpoints, matches[0].value + bias, BREAKPOINT_CASE_END);
+        if (count > 0)
+            elf_symbol_matches_free(matches, count);
+        if (session->options.leak_check == TRACE_LEAK_CHECK_ITERATIONS &&
+            (count = elf_find_functions(path, "memslope_iteration", &matches)) > 0) {
+            breakpoint_plant(tid, &process->breakpoints, matches[0].value + bias, BREAKPOINT_MARKER_ITERATION);
+            elf_symbol_matches_free(matches, count);
+        }
+        return;
+    }
+}
+
+/* Whether the iteration about to start gets a snapshot (see recorder.h). */
+static int iteration_will_be_kept(const struct recorder *recorder)
+{
+    return recorder->open_case != TRACE_NONE && recorder->iteration % recorder->snapshot_stride == 0;
+}
+
+/* A leak check of the open case's blocks, the world being stopped (tids[0]
+ * is the thread at the breakpoint; a 0 is a thread that could not stop). */
+static void case_leak_check(struct traced_process *process, const pid_t *tids, size_t count, uint32_t when)
+{
+    struct recorder *recorder = &process->recorder;
+    if (recorder->open_case == TRACE_NONE || !(process->flags & TRACE_PROC_SHIM_SEEN))
+        return;
+    pid_t *stopped = calloc(count + 1, sizeof *stopped);
+    size_t n = 0;
+    for (size_t i = 0; stopped && i < count; i++)
+        if (tids[i])
+            stopped[n++] = tids[i];
+    struct leak_results results;
+    char err[512];
+    if (stopped && leak_check_run(process->pid, stopped, n, recorder, when, session_now_ns(), NULL, 0, &results, err,
+                                  sizeof err) == 0) {
+        leak_results_append(&process->leaks, &results);
+        leak_results_free(&results);
+        if (when == TRACE_SNAP_CASE_END && recorder->open_case >= process->cases_checked_count) {
+            size_t size = (size_t)recorder->open_case + 64;
+            unsigned char *grown = realloc(process->cases_checked, size);
+            if (grown) {
+                memset(grown + process->cases_checked_count, 0, size - process->cases_checked_count);
+                process->cases_checked = grown;
+                process->cases_checked_count = size;
+            }
+        }
+        if (when == TRACE_SNAP_CASE_END && recorder->open_case < process->cases_checked_count)
+            process->cases_checked[recorder->open_case] = 1;
+    }
+    free(stopped);
+}
+
 /* A SIGTRAP at one of our breakpoints: act on it with the world stopped,
  * step over the displaced instruction, resume. Returns 0 when the trap is
  * not ours (the program's own SIGTRAP passes through). */
@@ -799,7 +873,18 @@ static int on_breakpoint(struct session *session, struct traced_thread *thread)
     switch (breakpoint->kind) {
     case BREAKPOINT_ENTRY:
         keep = 0;
-        resolve_iteration_symbol(session, process, thread->tid);
+        if (session->options.iteration_symbol)
+            resolve_iteration_symbol(session, process, thread->tid);
+        watch_markers(session, process, thread->tid);
+        break;
+    case BREAKPOINT_CASE_END:
+        process_drain(process, 1);
+        case_leak_check(process, tids, count, TRACE_SNAP_CASE_END);
+        break;
+    case BREAKPOINT_MARKER_ITERATION:
+        process_drain(process, 1);
+        if (iteration_will_be_kept(&process->recorder))
+            case_leak_check(process, tids, count, TRACE_SNAP_ITERATION);
         break;
     case BREAKPOINT_DLOPEN:
         resolve_iteration_symbol(session, process, thread->tid);
@@ -906,6 +991,7 @@ void session_destroy(struct session *session)
         free(process->argv);
         free(process->exe);
         leak_results_free(&process->leaks);
+        free(process->cases_checked);
         breakpoint_set_free(&process->breakpoints);
         free(process->leak_check_note);
         free(process);

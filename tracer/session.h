@@ -59,7 +59,9 @@ struct traced_process {
     size_t sites_checked;      /* sites whose frames are known to lie in maps */
 
     struct breakpoint_set breakpoints;
-    struct leak_results leaks; /* the leak check at exit or fatal signal, if it ran */
+    struct leak_results leaks; /* leak checks at case ends, then at exit or fatal signal */
+    unsigned char *cases_checked; /* by case id: checked at its own end */
+    size_t cases_checked_count;
     char *leak_check_note;     /* why no leak check ran, if it did not */
 };
 
