@@ -151,7 +151,7 @@ static void test_text_report(void **state)
 static void test_usage_and_failures(void **state)
 {
     struct fixture *f = *state;
-    const char *bad_format[] = {"report", f->trace, "--format", "html"};
+    const char *bad_format[] = {"report", f->trace, "--format", "xml"};
     assert_int_equal(run_report(4, bad_format), 2);
     const char *no_file[] = {"report"};
     assert_int_equal(run_report(1, no_file), 2);
