@@ -16,6 +16,17 @@
  * Full ring: the producer sleeps on the slot's read_seq futex (shared, the
  * memory is MAP_SHARED across processes) with a 10 ms timeout and never
  * drops an event; on each timeout it checks the consumer is still alive.
+ *
+ * What the consumer (the tracer) must do, for the producer to work:
+ *   - read write_pos (acquire), copy the events up to it, store read_pos
+ *     (release), then bump read_seq (seq_cst) and FUTEX_WAKE read_seq (not
+ *     the private variant) if producer_waiting is 1;
+ *   - set a RETIRED slot FREE only once read_pos == write_pos, and never
+ *     move either position backwards: a new owner carries on from write_pos;
+ *   - treat an OWNED slot whose tid has exited like a RETIRED one: a thread
+ *     that frees memory after its last pthread key destructor round (glibc
+ *     frees thread-local state there) leaves its slot OWNED;
+ *   - tolerate tid 0 on an OWNED slot for a moment (claimed, tid not stored).
  */
 #ifndef MEMSLOPE_RING_WRITER_H
 #define MEMSLOPE_RING_WRITER_H
