@@ -456,7 +456,8 @@ int leakscan_classify(const struct leakscan_image *image, struct leakscan_block 
         build_regions(&s, err, err_size) < 0)
         goto out;
     if (mark_from_roots(&s, image) < 0 || gather_cliques(&s) < 0) {
-        set_error(err, err_size, "leak scan: the target's memory could not be read any more (did it exit?)");
+        set_error(err, err_size, "the process exited during the leak scan (its memory could not be read any more); "
+                                 "nothing was reported");
         goto out;
     }
     for (size_t i = 0; i < block_count; i++)

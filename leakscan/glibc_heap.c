@@ -175,6 +175,11 @@ static int push_free(struct walk *w, uint64_t mem)
 
 static int refuse(struct walk *w, const char *what, uint64_t chunk, uint64_t size)
 {
+    if (w->target->gone) {
+        set_error(w->err, w->err_size, "process %d exited during the leak scan; nothing was reported",
+                  (int)w->target->pid);
+        return -1;
+    }
     set_error(w->err, w->err_size,
               "the glibc heap of process %d does not validate: chunk at 0x%" PRIx64 " (size field 0x%" PRIx64
               ") %s; refusing to guess (the process may use another allocator, or a thread may be inside malloc: "

@@ -491,8 +491,11 @@ static int plan_scan(struct scan_plan *plan, struct leakscan_target *target, con
                      const struct leakscan_block *blocks, size_t block_count, char *err, size_t err_size)
 {
     if (read_maps_of_a_live_thread(plan, target, tids, tid_count) < 0) {
-        set_error(err, err_size, "leak scan: cannot read /proc/%d/maps: %s (did the process exit?)",
-                  (int)target->pid, strerror(errno));
+        set_error(err, err_size,
+                  errno == ESRCH || errno == ENOENT
+                      ? "process %d exited during the leak scan (/proc/%d/maps: %s); nothing was reported"
+                      : "leak scan: cannot read /proc/%d/maps of process %d: %s",
+                  (int)target->pid, (int)target->pid, strerror(errno));
         return -1;
     }
     plan->extents = sorted_extents(blocks, block_count);
