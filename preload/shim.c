@@ -485,7 +485,9 @@ static inline __attribute__((always_inline)) uint32_t capture_stack(struct shim_
     return id;
 }
 
-__attribute__((noinline)) static void record_alloc(void *pointer, size_t size, enum shm_alloc_fn fn)
+/* always_inline into each interposer, for the same reason as capture_stack:
+ * the only shim frame left to unwind and drop is the interposer's own. */
+static inline __attribute__((always_inline)) void record_alloc(void *pointer, size_t size, enum shm_alloc_fn fn)
 {
     struct shim_thread *thread = &this_thread;
     if (!ensure_slot(thread))
