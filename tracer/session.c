@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/ptrace.h>
 #include <sys/stat.h>
+#include <sys/user.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -834,10 +835,38 @@ static void case_leak_check(struct traced_process *process, const pid_t *tids, s
     for (size_t i = 0; stopped && i < count; i++)
         if (tids[i])
             stopped[n++] = tids[i];
+    /* The thread is at the entry of a marker taking no arguments: by the
+     * calling convention its caller-saved registers hold nothing live, only
+     * leftovers (often the address of the block it just lost). Hide them
+     * from the scan, as a call boundary does; restored right after. */
+    struct user_regs_struct regs, hidden;
+    long below_sp[16]; /* the red zone: the marker has not used it yet, the caller's died with the call */
+    int have_regs = ptrace(PTRACE_GETREGS, tids[0], 0, &regs) == 0;
+    if (have_regs) {
+        hidden = regs;
+        hidden.rax = hidden.rcx = hidden.rdx = hidden.rsi = hidden.rdi = 0;
+        hidden.r8 = hidden.r9 = hidden.r10 = hidden.r11 = 0;
+        have_regs = ptrace(PTRACE_SETREGS, tids[0], 0, &hidden) == 0;
+        for (int i = 0; have_regs && i < 16; i++) {
+            errno = 0;
+            below_sp[i] = ptrace(PTRACE_PEEKDATA, tids[0], (void *)(regs.rsp - 128 + 8 * (uint64_t)i), 0);
+            if (errno == 0)
+                ptrace(PTRACE_POKEDATA, tids[0], (void *)(regs.rsp - 128 + 8 * (uint64_t)i), 0);
+            else
+                below_sp[i] = 0;
+        }
+    }
     struct leak_results results;
     char err[512];
-    if (stopped && leak_check_run(process->pid, stopped, n, recorder, when, session_now_ns(), NULL, 0, &results, err,
-                                  sizeof err) == 0) {
+    int rc = stopped ? leak_check_run(process->pid, stopped, n, recorder, when, session_now_ns(), NULL, 0, &results,
+                                      err, sizeof err)
+                     : -1;
+    if (have_regs) {
+        for (int i = 0; i < 16; i++)
+            ptrace(PTRACE_POKEDATA, tids[0], (void *)(regs.rsp - 128 + 8 * (uint64_t)i), (void *)below_sp[i]);
+        ptrace(PTRACE_SETREGS, tids[0], 0, &regs);
+    }
+    if (rc == 0) {
         leak_results_append(&process->leaks, &results);
         leak_results_free(&results);
         if (when == TRACE_SNAP_CASE_END && recorder->open_case >= process->cases_checked_count) {
