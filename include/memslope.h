@@ -42,20 +42,38 @@ void memslope_case_end(void) __attribute__((weak));
 }
 #endif
 
-#define MEMSLOPE_CASE_BEGIN(name)                                                                  \
-    do {                                                                                           \
-        if (memslope_case_begin)                                                                   \
-            memslope_case_begin(name);                                                             \
+#if defined(__PIC__) || defined(__PIE__)
+/* Position-independent code reads the weak address through the GOT, which
+ * the dynamic linker fills in when libmemslope.so is preloaded. */
+#define MEMSLOPE__CALL(function, arguments)                                                         \
+    do {                                                                                            \
+        if (function)                                                                               \
+            function arguments;                                                                     \
     } while (0)
-#define MEMSLOPE_ITERATION()                                                                       \
-    do {                                                                                           \
-        if (memslope_iteration)                                                                    \
-            memslope_iteration();                                                                  \
+#else
+/* Non-PIE executable (-no-pie): the linker fixes the address of an
+ * undefined weak function to 0 at link time, and preloading cannot change
+ * it. Look the marker up at run time instead, once per call site (dlsym is
+ * in libc since glibc 2.34; older glibc needs -ldl). */
+#include <dlfcn.h>
+#define MEMSLOPE__CALL(function, arguments)                                                         \
+    do {                                                                                            \
+        static __typeof__(&function) memslope__resolved;                                            \
+        static int memslope__looked_up;                                                             \
+        if (!__atomic_load_n(&memslope__looked_up, __ATOMIC_ACQUIRE)) {                             \
+            void *memslope__symbol = dlsym((void *)0 /* RTLD_DEFAULT */, #function);                \
+            __atomic_store_n(&memslope__resolved, __extension__(__typeof__(&function))memslope__symbol, \
+                             __ATOMIC_RELAXED);                                                     \
+            __atomic_store_n(&memslope__looked_up, 1, __ATOMIC_RELEASE);                            \
+        }                                                                                           \
+        __typeof__(&function) memslope__call = __atomic_load_n(&memslope__resolved, __ATOMIC_RELAXED); \
+        if (memslope__call)                                                                         \
+            memslope__call arguments;                                                               \
     } while (0)
-#define MEMSLOPE_CASE_END()                                                                        \
-    do {                                                                                           \
-        if (memslope_case_end)                                                                     \
-            memslope_case_end();                                                                   \
-    } while (0)
+#endif
+
+#define MEMSLOPE_CASE_BEGIN(name) MEMSLOPE__CALL(memslope_case_begin, (name))
+#define MEMSLOPE_ITERATION() MEMSLOPE__CALL(memslope_iteration, ())
+#define MEMSLOPE_CASE_END() MEMSLOPE__CALL(memslope_case_end, ())
 
 #endif
