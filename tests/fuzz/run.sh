@@ -22,10 +22,12 @@ for bin in "$@"; do
     name=$(basename "$bin")
     seeds="tests/fuzz/corpus/${name#fuzz_}"
     found="build/fuzz-corpus/$name"
-    mkdir -p "$found" "$seeds"
-    echo "fuzz: $name for ${seconds}s (seeds: $seeds)"
+    mkdir -p "$found"
+    [ -d "$seeds" ] || seeds=""
+    echo "fuzz: $name for ${seconds}s (seeds: ${seeds:-none})"
+    # shellcheck disable=SC2086
     if "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-        -artifact_prefix="build/fuzz-artifacts/$name-" "$found" "$seeds" >"build/fuzz-artifacts/$name.log" 2>&1; then
+        -artifact_prefix="build/fuzz-artifacts/$name-" "$found" $seeds >"build/fuzz-artifacts/$name.log" 2>&1; then
         passed=$((passed + 1))
         grep -E "stat::number_of_executed_units|Done [0-9]+ runs" "build/fuzz-artifacts/$name.log" | tail -n 2
     else
