@@ -110,7 +110,11 @@ $(B)/fuzz-obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CLANG) $(BASE_CFLAGS) -Wno-unused-command-line-argument $(FUZZ_FLAGS) -O1 -c $< -o $@
 
-$(B)/fuzz/%: tests/fuzz/%.c $(FUZZ_CORE_OBJ)
+$(B)/libcore-fuzz.a: $(FUZZ_CORE_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+# Through an archive: a target pulls in only the objects it needs.
+$(B)/fuzz/%: tests/fuzz/%.c $(B)/libcore-fuzz.a
 	@mkdir -p $(dir $@)
 	$(CLANG) $(BASE_CFLAGS) -fsanitize=fuzzer,address,undefined -O1 -o $@ $^ $(CORE_LIBS)
 

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/ptrace.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/user.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -477,6 +478,16 @@ static void on_first_exec(struct session *session, pid_t pid)
     process_watch_entry(session, image);
 }
 
+/* Whether this exit stop is the thread that called exit_group: its
+ * orig_rax still names the system call that is ending it (a thread leaving
+ * by pthread_exit is in exit, one killed by the group exit in whatever call
+ * it was blocked in). */
+static int group_exit_started(pid_t exiting)
+{
+    struct user_regs_struct regs;
+    return ptrace(PTRACE_GETREGS, exiting, 0, &regs) == 0 && regs.orig_rax == SYS_exit_group;
+}
+
 static void on_exit_stop(struct session *session, struct traced_thread *thread)
 {
     struct traced_process *process = thread->process;
@@ -487,9 +498,12 @@ static void on_exit_stop(struct session *session, struct traced_thread *thread)
     }
     if (!process)
         return;
-    /* The last thread of the image to reach its exit stop: the address
-     * space is intact and every other thread is gone or going. */
-    if (process->live_threads == 0) {
+    /* The image ends: the last thread reaches its exit stop, or the first
+     * thread of an exit_group does (the kernel has queued SIGKILL for the
+     * others). The check runs then, with every other thread stopped where
+     * it was: their registers and stacks still hold pointers, as memcheck
+     * sees them at exit. */
+    if (process->live_threads == 0 || group_exit_started(thread->tid)) {
         process->state = PROCESS_EXITING;
         process_final_snapshot(session, process, TRACE_SNAP_EXIT, thread->tid);
     }
