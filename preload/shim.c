@@ -238,6 +238,11 @@ static bool start_recording(void)
     if (pid == 0 || pid > INT32_MAX)
         return false;
     tracer_pid = (pid_t)pid;
+    /* Only a process the tracer follows records: an untraced one (not
+     * followed, or memslope already gone) would fill rings nobody drains. */
+    const char *no_ptrace = getenv(SHM_ENV_NO_PTRACE);
+    if (!(no_ptrace && no_ptrace[0] == '1') && !shm_traced_by(tracer_pid))
+        return false;
     uint64_t frames = shm_parse_u64(getenv(SHM_ENV_MAX_FRAMES), SHM_DEFAULT_MAX_FRAMES);
     if (frames < 1)
         frames = 1;
@@ -347,6 +352,13 @@ static void fork_child(void)
     close(region_fd);
     munmap(region, SHM_TOTAL_SIZE);
     region_fd = -1;
+    const char *no_follow = getenv(SHM_ENV_NO_FOLLOW);
+    if (no_follow && no_follow[0] == '1') {
+        region = NULL;
+        stop_recording();
+        thread->guard--;
+        return;
+    }
     memset(&thread->producer, 0, sizeof thread->producer);
     memset(thread->stack_cache, 0, sizeof thread->stack_cache);
     thread->no_slot = 0;

@@ -39,6 +39,8 @@
 #define SHM_ENV_TRACER_PID "MEMSLOPE_TRACER_PID" /* decimal pid; shim records only when set */
 #define SHM_ENV_MAX_FRAMES "MEMSLOPE_MAX_FRAMES" /* default SHM_DEFAULT_MAX_FRAMES */
 #define SHM_ENV_SAMPLE_RATE "MEMSLOPE_SAMPLE_RATE" /* bytes; 0 = backtrace every allocation */
+#define SHM_ENV_NO_FOLLOW "MEMSLOPE_NO_FOLLOW"   /* "1": fork children do not record */
+#define SHM_ENV_NO_PTRACE "MEMSLOPE_NO_PTRACE"   /* "1": record without being traced (no-ptrace mode) */
 
 #define SHM_DEFAULT_MAX_FRAMES 64u
 #define SHM_MAX_FRAMES_LIMIT 256u

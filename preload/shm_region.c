@@ -4,6 +4,8 @@
 #include "shm_region.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <string.h>
 #include <stddef.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -74,4 +76,34 @@ uint64_t shm_parse_u64(const char *text, uint64_t fallback)
         value = value * 10 + digit;
     }
     return value;
+}
+
+long shm_status_tracer_pid(const char *status, size_t length)
+{
+    static const char key[] = "\nTracerPid:";
+    for (size_t i = 0; i + sizeof key - 1 <= length; i++) {
+        if (memcmp(status + i, key, sizeof key - 1) != 0)
+            continue;
+        size_t j = i + sizeof key - 1;
+        while (j < length && (status[j] == ' ' || status[j] == '\t'))
+            j++;
+        long value = 0;
+        int digits = 0;
+        for (; j < length && status[j] >= '0' && status[j] <= '9' && digits < 10; j++, digits++)
+            value = value * 10 + (status[j] - '0');
+        return digits ? value : -1;
+    }
+    return -1;
+}
+
+int shm_traced_by(pid_t tracer)
+{
+    char status[4096];
+    int saved_errno = errno;
+    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    ssize_t length = fd < 0 ? -1 : read(fd, status, sizeof status);
+    if (fd >= 0)
+        close(fd);
+    errno = saved_errno;
+    return length > 0 && shm_status_tracer_pid(status, (size_t)length) == (long)tracer;
 }

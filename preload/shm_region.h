@@ -4,7 +4,9 @@
 #ifndef MEMSLOPE_SHM_REGION_H
 #define MEMSLOPE_SHM_REGION_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "shm_layout.h"
 
@@ -20,5 +22,14 @@ void *shm_region_create(int *fd_out, uint32_t pid, uint32_t max_frames, uint64_t
 /* Parses a decimal environment value without the allocator or locale;
  * returns fallback for NULL, empty or malformed text. */
 uint64_t shm_parse_u64(const char *text, uint64_t fallback);
+
+/* The TracerPid line of a /proc/PID/status text; -1 when absent. */
+long shm_status_tracer_pid(const char *status, size_t length);
+
+/* Whether this process is traced by tracer (its /proc/self/status names
+ * it): a fork child or an exec'd program that memslope does not follow is
+ * not, and must not record, since nobody would drain its rings. Uses only
+ * system calls. */
+int shm_traced_by(pid_t tracer);
 
 #endif

@@ -33,7 +33,7 @@ static char **target_environment(const struct session *session, const char *shim
     size_t count = 0;
     while (environ[count])
         count++;
-    char **env = calloc(count + 8, sizeof *env);
+    char **env = calloc(count + 9, sizeof *env);
     if (!env)
         return NULL;
     size_t n = 0;
@@ -45,6 +45,8 @@ static char **target_environment(const struct session *session, const char *shim
             env[n++] = environ[i];
     }
     char *preload = NULL, *tracer = NULL, *frames = NULL, *sample = NULL;
+    if (!session->options.follow_children)
+        env[n++] = SHM_ENV_NO_FOLLOW "=1";
     if (previous_preload && *previous_preload)
         (void)!asprintf(&preload, "LD_PRELOAD=%s:%s", shim_path, previous_preload);
     else

@@ -410,6 +410,46 @@ static struct traced_process *fork_child_create(struct session *session, struct 
     return process;
 }
 
+/* --no-follow: the kernel attached the child (we trace forks to get here
+ * first); take our breakpoints out of its copy of memory, then detach. Its
+ * shim does not record (MEMSLOPE_NO_FOLLOW). A vfork child shares its
+ * parent's memory, so its breakpoints stay: it only runs until exec. */
+static void let_go_of_child(struct session *session, struct traced_process *parent, pid_t child, int shared_memory)
+{
+    for (size_t i = 0; i < session->detach_count; i++)
+        if (session->detach_pending[i].pid == child)
+            return;
+    struct pending_detach *grown =
+        realloc(session->detach_pending, (session->detach_count + 1) * sizeof *session->detach_pending);
+    if (!grown)
+        return;
+    session->detach_pending = grown;
+    struct pending_detach *pending = &session->detach_pending[session->detach_count++];
+    memset(pending, 0, sizeof *pending);
+    pending->pid = child;
+    if (!shared_memory)
+        breakpoint_set_copy(&pending->breakpoints, &parent->breakpoints);
+}
+
+/* A stop of a child we are letting go of: returns 1 when handled. */
+static int detach_if_pending(struct session *session, pid_t tid, int status)
+{
+    for (size_t i = 0; i < session->detach_count; i++) {
+        struct pending_detach *pending = &session->detach_pending[i];
+        if (pending->pid != tid)
+            continue;
+        if (WIFSTOPPED(status)) {
+            breakpoint_remove_all(tid, &pending->breakpoints);
+            int signal = (status >> 16) == 0 ? WSTOPSIG(status) : 0;
+            ptrace(PTRACE_DETACH, tid, 0, (void *)(long)signal);
+        }
+        breakpoint_set_free(&pending->breakpoints);
+        session->detach_pending[i] = session->detach_pending[--session->detach_count];
+        return 1;
+    }
+    return 0;
+}
+
 static void on_new_task(struct session *session, struct traced_thread *thread, int event)
 {
     unsigned long message = 0;
@@ -418,6 +458,10 @@ static void on_new_task(struct session *session, struct traced_thread *thread, i
     struct traced_process *parent = thread->process;
     if (event == PTRACE_EVENT_CLONE) {
         thread_add(session, child, parent);
+        return;
+    }
+    if (!session->options.follow_children) {
+        let_go_of_child(session, parent, child, event == PTRACE_EVENT_VFORK);
         return;
     }
     /* The child's first stop may have come first (thread_discover set it up). */
@@ -570,6 +614,12 @@ static struct traced_thread *thread_discover(struct session *session, pid_t tid)
         free(status);
     }
     struct traced_process *process = process_by_pid(session, tgid);
+    if (!process && tgid == tid && !session->options.follow_children) {
+        struct traced_process *parent = process_by_pid(session, parent_pid);
+        if (parent)
+            let_go_of_child(session, parent, tid, 0);
+        return NULL;
+    }
     if (!process && tgid == tid) {
         /* A fork child reported before its parent's fork event: its parent
          * is its PPid. */
@@ -614,6 +664,8 @@ static void handle_wait_status(struct session *session, pid_t tid, int status)
     if (!WIFSTOPPED(status))
         return;
     int event = status >> 16;
+    if (detach_if_pending(session, tid, status))
+        return;
     if (!session->first_exec_seen && tid == session->initial_pid) {
         if (event == PTRACE_EVENT_EXEC)
             on_first_exec(session, tid);
@@ -623,6 +675,8 @@ static void handle_wait_status(struct session *session, pid_t tid, int status)
     struct traced_thread *thread = thread_find(session, tid);
     if (!thread)
         thread = thread_discover(session, tid);
+    if (!thread && detach_if_pending(session, tid, status))
+        return;
     if (!thread) {
         resume(tid, event == 0 ? WSTOPSIG(status) : 0);
         return;
@@ -1040,4 +1094,7 @@ void session_destroy(struct session *session)
         free(process);
     }
     free(session->processes);
+    for (size_t i = 0; i < session->detach_count; i++)
+        breakpoint_set_free(&session->detach_pending[i].breakpoints);
+    free(session->detach_pending);
 }

@@ -65,6 +65,11 @@ struct traced_process {
     char *leak_check_note;     /* why no leak check ran, if it did not */
 };
 
+struct pending_detach {
+    pid_t pid;
+    struct breakpoint_set breakpoints; /* to take out of the child's memory */
+};
+
 struct session {
     struct record_options options;
     struct trace_writer *writer;
@@ -80,7 +85,9 @@ struct session {
     uint64_t start_ns;
     int interrupted;
     int fatal;                 /* a usage error found while running (exit status); the target is killed */
-    int iteration_symbol_found;           /* memslope got SIGTERM/SIGHUP: forwarded to the target */
+    int iteration_symbol_found;
+    struct pending_detach *detach_pending; /* --no-follow: children to let go */
+    size_t detach_count;           /* memslope got SIGTERM/SIGHUP: forwarded to the target */
 };
 
 /* Forks and execs the command with the shim preloaded and PTRACE_SEIZE
