@@ -16,7 +16,7 @@ if command -v valgrind >/dev/null 2>&1; then
     vg_totals "$(vg_log threads)"
 fi
 # Several runs: ordering bugs across threads show up only now and then.
-for run in 1 2 3 4 5; do
+for run in 1 2 3 4 5 6 7 8; do
     record_and_report "threads$run" -- "$FIXTURES/threads"
     J=$WORK/threads$run.json
     expect_eq "run $run: record exit status" 0 "$REC_RC"
