@@ -70,8 +70,9 @@ static const struct trace_model_process *exec_chain_end(const struct trace_model
 }
 
 /* The image that did the work: the one that marked the most iterations (or
- * cases); else the end of the traced command's exec chain, when the shim
- * recorded it; else the one with the most allocations. */
+ * cases); else the one with the most allocations, unless the end of the
+ * traced command's exec chain (a wrapper script execs the real program)
+ * did at least a tenth as many: then that one. */
 const struct trace_model_process *report_primary_process(const struct trace_model *model)
 {
     const struct trace_model_process *best = NULL;
@@ -84,12 +85,12 @@ const struct trace_model_process *report_primary_process(const struct trace_mode
     }
     if (best)
         return best;
-    const struct trace_model_process *chain_end = exec_chain_end(model);
-    if (chain_end && chain_end->info.allocations > 0)
-        return chain_end;
     for (const struct trace_model_process *p = model->processes; p; p = p->hh.next)
         if (!best || p->info.allocations > best->info.allocations)
             best = p;
+    const struct trace_model_process *chain_end = exec_chain_end(model);
+    if (best && chain_end && chain_end->info.allocations > 0 && chain_end->info.allocations * 10 >= best->info.allocations)
+        return chain_end;
     return best;
 }
 

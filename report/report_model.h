@@ -68,8 +68,8 @@ int report_build(struct report *report, const struct trace_model *model, const c
 void report_free(struct report *report);
 
 /* The process image that did the work: the one with the most iterations
- * marked; else the end of the traced command's exec chain; else the one with
- * the most allocations. */
+ * marked; else the one with the most allocations, unless the end of the
+ * traced command's exec chain did at least a tenth as many. */
 const struct trace_model_process *report_primary_process(const struct trace_model *model);
 
 /* Growth of live bytes over a case's iteration snapshots. Returns "unknown"
