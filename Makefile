@@ -33,7 +33,7 @@ SHIM_SRC := $(wildcard preload/*.c)
 SHIM_OBJ := $(SHIM_SRC:%.c=$(B)/shim-obj/%.o)
 SHIM_UNIT_SRC := $(filter-out preload/shim.c,$(SHIM_SRC))
 SHIM_CFLAGS := -fPIC -ftls-model=initial-exec -fvisibility=hidden -fno-omit-frame-pointer
-SHIM_LIBS := -lunwind -ldl -lpthread
+SHIM_LIBS := -lunwind -ldw -lelf -ldl -lpthread
 
 MEMSLOPE := $(B)/bin/memslope
 SHIM := $(B)/lib/memslope/libmemslope.so
@@ -94,7 +94,7 @@ $(B)/libcore-san.a: $(SAN_CORE_OBJ)
 
 $(B)/unit/%: tests/unit/%.c $(B)/libcore-san.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(SAN_FLAGS) -O1 -o $@ $< $(B)/libcore-san.a $(CORE_LIBS) -lcmocka
+	$(CC) $(ALL_CFLAGS) $(SAN_FLAGS) -O1 -o $@ $< $(B)/libcore-san.a $(CORE_LIBS) -lunwind -lcmocka
 
 $(B)/fixtures/%: fixtures/%.c include/memslope.h
 	@mkdir -p $(dir $@)

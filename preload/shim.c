@@ -43,6 +43,7 @@
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
+#include "fast_unwind.h"
 #include "ring_writer.h"
 #include "shm_layout.h"
 #include "shm_region.h"
@@ -442,6 +443,10 @@ static inline bool sampled(struct shim_thread *thread, size_t size)
  * max_frames, so they can be dropped without losing a frame of the program. */
 #define SHIM_FRAME_SLACK 6u
 
+/* How far above the interposer's frame a caller's frame may lie: a bound on
+ * the reads of a wrong rule, far beyond any real stack's depth of calls. */
+#define FAST_UNWIND_STACK_SPAN (256ull << 20)
+
 static inline bool in_shim_text(uint64_t ip)
 {
     return ip >= shim_text_start && ip < shim_text_end;
@@ -469,7 +474,17 @@ static inline __attribute__((always_inline)) uint32_t capture_stack(struct shim_
     thread->guard++; /* the unwinder's own allocations are not the program's */
     thread->capturing++;
     int saved_errno = errno;
-    int got = unw_backtrace((void **)frames, (int)(max_frames + SHIM_FRAME_SLACK));
+    /* Inlined into the interposer, whose frame (the shim is built with
+     * frame pointers) gives the program's frame to start from. */
+    const uint64_t *frame_pointer = __builtin_frame_address(0);
+    struct fast_unwind_regs start = {
+        .ip = (uint64_t)(uintptr_t)__builtin_return_address(0),
+        .sp = (uint64_t)(uintptr_t)(frame_pointer + 2),
+        .bp = frame_pointer[0],
+    };
+    int got = fast_unwind(&start, start.sp + FAST_UNWIND_STACK_SPAN, frames, (int)max_frames);
+    if (UNLIKELY(got < 0))
+        got = unw_backtrace((void **)frames, (int)(max_frames + SHIM_FRAME_SLACK));
     errno = saved_errno;
     thread->guard--;
     uint32_t id = SHM_STACK_NONE;

@@ -1,0 +1,280 @@
+/* fast_unwind.c - see fast_unwind.h.
+ *
+ * The rule table is global (return addresses are the same in every thread)
+ * and lock-free for readers: a slot is claimed by a CAS of its address from
+ * 0, then its rule is stored with release; a reader takes a rule of 0 as a
+ * miss. Slots are never reused, so a rule once seen stays valid. Lookups of
+ * new rules (rare after warm-up) take a mutex: libdw's CFI caches are not
+ * safe to share between threads.
+ */
+#include "fast_unwind.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define RULE_TABLE_SIZE (1u << 17) /* power of two */
+#define RULE_PROBES 16
+#define MAX_MODULES 512
+
+/* DWARF register numbers on x86-64. */
+#define DWARF_RBP 6
+#define DWARF_RSP 7
+#define DWARF_RA 16
+
+enum rule_kind { RULE_NONE = 0, RULE_CFA_RSP = 1, RULE_CFA_RBP = 2, RULE_OUTERMOST = 3, RULE_UNSUPPORTED = 4 };
+
+/* A rule packed in 64 bits (0 = not known yet):
+ *   bits 0-3   enum rule_kind
+ *   bit  4     the caller's rbp is saved at CFA + rbp_offset
+ *   bits 8-31  CFA offset from rsp or rbp (unsigned, < 2^24)
+ *   bits 32-63 rbp_offset (signed) */
+typedef uint64_t packed_rule;
+
+struct rule_slot {
+    uint64_t ip;
+    packed_rule rule;
+};
+
+struct module_cfi {
+    uint64_t start, end; /* the executable mapping's address range */
+    uint64_t bias;
+    Elf *elf;
+    Dwarf_CFI *cfi;
+    int fd;
+};
+
+/* Process-wide state of the shim's unwinder: the shim is the one place where
+ * global mutable state is unavoidable (it lives inside someone else's
+ * process and has no context to pass around). */
+static struct rule_slot rule_table[RULE_TABLE_SIZE];
+static pthread_mutex_t lookup_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct module_cfi modules[MAX_MODULES];
+static size_t module_count;
+static uint64_t rules_cached, rules_unsupported;
+
+static inline packed_rule pack(enum rule_kind kind, uint32_t cfa_offset, bool rbp_saved, int32_t rbp_offset)
+{
+    return (uint64_t)kind | (rbp_saved ? 16u : 0u) | ((uint64_t)(cfa_offset & 0xffffffu) << 8) |
+           ((uint64_t)(uint32_t)rbp_offset << 32);
+}
+
+static inline uint64_t slot_index(uint64_t ip)
+{
+    return ((ip * 0x9e3779b97f4a7c15ull) >> 40) & (RULE_TABLE_SIZE - 1);
+}
+
+static inline packed_rule cached_rule(uint64_t ip)
+{
+    uint64_t index = slot_index(ip);
+    for (int probe = 0; probe < RULE_PROBES; probe++) {
+        struct rule_slot *slot = &rule_table[(index + (uint64_t)probe) & (RULE_TABLE_SIZE - 1)];
+        uint64_t key = __atomic_load_n(&slot->ip, __ATOMIC_ACQUIRE);
+        if (key == ip)
+            return __atomic_load_n(&slot->rule, __ATOMIC_ACQUIRE);
+        if (key == 0)
+            return 0;
+    }
+    return 0;
+}
+
+static void cache_rule(uint64_t ip, packed_rule rule)
+{
+    uint64_t index = slot_index(ip);
+    for (int probe = 0; probe < RULE_PROBES; probe++) {
+        struct rule_slot *slot = &rule_table[(index + (uint64_t)probe) & (RULE_TABLE_SIZE - 1)];
+        uint64_t expected = 0;
+        if (__atomic_compare_exchange_n(&slot->ip, &expected, ip, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) ||
+            expected == ip) {
+            __atomic_store_n(&slot->rule, rule, __ATOMIC_RELEASE);
+            return;
+        }
+    }
+    /* Table full around this slot: the rule is looked up again next time. */
+}
+
+/* ---- finding a module's CFI ------------------------------------------------ */
+
+struct find_module {
+    uint64_t ip;
+    uint64_t bias, start, end;
+    const char *name;
+    bool found;
+};
+
+static int find_module_callback(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    struct find_module *find = data;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *phdr = &info->dlpi_phdr[i];
+        if (phdr->p_type != PT_LOAD || !(phdr->p_flags & PF_X))
+            continue;
+        uint64_t start = info->dlpi_addr + phdr->p_vaddr, end = start + phdr->p_memsz;
+        if (find->ip >= start && find->ip < end) {
+            find->bias = info->dlpi_addr;
+            find->start = start;
+            find->end = end;
+            find->name = info->dlpi_name;
+            find->found = true;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static struct module_cfi *module_for(uint64_t ip)
+{
+    for (size_t i = 0; i < module_count; i++)
+        if (ip >= modules[i].start && ip < modules[i].end)
+            return &modules[i];
+    if (module_count == MAX_MODULES)
+        return NULL;
+    struct find_module find = {.ip = ip};
+    dl_iterate_phdr(find_module_callback, &find);
+    if (!find.found)
+        return NULL;
+    /* The main program's name is empty; [vdso] has no file. */
+    const char *path = find.name && find.name[0] ? find.name : "/proc/self/exe";
+    struct module_cfi *module = &modules[module_count];
+    memset(module, 0, sizeof *module);
+    module->start = find.start;
+    module->end = find.end;
+    module->bias = find.bias;
+    module->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (module->fd >= 0) {
+        elf_version(EV_CURRENT);
+        module->elf = elf_begin(module->fd, ELF_C_READ_MMAP, NULL);
+        module->cfi = module->elf ? dwarf_getcfi_elf(module->elf) : NULL;
+    }
+    module_count++; /* kept even without CFI: its frames fall back */
+    return module;
+}
+
+/* ---- rules from CFI ------------------------------------------------------------ */
+
+/* The register's rule as "saved at CFA + offset": 1; "same value": 0;
+ * anything else: -1. */
+static int saved_at_cfa_offset(Dwarf_Frame *frame, int regno, int64_t *offset)
+{
+    Dwarf_Op ops_mem[3], *ops;
+    size_t nops;
+    if (dwarf_frame_register(frame, regno, ops_mem, &ops, &nops) != 0)
+        return -1;
+    if (nops == 0)
+        return ops == NULL ? 0 : -1; /* same value, or undefined */
+    if (ops[0].atom != DW_OP_call_frame_cfa)
+        return -1;
+    if (nops == 1) {
+        *offset = 0;
+        return 1;
+    }
+    if (nops == 2 && ops[1].atom == DW_OP_plus_uconst) {
+        *offset = (int64_t)ops[1].number;
+        return 1;
+    }
+    if (nops == 3 && ops[1].atom == DW_OP_consts && ops[2].atom == DW_OP_plus) {
+        *offset = (int64_t)ops[1].number;
+        return 1;
+    }
+    return -1;
+}
+
+static packed_rule rule_from_frame(Dwarf_Frame *frame)
+{
+    Dwarf_Op *ops;
+    size_t nops;
+    bool signal_frame = false;
+    if (dwarf_frame_info(frame, NULL, NULL, &signal_frame) < 0 || signal_frame)
+        return pack(RULE_UNSUPPORTED, 0, false, 0);
+    /* The outermost frame marks its return address undefined. */
+    Dwarf_Op ra_mem[3], *ra_ops;
+    size_t ra_nops;
+    if (dwarf_frame_register(frame, DWARF_RA, ra_mem, &ra_ops, &ra_nops) == 0 && ra_nops == 0 && ra_ops != NULL)
+        return pack(RULE_OUTERMOST, 0, false, 0);
+    if (dwarf_frame_cfa(frame, &ops, &nops) != 0 || nops != 1 || ops[0].atom != DW_OP_bregx)
+        return pack(RULE_UNSUPPORTED, 0, false, 0);
+    uint64_t base = ops[0].number;
+    int64_t cfa_offset = (int64_t)ops[0].number2;
+    if ((base != DWARF_RSP && base != DWARF_RBP) || cfa_offset < 0 || cfa_offset >= (1 << 24))
+        return pack(RULE_UNSUPPORTED, 0, false, 0);
+    int64_t ra_offset = 0, rbp_offset = 0;
+    if (saved_at_cfa_offset(frame, DWARF_RA, &ra_offset) != 1 || ra_offset != -8)
+        return pack(RULE_UNSUPPORTED, 0, false, 0);
+    int rbp = saved_at_cfa_offset(frame, DWARF_RBP, &rbp_offset);
+    if (rbp < 0 || rbp_offset < INT32_MIN || rbp_offset > INT32_MAX)
+        return pack(RULE_UNSUPPORTED, 0, false, 0);
+    return pack(base == DWARF_RSP ? RULE_CFA_RSP : RULE_CFA_RBP, (uint32_t)cfa_offset, rbp == 1, (int32_t)rbp_offset);
+}
+
+/* ip is a return address except for the first frame; both are looked up at
+ * ip - 1, inside the call instruction (or just before the first frame's
+ * point, which lies in the same rule range for a call site). */
+static packed_rule look_up_rule(uint64_t ip)
+{
+    pthread_mutex_lock(&lookup_lock);
+    packed_rule rule = cached_rule(ip);
+    if (!rule) {
+        struct module_cfi *module = module_for(ip);
+        Dwarf_Frame *frame = NULL;
+        if (module && module->cfi && dwarf_cfi_addrframe(module->cfi, ip - 1 - module->bias, &frame) == 0) {
+            rule = rule_from_frame(frame);
+            free(frame);
+        } else {
+            rule = pack(RULE_UNSUPPORTED, 0, false, 0);
+        }
+        cache_rule(ip, rule);
+        if ((rule & 15) == RULE_UNSUPPORTED)
+            rules_unsupported++;
+        else
+            rules_cached++;
+    }
+    pthread_mutex_unlock(&lookup_lock);
+    return rule;
+}
+
+int fast_unwind(const struct fast_unwind_regs *start, uint64_t stack_limit, uint64_t *frames, int max)
+{
+    uint64_t ip = start->ip, sp = start->sp, bp = start->bp;
+    int count = 0;
+    while (count < max && ip) {
+        frames[count++] = ip;
+        packed_rule rule = cached_rule(ip);
+        if (__builtin_expect(rule == 0, 0))
+            rule = look_up_rule(ip);
+        unsigned kind = rule & 15;
+        if (kind == RULE_OUTERMOST)
+            break;
+        if (kind != RULE_CFA_RSP && kind != RULE_CFA_RBP)
+            return -1;
+        uint64_t cfa = (kind == RULE_CFA_RSP ? sp : bp) + ((rule >> 8) & 0xffffff);
+        if (cfa <= sp || cfa > stack_limit || cfa < 8)
+            return -1;
+        uint64_t caller_bp = bp;
+        if (rule & 16) {
+            uint64_t at = cfa + (uint64_t)(int64_t)(int32_t)(rule >> 32);
+            if (at < start->sp || at + 8 > stack_limit)
+                return -1;
+            caller_bp = *(const uint64_t *)at;
+        }
+        ip = *(const uint64_t *)(cfa - 8);
+        sp = cfa;
+        bp = caller_bp;
+    }
+    return count;
+}
+
+void fast_unwind_stats(uint64_t *cached, uint64_t *unsupported)
+{
+    pthread_mutex_lock(&lookup_lock);
+    *cached = rules_cached;
+    *unsupported = rules_unsupported;
+    pthread_mutex_unlock(&lookup_lock);
+}
