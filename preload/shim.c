@@ -26,6 +26,7 @@
  * recorded.
  */
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <elf.h>
 #include <errno.h>
 #include <link.h>
@@ -35,6 +36,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -109,6 +113,7 @@ static pid_t tracer_pid;
 static uint32_t max_frames = SHM_DEFAULT_MAX_FRAMES;
 static uint64_t sample_rate;
 static uintptr_t shim_text_start, shim_text_end;
+static bool clock_is_tsc; /* events are stamped with the TSC (decided once, at start) */
 static pthread_key_t thread_exit_key;
 
 /* ---- bootstrap arena: dlsym's allocations before `real` is known -------- */
@@ -206,6 +211,7 @@ static inline bool real_ready(void)
 
 static void thread_exit_destructor(void *value);
 static void fork_child(void);
+static bool kernel_clock_is_tsc(void);
 
 /* The executable PT_LOAD of this library: leading backtrace frames in it are
  * the shim's own and are dropped. __ehdr_start avoids dl_iterate_phdr's lock
@@ -256,9 +262,11 @@ static bool start_recording(void)
     unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
     if (pthread_key_create(&thread_exit_key, thread_exit_destructor) != 0)
         return false;
+    clock_is_tsc = kernel_clock_is_tsc();
     region = shm_region_create(&region_fd, (uint32_t)getpid(), max_frames, sample_rate);
     if (!region)
         return false;
+    ((struct shm_header *)region)->clock_source = clock_is_tsc ? SHM_CLOCK_TSC : SHM_CLOCK_MONOTONIC_NS;
     /* Registered this early, our child handler runs before any the program
      * registers later (child handlers run in registration order), so the
      * child never writes into the parent's region. */
@@ -366,6 +374,8 @@ static void fork_child(void)
     region = shm_region_create(&region_fd, (uint32_t)getpid(), max_frames, sample_rate);
     if (!region)
         stop_recording();
+    else
+        ((struct shm_header *)region)->clock_source = clock_is_tsc ? SHM_CLOCK_TSC : SHM_CLOCK_MONOTONIC_NS;
     thread->guard--;
 }
 
@@ -376,6 +386,49 @@ static inline uint64_t now_ns(void)
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now); /* vDSO: no syscall */
     return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+/* Event stamps. With the TSC, fences keep the stamp on the right side of
+ * the allocator call it orders: a free's stamp completes before the real
+ * free starts; an allocation's is read only after the real allocator's
+ * work is done (see shm_event). */
+static inline uint64_t stamp_before(void)
+{
+#if defined(__x86_64__)
+    if (LIKELY(clock_is_tsc)) {
+        uint64_t t = __rdtsc();
+        _mm_lfence();
+        return t;
+    }
+#endif
+    return now_ns();
+}
+
+static inline uint64_t stamp_after(void)
+{
+#if defined(__x86_64__)
+    if (LIKELY(clock_is_tsc)) {
+        _mm_lfence();
+        return __rdtsc();
+    }
+#endif
+    return now_ns();
+}
+
+/* The kernel's own choice: it uses the TSC only when it found it constant
+ * and synchronised across CPUs. System calls only (no allocator). */
+static bool kernel_clock_is_tsc(void)
+{
+#if defined(__x86_64__)
+    char name[16] = "";
+    int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, name, sizeof name - 1);
+    if (fd >= 0)
+        close(fd);
+    return n >= 3 && memcmp(name, "tsc", 3) == 0 && (n == 3 || name[3] == '\n');
+#else
+    return false;
+#endif
 }
 
 static inline void write_event(struct shim_thread *thread, const struct shm_event *event)
@@ -526,7 +579,7 @@ static inline __attribute__((always_inline)) void record_alloc(void *pointer, si
         .kind = SHM_EV_ALLOC,
         .alloc_fn = (uint8_t)fn,
     };
-    event.time_ns = now_ns(); /* after the real allocator returned */
+    event.time_ns = stamp_after(); /* after the real allocator returned */
     write_event(thread, &event);
 }
 
@@ -550,7 +603,7 @@ static void record_marker(enum shm_event_kind kind, uint64_t addr, uint64_t size
     if (!should_record(thread) || !ensure_slot(thread))
         return;
     struct shm_event event = {
-        .time_ns = now_ns(),
+        .time_ns = stamp_after(),
         .addr = addr,
         .size = size,
         .kind = (uint8_t)kind,
@@ -577,7 +630,7 @@ SHIM_EXPORT void free(void *pointer)
     if (UNLIKELY(!real_ready()))
         return; /* cannot happen: a non-bootstrap block came from `real` */
     if (should_record(&this_thread))
-        record_free(pointer, now_ns()); /* before the real free: see shm_event */
+        record_free(pointer, stamp_before()); /* before the real free: see shm_event */
     real.free(pointer);
 }
 
@@ -631,7 +684,7 @@ SHIM_EXPORT void *realloc(void *old, size_t size)
         return bootstrap_alloc(size, 16);
     struct shim_thread *thread = &this_thread;
     bool recording = should_record(thread);
-    uint64_t free_time = recording && old ? now_ns() : 0;
+    uint64_t free_time = recording && old ? stamp_before() : 0;
     void *moved = real.realloc(old, size);
     if (recording)
         record_realloc(old, moved, size, free_time, SHM_FN_REALLOC);
@@ -651,7 +704,7 @@ SHIM_EXPORT void *reallocarray(void *old, size_t count, size_t size)
         return bootstrap_alloc(bytes, 16);
     struct shim_thread *thread = &this_thread;
     bool recording = should_record(thread);
-    uint64_t free_time = recording && old ? now_ns() : 0;
+    uint64_t free_time = recording && old ? stamp_before() : 0;
     /* Not real.reallocarray: glibc's calls realloc through the PLT, that is
      * us, and the block would be counted twice. */
     void *moved = real.realloc(old, bytes);

@@ -70,7 +70,8 @@ enum shm_alloc_fn {
     SHM_FN_PVALLOC,
 };
 
-/* 32 bytes. time is CLOCK_MONOTONIC nanoseconds: a free is stamped before the
+/* 32 bytes. time_ns is CLOCK_MONOTONIC nanoseconds, or TSC ticks (see
+ * shm_header.clock_source): a free is stamped before the
  * real free, an allocation after the real allocator returns, so the
  * allocator's own locking orders the two stamps of a reused address. */
 struct shm_event {
@@ -137,7 +138,14 @@ struct shm_header {
     uint64_t name_pool_offset;
     uint32_t name_pool_bytes;
     uint32_t name_pool_used;    /* atomic fetch-add by producers */
+    uint32_t clock_source;      /* enum shm_clock_source of every event's time_ns */
+    uint32_t pad_clock;
 };
+
+/* The shim stamps events with the CPU's time-stamp counter when the kernel
+ * itself trusts it as its clock source (synchronised across CPUs): half the
+ * cost of clock_gettime. The tracer converts ticks to nanoseconds. */
+enum shm_clock_source { SHM_CLOCK_MONOTONIC_NS = 0, SHM_CLOCK_TSC = 1 };
 
 #define SHM_HEADER_SIZE 4096u
 #define SHM_SLOTS_OFFSET SHM_HEADER_SIZE

@@ -13,6 +13,9 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 #include "../preload/shm_layout.h"
 
@@ -30,6 +33,39 @@ static uint64_t monotonic_ns(void)
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     return (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+}
+
+static uint64_t read_ticks(void)
+{
+#if defined(__x86_64__)
+    _mm_lfence();
+    return __rdtsc();
+#else
+    return 0;
+#endif
+}
+
+/* Takes a fresh (ticks, ns) pair and the rate since attach; waits out the
+ * first half millisecond once, so the rate is right from the first drain. */
+static void calibrate_clock(struct shm_consumer *consumer)
+{
+    do {
+        consumer->now_ns = monotonic_ns();
+        consumer->now_ticks = read_ticks();
+    } while (consumer->now_ns - consumer->base_ns < 500000 && !consumer->ns_per_tick);
+    if (consumer->now_ticks > consumer->base_ticks)
+        consumer->ns_per_tick =
+            (double)(consumer->now_ns - consumer->base_ns) / (double)(consumer->now_ticks - consumer->base_ticks);
+}
+
+/* An event's time in CLOCK_MONOTONIC nanoseconds. */
+static uint64_t event_time_ns(const struct shm_consumer *consumer, int tsc, uint64_t raw)
+{
+    if (!tsc)
+        return raw;
+    double ago = ((double)consumer->now_ticks - (double)raw) * consumer->ns_per_tick;
+    double ns = (double)consumer->now_ns - ago;
+    return ns > 0 ? (uint64_t)ns : 0;
 }
 
 /* A region is usable once the shim has published a header that matches the
@@ -75,6 +111,8 @@ static int try_map_fd(struct shm_consumer *consumer, pid_t pid, const char *fd_n
     }
     consumer->base = base;
     consumer->size = SHM_TOTAL_SIZE;
+    consumer->base_ticks = read_ticks();
+    consumer->base_ns = monotonic_ns();
     consumer->inode = (uint64_t)st.st_ino;
     return 1;
 }
@@ -118,28 +156,27 @@ static uint32_t lookup_stack(void *context, uint32_t stack_id, const uint64_t **
     return depth;
 }
 
-static void apply_event(struct shm_consumer *consumer, struct recorder *recorder, const struct shm_event *event)
+static void apply_event(struct shm_consumer *consumer, struct recorder *recorder, const struct shm_event *event,
+                        uint64_t time_ns)
 {
     switch (event->kind) {
     case SHM_EV_ALLOC:
-        recorder_alloc(recorder, event->time_ns, event->addr, event->size, event->stack_id, lookup_stack,
-                       consumer->base);
+        recorder_alloc(recorder, time_ns, event->addr, event->size, event->stack_id, lookup_stack, consumer->base);
         break;
     case SHM_EV_FREE:
-        recorder_free_block(recorder, event->time_ns, event->addr);
+        recorder_free_block(recorder, time_ns, event->addr);
         break;
     case SHM_EV_CASE_BEGIN:
         if (event->addr < SHM_NAME_POOL_BYTES && event->size <= SHM_NAME_POOL_BYTES - event->addr)
-            recorder_case_begin(recorder, event->time_ns, shm_name_pool(consumer->base) + event->addr,
-                                (size_t)event->size);
+            recorder_case_begin(recorder, time_ns, shm_name_pool(consumer->base) + event->addr, (size_t)event->size);
         else
-            recorder_case_begin(recorder, event->time_ns, "?", 1);
+            recorder_case_begin(recorder, time_ns, "?", 1);
         break;
     case SHM_EV_ITERATION:
-        recorder_iteration(recorder, event->time_ns);
+        recorder_iteration(recorder, time_ns);
         break;
     case SHM_EV_CASE_END:
-        recorder_case_end(recorder, event->time_ns);
+        recorder_case_end(recorder, time_ns);
         break;
     default:
         break;
@@ -190,6 +227,10 @@ static void recycle_if_retired(struct shm_thread_slot *slot)
 static size_t merge_cursors(struct shm_consumer *consumer, struct recorder *recorder, struct ring_cursor *cursors,
                             size_t count)
 {
+    const struct shm_header *header = consumer->base;
+    int tsc = __atomic_load_n(&header->clock_source, __ATOMIC_RELAXED) == SHM_CLOCK_TSC;
+    if (tsc)
+        calibrate_clock(consumer);
     size_t consumed = 0;
     for (;;) {
         struct ring_cursor *next = NULL;
@@ -206,7 +247,7 @@ static size_t merge_cursors(struct shm_consumer *consumer, struct recorder *reco
             return consumed;
         struct shm_event event = next->slot->ring[next->position & (SHM_RING_EVENTS - 1)];
         next->position++;
-        apply_event(consumer, recorder, &event);
+        apply_event(consumer, recorder, &event, event_time_ns(consumer, tsc, event.time_ns));
         consumed++;
     }
 }

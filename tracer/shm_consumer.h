@@ -21,6 +21,11 @@ struct shm_consumer {
     size_t active_count;
     uint64_t last_full_scan_ns;
     uint64_t events;        /* events consumed so far */
+    /* TSC to nanoseconds (regions whose clock_source is SHM_CLOCK_TSC): a
+     * (ticks, ns) pair taken at attach, and the latest one with its rate. */
+    uint64_t base_ticks, base_ns;
+    uint64_t now_ticks, now_ns;
+    double ns_per_tick;
 };
 
 void shm_consumer_init(struct shm_consumer *consumer);
