@@ -148,6 +148,35 @@ static void test_text_report(void **state)
     free(text);
 }
 
+/* Without a leak check the text report lists what was not freed at exit. */
+static void test_text_without_leak_check(void **state)
+{
+    struct fixture *f = *state;
+    char path[160], err[256];
+    snprintf(path, sizeof path, "%s/noleaks.trace", f->dir);
+    struct trace_writer *w = trace_writer_create(path, err, sizeof err);
+    struct trace_module bench = {0, "/path/bench", ""}, libc = {1, "/lib/libc.so.6", ""};
+    struct trace_process p = sample_process(1);
+    uint32_t first;
+    assert_non_null(w);
+    assert_int_equal(trace_write_module(w, &bench) || trace_write_module(w, &libc) ||
+                         trace_write_frames(w, sample_frames, 5, &first) ||
+                         trace_write_stacks(w, 1, sample_stacks, 2) || trace_write_sites(w, 1, sample_sites, 2) ||
+                         trace_write_process(w, &p) || trace_writer_finish(w, err, sizeof err),
+                     0);
+    const char *argv[] = {"report", path, "-o", f->out};
+    assert_int_equal(run_report(4, argv), 0);
+    char *text = read_text(f->out);
+    expect_line(text, "Top sites by bytes not freed at exit\n\n480 B in 10 blocks not freed, from 10 allocations\n"
+                      "    at leaky_site (leak.c:6)\n");
+    assert_null(strstr(text, "LEAK SUMMARY"));
+    free(text);
+    const char *json[] = {"report", path, "--format", "json", "-o", f->out};
+    assert_int_equal(run_report(6, json), 0);
+    check_json(f, "assert r['leaks_at_exit'] is None and r['cases'][0]['leaks'] is None\n"
+                  "assert r['cases'][0]['sites'][0]['leaked_bytes'] == 0");
+}
+
 static void test_usage_and_failures(void **state)
 {
     struct fixture *f = *state;
@@ -233,6 +262,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_json_exact_values, setup, teardown),
         cmocka_unit_test_setup_teardown(test_metric_allocated_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_text_report, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_text_without_leak_check, setup, teardown),
         cmocka_unit_test_setup_teardown(test_usage_and_failures, setup, teardown),
         cmocka_unit_test_setup_teardown(test_incomplete_trace_still_reports, setup, teardown),
         cmocka_unit_test_setup_teardown(test_marked_cases, setup, teardown),
