@@ -22,6 +22,8 @@
 /* How often slots not known to be active are looked at: a thread's first
  * events wait at most this long (only if its ring fills meanwhile). */
 #define FULL_SCAN_INTERVAL_NS 20000000ull
+/* Events consumed from one ring between two read_pos updates (power of two). */
+#define RELEASE_EVERY 4096u
 
 void shm_consumer_init(struct shm_consumer *consumer)
 {
@@ -247,6 +249,10 @@ static size_t merge_cursors(struct shm_consumer *consumer, struct recorder *reco
             return consumed;
         struct shm_event event = next->slot->ring[next->position & (SHM_RING_EVENTS - 1)];
         next->position++;
+        /* Give room back as we go: a producer waiting on a full ring
+         * resumes after a few thousand events, not after the whole batch. */
+        if ((next->position & (RELEASE_EVERY - 1)) == 0)
+            release_ring(next->slot, next->position);
         apply_event(consumer, recorder, &event, event_time_ns(consumer, tsc, event.time_ns));
         consumed++;
     }
