@@ -3,6 +3,20 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <uthash.h>
+
+/* The tracer reads the threads' rings one after the other, so a free
+ * committed by one thread can be read before the allocation of the same
+ * block, committed by another thread an instant earlier (the block went from
+ * one to the other between the two reads). Such a free waits here; the
+ * allocation it belongs to arrives in a later drain with an earlier stamp,
+ * and the two cancel out. Frees of blocks allocated before recording began
+ * wait here for ever (there are a handful). */
+struct pending_free {
+    uint64_t address;
+    uint64_t time_ns;
+    UT_hash_handle hh;
+};
 
 void recorder_init(struct recorder *recorder, uint64_t interval_ns)
 {
@@ -28,6 +42,8 @@ static int ensure_capacity(void **array, size_t *capacity, size_t needed, size_t
     *capacity = grown;
     return 0;
 }
+
+#define UNLIKELY_PENDING(recorder) __builtin_expect((recorder)->pending_frees != NULL, 0)
 
 static struct recorder_site *site_for_stack(struct recorder *recorder, uint32_t stack_id,
                                             recorder_stack_lookup lookup, void *context)
@@ -93,6 +109,25 @@ static void sample_timeline(struct recorder *recorder, uint64_t time_ns)
     recorder->next_sample_ns = time_ns - time_ns % recorder->interval_ns + recorder->interval_ns;
 }
 
+/* Whether this allocation's free was already seen: then count both. */
+static int cancels_pending_free(struct recorder *recorder, struct recorder_site *site, uint64_t time_ns,
+                                uint64_t address, uint64_t size)
+{
+    struct pending_free *pending;
+    HASH_FIND(hh, recorder->pending_frees, &address, sizeof address, pending);
+    if (!pending || pending->time_ns < time_ns)
+        return 0;
+    HASH_DEL(recorder->pending_frees, pending);
+    free(pending);
+    recorder->unmatched_frees--;
+    site->allocations++;
+    site->allocated_bytes += size;
+    site->frees++;
+    recorder->allocations++;
+    recorder->allocated_bytes += size;
+    return 1;
+}
+
 void recorder_alloc(struct recorder *recorder, uint64_t time_ns, uint64_t address, uint64_t size,
                     uint32_t stack_id, recorder_stack_lookup lookup, void *context)
 {
@@ -101,6 +136,8 @@ void recorder_alloc(struct recorder *recorder, uint64_t time_ns, uint64_t addres
         recorder->out_of_memory = 1;
         return;
     }
+    if (UNLIKELY_PENDING(recorder) && cancels_pending_free(recorder, site, time_ns, address, size))
+        return;
     struct live_block block = {
         .address = address,
         .size = size,
@@ -138,8 +175,15 @@ void recorder_free_block(struct recorder *recorder, uint64_t time_ns, uint64_t a
     struct live_block block;
     recorder->frees++;
     if (!live_table_remove(&recorder->live, address, &block)) {
-        /* Allocated before recording began (or by the shim's bootstrap). */
         recorder->unmatched_frees++;
+        struct pending_free *pending;
+        HASH_FIND(hh, recorder->pending_frees, &address, sizeof address, pending);
+        if (!pending && (pending = calloc(1, sizeof *pending)) != NULL) {
+            pending->address = address;
+            HASH_ADD(hh, recorder->pending_frees, address, sizeof pending->address, pending);
+        }
+        if (pending)
+            pending->time_ns = time_ns;
         return;
     }
     struct recorder_site *site = &recorder->sites[block.site];
@@ -309,6 +353,11 @@ int recorder_init_fork_child(struct recorder *child, const struct recorder *pare
 
 void recorder_free(struct recorder *recorder)
 {
+    struct pending_free *pending, *next;
+    HASH_ITER(hh, recorder->pending_frees, pending, next) {
+        HASH_DEL(recorder->pending_frees, pending);
+        free(pending);
+    }
     live_table_free(&recorder->live);
     for (size_t i = 0; i < recorder->site_count; i++)
         free(recorder->sites[i].frames);

@@ -34,8 +34,12 @@ struct recorder_case {
     char *name;
 };
 
+/* A free whose allocation has not been seen yet (see recorder.c). */
+struct pending_free;
+
 struct recorder {
     struct live_table live;
+    struct pending_free *pending_frees; /* uthash by address */
     struct recorder_site *sites;
     size_t site_count, site_capacity;
     uint32_t *site_by_stack; /* stack_id -> site index + 1; 0 = none yet */

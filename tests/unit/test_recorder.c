@@ -1,0 +1,100 @@
+/* The tracer's per-image accounting (tracer/recorder.h, live_table.h):
+ * events of several threads arriving out of order, as the ring consumer can
+ * deliver them, still give exact figures. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "../../tracer/recorder.h"
+
+static const uint64_t frames[2] = {0x401000, 0x401100};
+
+static uint32_t lookup(void *context, uint32_t stack_id, const uint64_t **out)
+{
+    (void)context, (void)stack_id;
+    *out = frames;
+    return 2;
+}
+
+static void in_order(void **state)
+{
+    (void)state;
+    struct recorder r;
+    recorder_init(&r, 0);
+    recorder_alloc(&r, 10, 0x1000, 48, 1, lookup, NULL);
+    recorder_alloc(&r, 11, 0x2000, 16, 2, lookup, NULL);
+    recorder_free_block(&r, 12, 0x1000);
+    assert_int_equal(r.allocations, 2);
+    assert_int_equal(r.frees, 1);
+    assert_int_equal(r.live_bytes, 16);
+    assert_int_equal(r.live_blocks, 1);
+    assert_int_equal(r.peak_bytes, 64);
+    recorder_free(&r);
+}
+
+/* Thread A frees a block that thread B allocated an instant before, and
+ * A's ring is read before B's: the free arrives first. */
+static void free_read_before_its_allocation(void **state)
+{
+    (void)state;
+    struct recorder r;
+    recorder_init(&r, 0);
+    recorder_free_block(&r, 20, 0x3000);         /* A: free, stamped 20 */
+    assert_int_equal(r.unmatched_frees, 1);
+    recorder_alloc(&r, 15, 0x3000, 32, 1, lookup, NULL); /* B: allocated at 15 */
+    assert_int_equal(r.unmatched_frees, 0);
+    assert_int_equal(r.allocations, 1);
+    assert_int_equal(r.frees, 1);
+    assert_int_equal(r.live_blocks, 0);
+    assert_int_equal(r.live_bytes, 0);
+    assert_int_equal(r.sites[0].frees, 1);
+    /* A later allocation at the same address is a new live block. */
+    recorder_alloc(&r, 30, 0x3000, 64, 1, lookup, NULL);
+    assert_int_equal(r.live_bytes, 64);
+    recorder_free(&r);
+}
+
+/* A free of a block allocated before recording began matches nothing: an
+ * allocation stamped after it is not cancelled. */
+static void old_free_does_not_cancel_a_later_allocation(void **state)
+{
+    (void)state;
+    struct recorder r;
+    recorder_init(&r, 0);
+    recorder_free_block(&r, 5, 0x5000);
+    recorder_alloc(&r, 9, 0x5000, 24, 1, lookup, NULL);
+    assert_int_equal(r.live_blocks, 1);
+    assert_int_equal(r.live_bytes, 24);
+    assert_int_equal(r.unmatched_frees, 1);
+    recorder_free(&r);
+}
+
+/* B's allocation of an address arrives before A's free of its previous
+ * block there: the free removes the older block. */
+static void reuse_read_before_the_free(void **state)
+{
+    (void)state;
+    struct recorder r;
+    recorder_init(&r, 0);
+    recorder_alloc(&r, 1, 0x7000, 100, 1, lookup, NULL); /* A's block */
+    recorder_alloc(&r, 3, 0x7000, 200, 2, lookup, NULL); /* B reuses the address */
+    recorder_free_block(&r, 2, 0x7000);                  /* A's free, read late */
+    assert_int_equal(r.live_blocks, 1);
+    assert_int_equal(r.live_bytes, 200);
+    assert_int_equal(r.sites[0].live_bytes, 0);
+    assert_int_equal(r.sites[1].live_bytes, 200);
+    recorder_free(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(in_order),
+        cmocka_unit_test(free_read_before_its_allocation),
+        cmocka_unit_test(old_free_does_not_cancel_a_later_allocation),
+        cmocka_unit_test(reuse_read_before_the_free),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
