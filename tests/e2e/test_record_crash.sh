@@ -27,4 +27,16 @@ if command -v valgrind >/dev/null 2>&1; then
     expect_eq "blocks live at the crash (memcheck: in use at exit)" "$VG_REACH_BYTES" \
         "$(jget "$J" 'sum(s["live_bytes"] for s in d["cases"][0]["sites"])')"
 fi
+
+# A SIGSEGV handler that allocates, then lets the fault happen again: the
+# first SIGSEGV is not fatal, the handler's block counts, the second kills.
+record_and_report handler -- "$FIXTURES/crash_segv" handler
+J=$WORK/handler.json
+expect_eq "handler: record exit status" 139 "$REC_RC"
+expect_eq "handler: exit" '{"signal": 11}' "$(jget "$J" 'd["exit"]')"
+expect_totals "$J" d 5 1 1699
+expect_site "$J" on_segv "$(fixture_line crash_segv.c SEGV-HANDLER)" allocations=1 allocated_bytes=99 live_bytes=99
+expect_site "$J" fill "$(fixture_line crash_segv.c SEGV-ALLOC)" allocations=3 allocated_bytes=1536 live_bytes=1536
+expect_eq "handler: leaks_at_exit.still_reachable (memcheck: 1635 bytes in 4 blocks)" \
+    '{"blocks": 4, "bytes": 1635}' "$(jget "$J" 'd["leaks_at_exit"]["still_reachable"]')"
 finish
