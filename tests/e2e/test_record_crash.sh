@@ -1,7 +1,8 @@
 #!/bin/sh
 # crash_segv: SIGSEGV after known allocations. record exits 139 (128 + 11),
 # the trace is readable, the exit is {"signal": 11}, the blocks live at the
-# crash are reported, and the totals equal memcheck's.
+# crash are reported, and the totals equal memcheck's. Also with a SIGSEGV
+# handler that allocates before the fault kills the process.
 . "$(dirname "$0")/lib.sh"
 need_memslope
 need_fixture crash_segv
