@@ -1,6 +1,7 @@
 #!/bin/sh
 # killed: SIGKILL, raised by the target itself or sent by kill -9 from
-# outside (and SIGTERM from outside). record exits 137 (143 for SIGTERM),
+# outside (and SIGTERM, SIGUSR1 from outside; SIGSTOP/SIGCONT job control).
+# record exits 137 (143 for SIGTERM, 138 for SIGUSR1),
 # the trace is readable and holds every
 # allocation made before the kill.
 . "$(dirname "$0")/lib.sh"
@@ -48,4 +49,46 @@ kill_from_outside() { # NAME SIGNAL-NAME SIGNAL-NUMBER
 }
 kill_from_outside kill9 KILL 9
 kill_from_outside term TERM 15
+# SIGUSR1 (default action: terminate) must reach the target, not be swallowed
+# by the tracer (the fixture would wait 60 s, then exit 99).
+kill_from_outside usr1 USR1 10
+
+# Job control: SIGSTOP stops the target (state T), SIGCONT resumes it, as
+# without memslope; then SIGTERM ends it.
+proc_state() { sed -n 's/^State:[[:space:]]*\([A-Za-z]\).*/\1/p' "/proc/$1/status" 2>/dev/null; }
+wait_state() { # PID STATES: wait up to 5 s for the process to be in one of STATES
+    _i=0
+    while [ $_i -lt 50 ]; do
+        case "$(proc_state "$1")" in [$2]) return 0 ;; esac
+        sleep 0.1
+        _i=$((_i + 1))
+    done
+    return 1
+}
+PIDFILE=$WORK/stop.pid
+log "\$ memslope record -o $WORK/stop.trace -- killed $PIDFILE &  (then kill -STOP, -CONT, -TERM)"
+timeout -k 5 "$RECORD_TIMEOUT" "$MEMSLOPE" record -o "$WORK/stop.trace" -- "$FIXTURES/killed" "$PIDFILE" \
+    >"$WORK/rec.out" 2>"$WORK/rec.err" &
+bg=$!
+i=0
+while [ ! -s "$PIDFILE" ] && [ $i -lt 300 ]; do
+    sleep 0.1
+    i=$((i + 1))
+done
+[ -s "$PIDFILE" ] || { kill -9 $bg 2>/dev/null; fail "the target never wrote $PIDFILE"; }
+target=$(cat "$PIDFILE")
+kill -STOP "$target"
+# Under ptrace a group-stopped process shows "t" (tracing stop), not "T".
+if wait_state "$target" Tt; then st=stopped; else st=$(proc_state "$target"); fi
+expect_eq "SIGSTOP: the target is stopped" stopped "$st"
+sleep 0.5
+expect_in "SIGSTOP: the target stays stopped" "T t" "$(proc_state "$target")"
+kill -CONT "$target"
+if wait_state "$target" SR; then st=running; else st=$(proc_state "$target"); fi
+expect_eq "SIGCONT: the target runs again" running "$st"
+kill -TERM "$target"
+wait $bg
+REC_RC=$?
+log "  -> exit $REC_RC"
+expect_eq "stop/cont/term: record exit status" 143 "$REC_RC"
 finish
