@@ -1,7 +1,8 @@
 #!/bin/sh
 # killed: SIGKILL, raised by the target itself or sent by kill -9 from
-# outside (and SIGTERM, SIGUSR1 from outside; SIGSTOP/SIGCONT job control).
-# record exits 137 (143 for SIGTERM, 138 for SIGUSR1),
+# outside (and SIGTERM, SIGUSR1 from outside; SIGSTOP/SIGCONT job control;
+# Ctrl-C to the process group). record exits 137 (143 for SIGTERM, 138 for
+# SIGUSR1, 130 for Ctrl-C),
 # the trace is readable and holds every
 # allocation made before the kill.
 . "$(dirname "$0")/lib.sh"
@@ -91,4 +92,43 @@ wait $bg
 REC_RC=$?
 log "  -> exit $REC_RC"
 expect_eq "stop/cont/term: record exit status" 143 "$REC_RC"
+
+# Ctrl-C: SIGINT to the whole process group (memslope and the target), in a
+# session of its own with SIGINT at its default action (a shell's background
+# job would ignore it). The target dies of SIGINT, record exits 130 and the
+# trace holds the target's allocations. The target's ignored and blocked
+# signal sets are the same as without memslope.
+sigsets() { sed -n 's/^\(SigBlk\|SigIgn\):[[:space:]]*/\1=/p' "/proc/$1/status" | tr '\n' ' '; }
+launch() { # PIDFILE COMMAND...: COMMAND in a new session, SIGINT default; sets bg
+    _pf=$1
+    shift
+    rm -f "$_pf"
+    "$PY" -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.setsid()
+os.execv(sys.argv[1], sys.argv[1:])' "$@" >"$WORK/rec.out" 2>"$WORK/rec.err" &
+    bg=$!
+    _i=0
+    while [ ! -s "$_pf" ] && [ $_i -lt 300 ]; do
+        sleep 0.1
+        _i=$((_i + 1))
+    done
+    [ -s "$_pf" ] || { kill -9 $bg 2>/dev/null; fail "the target never wrote $_pf"; }
+}
+launch "$WORK/plain.pid" "$FIXTURES/killed" "$WORK/plain.pid"
+plain_sets=$(sigsets "$(cat "$WORK/plain.pid")")
+kill -9 "$(cat "$WORK/plain.pid")"
+wait $bg
+log "\$ memslope record -o $WORK/ctrlc.trace -- killed $WORK/ctrlc.pid  (own session; then kill -INT -PGID)"
+launch "$WORK/ctrlc.pid" "$MEMSLOPE" record -o "$WORK/ctrlc.trace" -- "$FIXTURES/killed" "$WORK/ctrlc.pid"
+expect_eq "signal masks of the target (blocked, ignored) as without memslope" "$plain_sets" \
+    "$(sigsets "$(cat "$WORK/ctrlc.pid")")"
+kill -INT "-$bg"
+wait $bg
+REC_RC=$?
+log "  -> exit $REC_RC"
+sed 's/^/    | /' "$WORK/rec.err" | head -n 10
+[ -f "$WORK/ctrlc.trace" ] || fail "no trace after Ctrl-C"
+report_json "$WORK/ctrlc.trace" "$WORK/ctrlc.json"
+check_killed ctrlc 2
 finish
