@@ -313,7 +313,10 @@ static struct growth_fit fit_series(const struct case_series *series, const doub
 static uint64_t setup_from(const struct growth_fit *fit, uint64_t at_begin)
 {
     double setup = fit->intercept - (double)at_begin;
-    return setup > 0.5 ? (uint64_t)(setup + 0.5) : 0;
+    if (!(setup > 0.5)) /* also NaN */
+        return 0;
+    /* A fit over wild figures (a corrupt trace) can exceed any uint64_t. */
+    return setup < 18446744073709549568.0 ? (uint64_t)(setup + 0.5) : UINT64_MAX;
 }
 
 struct stack_series {
