@@ -248,8 +248,13 @@ static bool start_recording(void)
     /* Only a process the tracer follows records: an untraced one (not
      * followed, or memslope already gone) would fill rings nobody drains. */
     const char *no_ptrace = getenv(SHM_ENV_NO_PTRACE);
-    if (!(no_ptrace && no_ptrace[0] == '1') && !shm_traced_by(tracer_pid))
+    if (no_ptrace && no_ptrace[0] == '1') {
+        /* Without ptrace only the command's own process is followed. */
+        if (shm_parse_u64(getenv(SHM_ENV_TARGET_PID), 0) != (uint64_t)getpid())
+            return false;
+    } else if (!shm_traced_by(tracer_pid)) {
         return false;
+    }
     uint64_t frames = shm_parse_u64(getenv(SHM_ENV_MAX_FRAMES), SHM_DEFAULT_MAX_FRAMES);
     if (frames < 1)
         frames = 1;
@@ -267,6 +272,11 @@ static bool start_recording(void)
     if (!region)
         return false;
     ((struct shm_header *)region)->clock_source = clock_is_tsc ? SHM_CLOCK_TSC : SHM_CLOCK_MONOTONIC_NS;
+    /* Without ptrace the tracer cannot catch this process before it ends:
+     * hand it the region now. */
+    uint64_t socket_fd = shm_parse_u64(getenv(SHM_ENV_SOCKET), UINT64_MAX);
+    if (socket_fd < 1024)
+        shm_send_region_fd((int)socket_fd, region_fd);
     /* Registered this early, our child handler runs before any the program
      * registers later (child handlers run in registration order), so the
      * child never writes into the parent's region. */

@@ -41,6 +41,10 @@
 #define SHM_ENV_SAMPLE_RATE "MEMSLOPE_SAMPLE_RATE" /* bytes; 0 = backtrace every allocation */
 #define SHM_ENV_NO_FOLLOW "MEMSLOPE_NO_FOLLOW"   /* "1": fork children do not record */
 #define SHM_ENV_NO_PTRACE "MEMSLOPE_NO_PTRACE"   /* "1": record without being traced (no-ptrace mode) */
+#define SHM_ENV_TARGET_PID "MEMSLOPE_TARGET_PID" /* no-ptrace mode: only this process (and what it execs) records */
+#define SHM_ENV_SOCKET "MEMSLOPE_SOCKET"         /* no-ptrace mode: a unix socket on which the shim sends
+                                                    its region's memfd (SCM_RIGHTS) as soon as it exists:
+                                                    the tracer has it even if the process ends at once */
 
 #define SHM_DEFAULT_MAX_FRAMES 64u
 #define SHM_MAX_FRAMES_LIMIT 256u

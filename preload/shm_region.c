@@ -4,6 +4,7 @@
 #include "shm_region.h"
 
 #include <errno.h>
+#include <sys/socket.h>
 #include <fcntl.h>
 #include <string.h>
 #include <stddef.h>
@@ -106,4 +107,29 @@ int shm_traced_by(pid_t tracer)
         close(fd);
     errno = saved_errno;
     return length > 0 && shm_status_tracer_pid(status, (size_t)length) == (long)tracer;
+}
+
+int shm_send_region_fd(int socket_fd, int region_fd)
+{
+    int saved_errno = errno;
+    char byte = 'r';
+    struct iovec data = {.iov_base = &byte, .iov_len = 1};
+    union {
+        struct cmsghdr header;
+        char space[CMSG_SPACE(sizeof(int))];
+    } control;
+    memset(&control, 0, sizeof control);
+    struct msghdr message = {.msg_iov = &data, .msg_iovlen = 1, .msg_control = control.space,
+                             .msg_controllen = sizeof control.space};
+    struct cmsghdr *cmsg = CMSG_FIRSTHDR(&message);
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cmsg), &region_fd, sizeof(int));
+    ssize_t sent;
+    do
+        sent = sendmsg(socket_fd, &message, MSG_NOSIGNAL);
+    while (sent < 0 && errno == EINTR);
+    errno = saved_errno;
+    return sent == 1 ? 0 : -1;
 }

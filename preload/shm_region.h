@@ -32,4 +32,8 @@ long shm_status_tracer_pid(const char *status, size_t length);
  * system calls. */
 int shm_traced_by(pid_t tracer);
 
+/* Sends region_fd over the unix socket socket_fd (SCM_RIGHTS). System
+ * calls only; 0, or -1 with errno preserved. */
+int shm_send_region_fd(int socket_fd, int region_fd);
+
 #endif

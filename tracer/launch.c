@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,7 +34,7 @@ static char **target_environment(const struct session *session, const char *shim
     size_t count = 0;
     while (environ[count])
         count++;
-    char **env = calloc(count + 9, sizeof *env);
+    char **env = calloc(count + 13, sizeof *env);
     if (!env)
         return NULL;
     size_t n = 0;
@@ -66,8 +67,10 @@ static char **target_environment(const struct session *session, const char *shim
     return env;
 }
 
-/* In the child: wait for the go-ahead, exec, or report errno and die. */
-static void run_child(int go_fd, int error_fd, char *const *command, char **env)
+/* In the child: wait for the go-ahead, exec, or report errno and die. 'n'
+ * instead of 'g' means the tracer could not attach: the shim records
+ * anyway, in this process only (see session_run_without_ptrace). */
+static void run_child(int go_fd, int error_fd, int region_socket, char *const *command, char **env)
 {
     char go;
     ssize_t n;
@@ -76,6 +79,24 @@ static void run_child(int go_fd, int error_fd, char *const *command, char **env)
     while (n < 0 && errno == EINTR);
     if (n != 1)
         _exit(127);
+    static char socket_setting[64], pid_setting[64];
+    if (go == 'n') {
+        size_t end = 0;
+        while (env[end])
+            end++;
+        env[end++] = SHM_ENV_NO_PTRACE "=1";
+        env[end++] = SHM_ENV_NO_FOLLOW "=1";
+        /* The socket stays open across exec, for each image's shim. */
+        if (region_socket >= 0 && fcntl(region_socket, F_SETFD, 0) == 0) {
+            snprintf(socket_setting, sizeof socket_setting, "%s=%d", SHM_ENV_SOCKET, region_socket);
+            env[end++] = socket_setting;
+        }
+        snprintf(pid_setting, sizeof pid_setting, "%s=%d", SHM_ENV_TARGET_PID, (int)getpid());
+        env[end++] = pid_setting;
+        env[end] = NULL;
+    } else if (region_socket >= 0) {
+        close(region_socket);
+    }
     execvpe(command[0], command, env);
     int error = errno;
     (void)!write(error_fd, &error, sizeof error);
@@ -119,8 +140,9 @@ int session_launch(struct session *session, const char *shim_path)
 {
     const char *command = session->options.command[0];
     char **env = target_environment(session, shim_path);
-    int go[2], error[2];
-    if (!env || pipe2(go, O_CLOEXEC) < 0 || pipe2(error, O_CLOEXEC) < 0) {
+    int go[2], error[2], sockets[2];
+    if (!env || pipe2(go, O_CLOEXEC) < 0 || pipe2(error, O_CLOEXEC) < 0 ||
+        socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sockets) < 0) {
         fprintf(stderr, "memslope: cannot start '%s': %s\n", command, strerror(errno));
         return 1;
     }
@@ -133,19 +155,28 @@ int session_launch(struct session *session, const char *shim_path)
     if (child == 0) {
         close(go[1]);
         close(error[0]);
-        run_child(go[0], error[1], session->options.command, env);
+        close(sockets[0]);
+        run_child(go[0], error[1], sockets[1], session->options.command, env);
     }
     close(go[0]);
     close(error[1]);
+    close(sockets[1]);
+    session->region_socket = sockets[0];
+    fcntl(sockets[0], F_SETFL, O_NONBLOCK);
     session->initial_pid = child;
 
-    if (ptrace(PTRACE_SEIZE, child, 0, (void *)(long)SEIZE_OPTIONS) < 0) {
-        int e = errno;
-        abandon_child(child);
-        fprintf(stderr, "memslope: cannot trace '%s': %s (ptrace is not permitted here: run with CAP_SYS_PTRACE, "
-                        "or check kernel.yama.ptrace_scope and the container's seccomp profile)\n",
-                command, strerror(e));
-        return 1;
+    if (getenv("MEMSLOPE_TEST_NO_PTRACE") || ptrace(PTRACE_SEIZE, child, 0, (void *)(long)SEIZE_OPTIONS) < 0) {
+        if (session->options.iteration_symbol) {
+            abandon_child(child);
+            fprintf(stderr, "memslope: cannot trace '%s': ptrace is not permitted here, and --iteration needs it "
+                            "(run with CAP_SYS_PTRACE, or check kernel.yama.ptrace_scope and the seccomp profile; "
+                            "or mark iterations with the marker API, which works without ptrace)\n", command);
+            return 1;
+        }
+        session->no_ptrace = 1;
+        fprintf(stderr, "memslope: ptrace is not permitted here: recording without it. Lost: the leak check, "
+                        "--iteration, children (not followed), snapshots with the world stopped (they follow the "
+                        "event order). Run with CAP_SYS_PTRACE to have them.\n");
     }
 
     char default_name[4096], err[4096];
@@ -162,7 +193,7 @@ int session_launch(struct session *session, const char *shim_path)
         return 1;
     }
 
-    (void)!write(go[1], "g", 1);
+    (void)!write(go[1], session->no_ptrace ? "n" : "g", 1);
     close(go[1]);
     int exec_error = 0;
     ssize_t n;

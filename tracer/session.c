@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/user.h>
@@ -393,6 +394,7 @@ static struct traced_process *fork_child_create(struct session *session, struct 
     if (!process)
         return NULL;
     process_copy_identity(process, parent);
+    process->flags |= parent->flags & TRACE_PROC_SHIM_SEEN; /* the shim is in the copied memory */
     if (vfork)
         process->vfork_child = 1;
     else if (recorder_init_fork_child(&process->recorder, &parent->recorder) < 0)
@@ -1025,6 +1027,134 @@ static void forward_signal(struct session *session, int signal)
     session->interrupted = 1;
 }
 
+/* ---- without ptrace ------------------------------------------------------ */
+
+#define EXEC_CHECK_INTERVAL_NS 20000000ull
+
+/* The next region a shim sent over the socket, mapped; 0 when none is
+ * waiting. */
+static int receive_region(struct session *session, struct shm_consumer *consumer, pid_t *pid)
+{
+    char byte;
+    struct iovec data = {.iov_base = &byte, .iov_len = 1};
+    union {
+        struct cmsghdr header;
+        char space[CMSG_SPACE(sizeof(int))];
+    } control;
+    struct msghdr message = {.msg_iov = &data, .msg_iovlen = 1, .msg_control = control.space,
+                             .msg_controllen = sizeof control.space};
+    for (;;) {
+        if (recvmsg(session->region_socket, &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) <= 0)
+            return 0;
+        struct cmsghdr *cmsg = CMSG_FIRSTHDR(&message);
+        if (!cmsg || cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS)
+            continue;
+        int fd;
+        memcpy(&fd, CMSG_DATA(cmsg), sizeof fd);
+        shm_consumer_init(consumer);
+        int mapped = shm_consumer_attach_fd(consumer, fd, pid);
+        close(fd);
+        if (mapped == 1)
+            return 1;
+    }
+}
+
+/* A new region from the same pid: the process exec'd a program that loaded
+ * the shim. The old image ends there, the new one begins. */
+static struct traced_process *start_image_without_ptrace(struct session *session, struct traced_process *current,
+                                                        struct shm_consumer *region)
+{
+    if (!current->shm.base) {
+        current->shm = *region;
+        current->flags |= TRACE_PROC_SHIM_SEEN;
+        process_read_identity(current);
+        process_refresh_maps(current);
+        return current;
+    }
+    process_drain(current, 1);
+    recorder_case_end(&current->recorder, session_now_ns());
+    recorder_snapshot(&current->recorder, TRACE_SNAP_EXEC, session_now_ns());
+    current->final_snapshot_taken = 1;
+    current->flags |= TRACE_PROC_EXECED;
+    process_end(session, current);
+    struct traced_process *image = process_create(session, current->pid, current->process_id);
+    if (!image) {
+        shm_consumer_detach(region);
+        return current;
+    }
+    image->shm = *region;
+    image->flags |= TRACE_PROC_SHIM_SEEN;
+    process_read_identity(image);
+    process_refresh_maps(image);
+    return image;
+}
+
+static struct traced_process *receive_regions(struct session *session, struct traced_process *process)
+{
+    struct shm_consumer region;
+    pid_t pid;
+    while (receive_region(session, &region, &pid)) {
+        if (pid == process->pid)
+            process = start_image_without_ptrace(session, process, &region);
+        else
+            shm_consumer_detach(&region); /* not ours to follow */
+    }
+    return process;
+}
+
+static void end_without_ptrace(struct session *session, struct traced_process *process, int status)
+{
+    if (WIFEXITED(status)) {
+        process->flags |= TRACE_PROC_EXITED;
+        process->exit_status = WEXITSTATUS(status);
+        session->exit_code = WEXITSTATUS(status);
+    } else {
+        process->flags |= TRACE_PROC_SIGNALED;
+        process->exit_signal = WTERMSIG(status);
+        session->exit_code = 128 + WTERMSIG(status);
+    }
+    if (!process->exe)
+        process->exe = strdup(session->options.command[0]);
+    if (session->options.leak_check != TRACE_LEAK_CHECK_OFF &&
+        asprintf(&process->leak_check_note, "no leak check for process %d: ptrace is not permitted here",
+                 (int)process->pid) < 0)
+        process->leak_check_note = NULL;
+    process->final_snapshot_taken = 1; /* the snapshot below, from the events; no stop */
+    process_drain(process, 1);
+    recorder_case_end(&process->recorder, session_now_ns());
+    recorder_snapshot(&process->recorder, process->exit_signal ? TRACE_SNAP_SIGNAL : TRACE_SNAP_EXIT,
+                      session_now_ns());
+    process_end(session, process);
+}
+
+/* ptrace refused: the child is an ordinary child. Each image's shim sends
+ * its region over a socket the moment it exists, so even a process that
+ * ends at once is recorded; its exit status comes from waitpid. */
+static int session_run_without_ptrace(struct session *session, const sigset_t *wait_set)
+{
+    struct traced_process *process = process_create(session, session->initial_pid, TRACE_NONE);
+    if (!process)
+        return 1;
+    for (;;) {
+        int status;
+        pid_t got = waitpid(process->pid, &status, WNOHANG);
+        process = receive_regions(session, process);
+        size_t events = process_drain(process, 0);
+        if (got == process->pid) {
+            end_without_ptrace(session, process, status);
+            return session->exit_code;
+        }
+        if (got < 0 && errno != EINTR)
+            return 1;
+        if (events)
+            continue;
+        struct timespec timeout = {0, IDLE_WAIT_NS};
+        int signal = sigtimedwait(wait_set, NULL, &timeout);
+        if (signal > 0 && signal != SIGCHLD)
+            forward_signal(session, signal);
+    }
+}
+
 int session_run(struct session *session)
 {
     sigset_t wait_set;
@@ -1035,6 +1165,8 @@ int session_run(struct session *session)
     sigaddset(&wait_set, SIGINT);
     sigaddset(&wait_set, SIGQUIT);
     sigprocmask(SIG_BLOCK, &wait_set, NULL);
+    if (session->no_ptrace)
+        return session_run_without_ptrace(session, &wait_set);
 
     for (;;) {
         int status;
@@ -1094,6 +1226,8 @@ void session_destroy(struct session *session)
         free(process);
     }
     free(session->processes);
+    if (session->region_socket > 0)
+        close(session->region_socket);
     for (size_t i = 0; i < session->detach_count; i++)
         breakpoint_set_free(&session->detach_pending[i].breakpoints);
     free(session->detach_pending);

@@ -85,6 +85,8 @@ struct session {
     uint64_t start_ns;
     int interrupted;
     int fatal;                 /* a usage error found while running (exit status); the target is killed */
+    int no_ptrace;             /* ptrace was refused: session_run records without it */
+    int region_socket;         /* no-ptrace mode: the shims send their regions' memfds here (-1: none) */
     int iteration_symbol_found;
     struct pending_detach *detach_pending; /* --no-follow: children to let go */
     size_t detach_count;           /* memslope got SIGTERM/SIGHUP: forwarded to the target */

@@ -84,6 +84,32 @@ static int header_valid(const struct shm_header *header, pid_t pid)
            header->frame_pool_frames == SHM_FRAME_POOL_FRAMES && header->pid == (uint32_t)pid;
 }
 
+/* Maps a region's memfd (the descriptor stays the caller's). pid: the
+ * process whose region it must be, or 0 for any (then *pid_out says). */
+static int map_region(struct shm_consumer *consumer, int fd, pid_t pid, uint64_t skip_inode, pid_t *pid_out)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0 || (uint64_t)st.st_ino == skip_inode || (uint64_t)st.st_size < SHM_TOTAL_SIZE)
+        return 0;
+    void *base = mmap(NULL, SHM_TOTAL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED)
+        return -1;
+    const struct shm_header *header = base;
+    pid_t owner = (pid_t)header->pid;
+    if ((pid && owner != pid) || !header_valid(header, owner)) {
+        munmap(base, SHM_TOTAL_SIZE);
+        return 0;
+    }
+    consumer->base = base;
+    consumer->size = SHM_TOTAL_SIZE;
+    consumer->base_ticks = read_ticks();
+    consumer->base_ns = monotonic_ns();
+    consumer->inode = (uint64_t)st.st_ino;
+    if (pid_out)
+        *pid_out = owner;
+    return 1;
+}
+
 /* Maps the memfd open in the target as /proc/PID/fd/NAME if it is our region. */
 static int try_map_fd(struct shm_consumer *consumer, pid_t pid, const char *fd_name, uint64_t skip_inode)
 {
@@ -98,25 +124,14 @@ static int try_map_fd(struct shm_consumer *consumer, pid_t pid, const char *fd_n
     int fd = open(path, O_RDWR | O_CLOEXEC);
     if (fd < 0)
         return 0;
-    struct stat st;
-    if (fstat(fd, &st) < 0 || (uint64_t)st.st_ino == skip_inode || (uint64_t)st.st_size < SHM_TOTAL_SIZE) {
-        close(fd);
-        return 0;
-    }
-    void *base = mmap(NULL, SHM_TOTAL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    int found = map_region(consumer, fd, pid, skip_inode, NULL);
     close(fd);
-    if (base == MAP_FAILED)
-        return -1;
-    if (!header_valid(base, pid)) {
-        munmap(base, SHM_TOTAL_SIZE);
-        return 0;
-    }
-    consumer->base = base;
-    consumer->size = SHM_TOTAL_SIZE;
-    consumer->base_ticks = read_ticks();
-    consumer->base_ns = monotonic_ns();
-    consumer->inode = (uint64_t)st.st_ino;
-    return 1;
+    return found;
+}
+
+int shm_consumer_attach_fd(struct shm_consumer *consumer, int fd, pid_t *pid)
+{
+    return map_region(consumer, fd, 0, 0, pid);
 }
 
 int shm_consumer_attach(struct shm_consumer *consumer, pid_t pid, uint64_t skip_inode)

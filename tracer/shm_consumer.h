@@ -35,6 +35,12 @@ void shm_consumer_init(struct shm_consumer *consumer);
  * when found and mapped, 0 when not (yet), -1 on a mapping error. */
 int shm_consumer_attach(struct shm_consumer *consumer, pid_t pid, uint64_t skip_inode);
 
+/* Maps the region whose memfd the shim sent us (no-ptrace mode, see
+ * SHM_ENV_SOCKET); *pid is the process that made it. 1 when mapped, 0 when
+ * the descriptor is not a valid region, -1 on a mapping error. The
+ * descriptor stays the caller's. */
+int shm_consumer_attach_fd(struct shm_consumer *consumer, int fd, pid_t *pid);
+
 /* Applies every committed event to recorder in time order. full: look at
  * every slot (else only the slots known active, plus a full scan now and
  * then). Returns the number of events consumed. */
