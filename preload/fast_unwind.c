@@ -240,28 +240,31 @@ static packed_rule look_up_rule(uint64_t ip)
     return rule;
 }
 
-int fast_unwind(const struct fast_unwind_regs *start, uint64_t stack_limit, uint64_t *frames, int max)
+int fast_unwind(const struct fast_unwind_regs *start, uint64_t stack_limit, uint64_t *frames, int max, int lookup)
 {
     uint64_t ip = start->ip, sp = start->sp, bp = start->bp;
     int count = 0;
     while (count < max && ip) {
         frames[count++] = ip;
         packed_rule rule = cached_rule(ip);
-        if (__builtin_expect(rule == 0, 0))
+        if (__builtin_expect(rule == 0, 0)) {
+            if (!lookup)
+                return FAST_UNWIND_NEEDS_LOOKUP;
             rule = look_up_rule(ip);
+        }
         unsigned kind = rule & 15;
         if (kind == RULE_OUTERMOST)
             break;
         if (kind != RULE_CFA_RSP && kind != RULE_CFA_RBP)
-            return -1;
+            return FAST_UNWIND_UNSUPPORTED;
         uint64_t cfa = (kind == RULE_CFA_RSP ? sp : bp) + ((rule >> 8) & 0xffffff);
         if (cfa <= sp || cfa > stack_limit || cfa < 8)
-            return -1;
+            return FAST_UNWIND_UNSUPPORTED;
         uint64_t caller_bp = bp;
         if (rule & 16) {
             uint64_t at = cfa + (uint64_t)(int64_t)(int32_t)(rule >> 32);
             if (at < start->sp || at + 8 > stack_limit)
-                return -1;
+                return FAST_UNWIND_UNSUPPORTED;
             caller_bp = *(const uint64_t *)at;
         }
         ip = *(const uint64_t *)(cfa - 8);

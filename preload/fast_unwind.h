@@ -27,12 +27,19 @@ struct fast_unwind_regs {
     uint64_t ip, sp, bp;
 };
 
+#define FAST_UNWIND_UNSUPPORTED (-1)
+#define FAST_UNWIND_NEEDS_LOOKUP (-2)
+
 /* Writes up to max return addresses, starting with start->ip, innermost
- * first. Returns the number written, or -1 when some frame's rule is not a
- * simple one (the caller falls back to libunwind). stack_limit: no CFA may
- * lie at or above it (the top of the thread's stack), nor at or below the
- * previous one; reads stay inside [start->sp, stack_limit). */
-int fast_unwind(const struct fast_unwind_regs *start, uint64_t stack_limit, uint64_t *frames, int max);
+ * first. Returns the number written; FAST_UNWIND_UNSUPPORTED when some
+ * frame's rule is not a simple one (the caller falls back to libunwind);
+ * FAST_UNWIND_NEEDS_LOOKUP when a rule is not cached yet and lookup is 0.
+ * Without lookup it neither allocates nor takes a lock, so it is safe in a
+ * signal handler that interrupted another unwind; with lookup it reads CFI
+ * with libdw, which allocates. stack_limit: no CFA may lie at or above it,
+ * nor at or below the previous one; reads stay inside [start->sp,
+ * stack_limit). */
+int fast_unwind(const struct fast_unwind_regs *start, uint64_t stack_limit, uint64_t *frames, int max, int lookup);
 
 /* Rules looked up and cached so far, and lookups that found no simple rule
  * (for tests and statistics). */

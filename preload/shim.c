@@ -534,7 +534,6 @@ static inline __attribute__((always_inline)) uint32_t capture_stack(struct shim_
     if (!sampled(thread, size))
         return SHM_STACK_NONE;
     uint64_t frames[SHM_MAX_FRAMES_LIMIT + SHIM_FRAME_SLACK];
-    thread->guard++; /* the unwinder's own allocations are not the program's */
     thread->capturing++;
     int saved_errno = errno;
     /* Inlined into the interposer, whose frame (the shim is built with
@@ -545,11 +544,20 @@ static inline __attribute__((always_inline)) uint32_t capture_stack(struct shim_
         .sp = (uint64_t)(uintptr_t)(frame_pointer + 2),
         .bp = frame_pointer[0],
     };
-    int got = fast_unwind(&start, start.sp + FAST_UNWIND_STACK_SPAN, frames, (int)max_frames);
-    if (UNLIKELY(got < 0))
-        got = unw_backtrace((void **)frames, (int)(max_frames + SHIM_FRAME_SLACK));
+    /* From cached rules, nothing is allocated or locked: a signal handler
+     * that allocates meanwhile is recorded like any code. Only a rule
+     * lookup or libunwind (which allocate) run under the guard, and a
+     * handler's allocation during them gets no backtrace. */
+    int got = fast_unwind(&start, start.sp + FAST_UNWIND_STACK_SPAN, frames, (int)max_frames, 0);
+    if (UNLIKELY(got < 0)) {
+        thread->guard++;
+        if (got == FAST_UNWIND_NEEDS_LOOKUP)
+            got = fast_unwind(&start, start.sp + FAST_UNWIND_STACK_SPAN, frames, (int)max_frames, 1);
+        if (got < 0)
+            got = unw_backtrace((void **)frames, (int)(max_frames + SHIM_FRAME_SLACK));
+        thread->guard--;
+    }
     errno = saved_errno;
-    thread->guard--;
     uint32_t id = SHM_STACK_NONE;
     if (got > 0) {
         uint32_t skip = 0;

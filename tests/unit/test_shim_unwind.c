@@ -29,7 +29,7 @@ static __attribute__((noinline)) void capture_here(struct capture *c)
         .sp = (uint64_t)(uintptr_t)(frame_pointer + 2),
         .bp = frame_pointer[0],
     };
-    c->fast_count = fast_unwind(&start, start.sp + (256u << 20), c->fast, MAX);
+    c->fast_count = fast_unwind(&start, start.sp + (256u << 20), c->fast, MAX, 1);
     void *frames[MAX + 1];
     int n = unw_backtrace(frames, MAX + 1);
     c->reference_count = n - 1; /* without capture_here itself */
@@ -90,12 +90,31 @@ static void same_as_libunwind_through_libc(void **state)
     assert_same(&c);
 }
 
+static void without_lookup_only_cached_rules(void **state)
+{
+    (void)state;
+    struct capture c;
+    recurse(&c, 3); /* caches every rule on this path */
+    const uint64_t *frame_pointer = __builtin_frame_address(0);
+    struct fast_unwind_regs start = {
+        .ip = (uint64_t)(uintptr_t)__builtin_return_address(0),
+        .sp = (uint64_t)(uintptr_t)(frame_pointer + 2),
+        .bp = frame_pointer[0],
+    };
+    uint64_t frames[MAX];
+    int n = fast_unwind(&start, start.sp + (256u << 20), frames, MAX, 0);
+    assert_true(n > 0 || n == FAST_UNWIND_NEEDS_LOOKUP);
+    n = fast_unwind(&start, start.sp + (256u << 20), frames, MAX, 1);
+    assert_true(n > 0);
+    assert_int_equal(fast_unwind(&start, start.sp + (256u << 20), frames, MAX, 0), n);
+}
+
 static void stops_at_max(void **state)
 {
     (void)state;
     struct capture c;
     recurse(&c, 100);
-    assert_true(c.fast_count == MAX || c.fast_count == -1);
+    assert_true(c.fast_count == MAX || c.fast_count == FAST_UNWIND_UNSUPPORTED);
     if (c.fast_count == MAX)
         for (int i = 0; i < MAX; i++)
             assert_int_equal(c.fast[i], c.reference[i]);
@@ -106,6 +125,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(same_as_libunwind_through_our_frames),
         cmocka_unit_test(same_as_libunwind_through_libc),
+        cmocka_unit_test(without_lookup_only_cached_rules),
         cmocka_unit_test(stops_at_max),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
