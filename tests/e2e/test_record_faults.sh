@@ -44,7 +44,7 @@ expect_eq "signal storm: every allocation freed but libc's one" 1 \
 # the target churns; its rings fill and its threads wait; nothing is lost.
 need_fixture threads
 CHURN=$(fixture_line threads.c TH-CHURN)
-"$MEMSLOPE" record -o "$WORK/flood.trace" -- "$FIXTURES/threads" 200 >"$WORK/flood.out" 2>"$WORK/flood.err" &
+"$MEMSLOPE" record -o "$WORK/flood.trace" -- "$FIXTURES/threads" 1000 >"$WORK/flood.out" 2>"$WORK/flood.err" &
 tracer=$!
 sleep 0.3
 kill -STOP "$tracer" 2>/dev/null
@@ -53,5 +53,5 @@ kill -CONT "$tracer" 2>/dev/null
 wait "$tracer"
 expect_eq "flood: record exit status" 0 $?
 report_json "$WORK/flood.trace" "$WORK/flood.json"
-expect_site "$WORK/flood.json" worker "$CHURN" allocations=400000 allocated_bytes=40600000 live_bytes=0
+expect_site "$WORK/flood.json" worker "$CHURN" allocations=2000000 allocated_bytes=203000000 live_bytes=0
 finish
