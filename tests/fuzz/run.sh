@@ -29,7 +29,7 @@ for bin in "$@"; do
     if "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
         -artifact_prefix="build/fuzz-artifacts/$name-" "$found" $seeds >"build/fuzz-artifacts/$name.log" 2>&1; then
         passed=$((passed + 1))
-        grep -E "stat::number_of_executed_units|Done [0-9]+ runs" "build/fuzz-artifacts/$name.log" | tail -n 2
+        grep -a -E "stat::number_of_executed_units|Done [0-9]+ runs" "build/fuzz-artifacts/$name.log" | tail -n 2
     else
         failed=$((failed + 1))
         echo "FAILED: $name (log: build/fuzz-artifacts/$name.log)" >&2
