@@ -213,6 +213,16 @@ static void thread_exit_destructor(void *value);
 static void fork_child(void);
 static bool kernel_clock_is_tsc(void);
 
+/* Hands the region to the tracer the moment it exists: a process that
+ * execs or ends at once (or one the tracer cannot ptrace) still has every
+ * event drained. */
+static void send_region(void)
+{
+    uint64_t socket_fd = shm_parse_u64(getenv(SHM_ENV_SOCKET), UINT64_MAX);
+    if (socket_fd < 1024)
+        shm_send_region_fd((int)socket_fd, region_fd);
+}
+
 /* The executable PT_LOAD of this library: leading backtrace frames in it are
  * the shim's own and are dropped. __ehdr_start avoids dl_iterate_phdr's lock
  * (the first malloc may come from inside the dynamic loader). */
@@ -272,11 +282,7 @@ static bool start_recording(void)
     if (!region)
         return false;
     ((struct shm_header *)region)->clock_source = clock_is_tsc ? SHM_CLOCK_TSC : SHM_CLOCK_MONOTONIC_NS;
-    /* Without ptrace the tracer cannot catch this process before it ends:
-     * hand it the region now. */
-    uint64_t socket_fd = shm_parse_u64(getenv(SHM_ENV_SOCKET), UINT64_MAX);
-    if (socket_fd < 1024)
-        shm_send_region_fd((int)socket_fd, region_fd);
+    send_region();
     /* Registered this early, our child handler runs before any the program
      * registers later (child handlers run in registration order), so the
      * child never writes into the parent's region. */
@@ -382,10 +388,12 @@ static void fork_child(void)
     memset(thread->stack_cache, 0, sizeof thread->stack_cache);
     thread->no_slot = 0;
     region = shm_region_create(&region_fd, (uint32_t)getpid(), max_frames, sample_rate);
-    if (!region)
+    if (!region) {
         stop_recording();
-    else
+    } else {
         ((struct shm_header *)region)->clock_source = clock_is_tsc ? SHM_CLOCK_TSC : SHM_CLOCK_MONOTONIC_NS;
+        send_region();
+    }
     thread->guard--;
 }
 

@@ -37,7 +37,8 @@ struct growth_fit {
 /* points sorted by x. */
 struct growth_fit growth_estimate(const struct growth_point *points, size_t count);
 
-/* Theil-Sen on its own: median of pairwise slopes, then median of
+/* Theil-Sen on its own: median of pairwise slopes (all pairs up to 64
+ * points; beyond, the pairs half the series apart), then median of
  * y - slope x. Exposed for tests. count >= 2. */
 int growth_theil_sen(const struct growth_point *points, size_t count, double *slope, double *intercept);
 

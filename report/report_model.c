@@ -291,15 +291,19 @@ static void case_series_free(struct case_series *series)
     free(series->x);
 }
 
-static uint64_t entry_bytes(const struct trace_snapshot *snapshot, uint32_t stack_id, uint64_t *blocks)
+static int compare_entry_by_stack(const void *left, const void *right)
 {
-    *blocks = 0;
-    for (uint32_t i = 0; snapshot && i < snapshot->count; i++)
-        if (snapshot->entries[i].stack_id == stack_id) {
-            *blocks = snapshot->entries[i].live_blocks;
-            return snapshot->entries[i].live_bytes;
-        }
-    return 0;
+    const struct trace_snapshot_entry *a = left, *b = right;
+    return a->stack_id < b->stack_id ? -1 : a->stack_id > b->stack_id;
+}
+
+/* A stack's live bytes in the case-begin snapshot (entries sorted by stack). */
+static uint64_t entry_bytes(const struct trace_snapshot_entry *sorted, size_t count, uint32_t stack_id)
+{
+    struct trace_snapshot_entry key = {.stack_id = stack_id};
+    const struct trace_snapshot_entry *found = sorted ? bsearch(&key, sorted, count, sizeof key, compare_entry_by_stack)
+                                                      : NULL;
+    return found ? found->live_bytes : 0;
 }
 
 /* Fits one series; setup is the intercept less the value at case begin. */
@@ -352,12 +356,17 @@ static int add_site_growth(struct site_table *table, const struct trace_model_pr
             stack->blocks[p] = (double)entry->live_blocks;
         }
     }
+    size_t begin_count = series->begin ? series->begin->count : 0;
+    struct trace_snapshot_entry *begin = malloc((begin_count + 1) * sizeof *begin);
+    if (begin && begin_count) {
+        memcpy(begin, series->begin->entries, begin_count * sizeof *begin);
+        qsort(begin, begin_count, sizeof *begin, compare_entry_by_stack);
+    }
     HASH_ITER(hh, stacks, stack, next) {
         struct growth_fit bytes = fit_series(series, stack->bytes, scratch);
-        struct growth_fit blocks = fit_series(series, stack->blocks, scratch);
-        uint64_t begin_blocks, begin_bytes = entry_bytes(series->begin, stack->stack_id, &begin_blocks);
-        uint64_t setup = setup_from(&bytes, begin_bytes);
+        uint64_t setup = setup_from(&bytes, entry_bytes(begin, begin_count, stack->stack_id));
         if (rc == 0 && (bytes.slope != 0.0 || setup > 0)) {
+            struct growth_fit blocks = fit_series(series, stack->blocks, scratch);
             struct report_site *site = table_site(table, process, stack->stack_id);
             if (site) {
                 site->growth = (struct report_growth){bytes.known && blocks.known, bytes.slope, blocks.slope};
@@ -369,6 +378,7 @@ static int add_site_growth(struct site_table *table, const struct trace_model_pr
         free(stack->blocks);
         free(stack);
     }
+    free(begin);
     return rc;
 }
 

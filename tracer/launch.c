@@ -80,23 +80,22 @@ static void run_child(int go_fd, int error_fd, int region_socket, char *const *c
     if (n != 1)
         _exit(127);
     static char socket_setting[64], pid_setting[64];
+    size_t end = 0;
+    while (env[end])
+        end++;
+    /* The socket stays open across exec (and fork), for every image's shim
+     * to hand its region over the moment it exists. */
+    if (region_socket >= 0 && fcntl(region_socket, F_SETFD, 0) == 0) {
+        snprintf(socket_setting, sizeof socket_setting, "%s=%d", SHM_ENV_SOCKET, region_socket);
+        env[end++] = socket_setting;
+    }
     if (go == 'n') {
-        size_t end = 0;
-        while (env[end])
-            end++;
         env[end++] = SHM_ENV_NO_PTRACE "=1";
         env[end++] = SHM_ENV_NO_FOLLOW "=1";
-        /* The socket stays open across exec, for each image's shim. */
-        if (region_socket >= 0 && fcntl(region_socket, F_SETFD, 0) == 0) {
-            snprintf(socket_setting, sizeof socket_setting, "%s=%d", SHM_ENV_SOCKET, region_socket);
-            env[end++] = socket_setting;
-        }
         snprintf(pid_setting, sizeof pid_setting, "%s=%d", SHM_ENV_TARGET_PID, (int)getpid());
         env[end++] = pid_setting;
-        env[end] = NULL;
-    } else if (region_socket >= 0) {
-        close(region_socket);
     }
+    env[end] = NULL;
     execvpe(command[0], command, env);
     int error = errno;
     (void)!write(error_fd, &error, sizeof error);

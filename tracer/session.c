@@ -283,10 +283,32 @@ static size_t process_drain(struct traced_process *process, int full)
     return events;
 }
 
+static int receive_region(struct session *session, struct shm_consumer *consumer, pid_t *pid);
+
+/* Regions the shims sent over the socket the moment they made them: each
+ * goes to the running image of its pid. This way even a fork child that
+ * execs at once has its events drained (/proc/PID/fd is the fallback). */
+static void adopt_sent_regions(struct session *session)
+{
+    struct shm_consumer region;
+    pid_t pid;
+    while (receive_region(session, &region, &pid)) {
+        struct traced_process *process = process_by_pid(session, pid);
+        if (process && !process->shm.base && !process->vfork_child && region.inode != process->previous_image_inode) {
+            process->shm = region;
+            process->flags |= TRACE_PROC_SHIM_SEEN;
+            process_refresh_maps(process);
+        } else {
+            shm_consumer_detach(&region);
+        }
+    }
+}
+
 static size_t drain_all(struct session *session)
 {
     uint64_t now = session_now_ns();
     size_t events = 0;
+    adopt_sent_regions(session);
     for (size_t i = 0; i < session->process_count; i++) {
         struct traced_process *process = session->processes[i];
         if (process->state == PROCESS_ENDED)
@@ -308,6 +330,8 @@ static void process_final_snapshot(struct session *session, struct traced_proces
     if (process->final_snapshot_taken)
         return;
     process->final_snapshot_taken = 1;
+    if (!process->shm.base)
+        adopt_sent_regions(session);
     if (!process->shm.base)
         process_try_attach(session, process, UINT64_MAX);
     process_drain(process, 1);
