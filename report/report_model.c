@@ -57,10 +57,12 @@ static const struct trace_model_process *exec_chain_end(const struct trace_model
     for (const struct trace_model_process *p = model->processes; p && !image; p = p->hh.next)
         if (p->has_info && p->info.parent_process_id == TRACE_NONE)
             image = p;
-    while (image && (image->info.flags & TRACE_PROC_EXECED)) {
+    /* At most one step per process: a corrupt trace may link images in a
+     * cycle (found by fuzz_trace_reader). */
+    for (size_t steps = 0; image && (image->info.flags & TRACE_PROC_EXECED) && steps < model->process_count; steps++) {
         const struct trace_model_process *next = NULL;
         for (const struct trace_model_process *p = model->processes; p && !next; p = p->hh.next)
-            if (p->info.parent_process_id == image->process_id && p->info.pid == image->info.pid)
+            if (p != image && p->info.parent_process_id == image->process_id && p->info.pid == image->info.pid)
                 next = p;
         if (!next)
             break;
