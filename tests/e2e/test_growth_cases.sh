@@ -42,6 +42,21 @@ expect_eq "cycle growth bytes" 64 "$(case_get cycle '["growth"]["bytes_per_itera
 expect_eq "cycle definitely lost" '{"blocks": 60, "bytes": 1920}' "$(case_get cycle '["leaks"]["definitely_lost"]')"
 expect_eq "cycle indirectly lost" '{"blocks": 60, "bytes": 1920}' "$(case_get cycle '["leaks"]["indirectly_lost"]')"
 
+# --leak-check iterations: a check at every kept iteration too, same figures
+# at the case ends; --leak-check off: no leak figures at all.
+record "$WORK/i.trace" --leak-check iterations -- "$FIXTURES/growth_cases"
+expect_eq "--leak-check iterations: exit" 0 "$REC_RC"
+report_json "$WORK/i.trace" "$WORK/i.json"
+expect_eq "--leak-check iterations: leaky definitely lost" '{"blocks": 100, "bytes": 4800}' \
+    "$(jget "$WORK/i.json" '[c for c in d["cases"] if c["name"]=="leaky"][0]["leaks"]["definitely_lost"]')"
+expect_eq "--leak-check iterations: growth unchanged" 48 \
+    "$(jget "$WORK/i.json" '[c for c in d["cases"] if c["name"]=="leaky"][0]["growth"]["bytes_per_iteration"]')"
+record "$WORK/o.trace" --leak-check off -- "$FIXTURES/growth_cases"
+report_json "$WORK/o.trace" "$WORK/o.json"
+expect_eq "--leak-check off: no leak figures" null "$(jget "$WORK/o.json" 'd["leaks_at_exit"]')"
+expect_eq "--leak-check off: growth still there" 48 \
+    "$(jget "$WORK/o.json" '[c for c in d["cases"] if c["name"]=="leaky"][0]["growth"]["bytes_per_iteration"]')"
+
 # The text report shows every case with its growth.
 "$MEMSLOPE" report "$WORK/g.trace" >"$WORK/g.txt" 2>&1
 expect_match "text report names leaky's growth" "leaky.*48" "$WORK/g.txt"
