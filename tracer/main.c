@@ -6,19 +6,6 @@
 
 #include "commands.h"
 
-/* Subcommands still being written are weak here, so the binary links while
- * their files land; each says plainly that it is missing. */
-#define MISSING_COMMAND(fn, name)                                                  \
-    __attribute__((weak)) int fn(int argc, char **argv)                            \
-    {                                                                              \
-        (void)argc, (void)argv;                                                    \
-        fprintf(stderr, "memslope: '" name "' is not available in this build\n"); \
-        return 2;                                                                  \
-    }
-MISSING_COMMAND(cmd_leaks, "leaks")
-MISSING_COMMAND(cmd_perf, "perf")
-MISSING_COMMAND(cmd_instruments, "instruments")
-
 struct command {
     const char *name;
     int (*run)(int argc, char **argv);
