@@ -96,28 +96,6 @@ const struct trace_model_process *report_primary_process(const struct trace_mode
     return best;
 }
 
-struct report_growth report_estimate_growth(const struct trace_snapshot *const *iteration_snapshots, size_t count)
-{
-    struct report_growth growth = {0};
-    if (count < GROWTH_MIN_POINTS)
-        return growth; /* a slope needs at least three points to be told from noise */
-    struct growth_point *bytes = calloc(count, sizeof *bytes), *blocks = calloc(count, sizeof *blocks);
-    if (bytes && blocks) {
-        for (size_t i = 0; i < count; i++) {
-            double x = iteration_snapshots[i]->iteration ? (double)(iteration_snapshots[i]->iteration - 1) : 0.0;
-            bytes[i] = (struct growth_point){x, (double)iteration_snapshots[i]->live_bytes};
-            blocks[i] = (struct growth_point){x, (double)iteration_snapshots[i]->live_blocks};
-        }
-        struct growth_fit fit_bytes = growth_estimate(bytes, count), fit_blocks = growth_estimate(blocks, count);
-        growth.known = fit_bytes.known && fit_blocks.known;
-        growth.bytes_per_iteration = fit_bytes.slope;
-        growth.blocks_per_iteration = fit_blocks.slope;
-    }
-    free(bytes);
-    free(blocks);
-    return growth;
-}
-
 /* --- site accumulation ---------------------------------------------------------- */
 
 struct site_entry {

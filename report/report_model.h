@@ -72,11 +72,6 @@ void report_free(struct report *report);
  * traced command's exec chain did at least a tenth as many. */
 const struct trace_model_process *report_primary_process(const struct trace_model *model);
 
-/* Growth of live bytes over a case's iteration snapshots. Returns "unknown"
- * for fewer than 3 snapshots; the robust estimator (warm-up detection,
- * Theil-Sen) is not implemented yet, so it is "unknown" for now in any case. */
-struct report_growth report_estimate_growth(const struct trace_snapshot *const *iteration_snapshots, size_t count);
-
 /* A frame is shown unless it is an allocator entry point. */
 int report_frame_visible(const struct trace_model_frame *frame);
 
