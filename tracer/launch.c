@@ -28,8 +28,9 @@ extern char **environ;
      PTRACE_O_TRACEVFORK)
 
 /* environ plus LD_PRELOAD (the shim first, then what was there) and the
- * shim's settings. */
-static char **target_environment(const struct session *session, const char *shim_path)
+ * shim's settings; the strings this makes are put in owned[0..3], for the
+ * caller to free once the child has exec'd. */
+static char **target_environment(const struct session *session, const char *shim_path, char *owned[4])
 {
     size_t count = 0;
     while (environ[count])
@@ -59,10 +60,10 @@ static char **target_environment(const struct session *session, const char *shim
         free(preload), free(tracer), free(frames), free(sample), free(env);
         return NULL;
     }
-    env[n++] = preload;
-    env[n++] = tracer;
-    env[n++] = frames;
-    env[n++] = sample;
+    env[n++] = owned[0] = preload;
+    env[n++] = owned[1] = tracer;
+    env[n++] = owned[2] = frames;
+    env[n++] = owned[3] = sample;
     env[n] = NULL;
     return env;
 }
@@ -138,7 +139,8 @@ static void abandon_child(pid_t child)
 int session_launch(struct session *session, const char *shim_path)
 {
     const char *command = session->options.command[0];
-    char **env = target_environment(session, shim_path);
+    char *owned[4] = {NULL, NULL, NULL, NULL};
+    char **env = target_environment(session, shim_path, owned);
     int go[2], error[2], sockets[2];
     if (!env || pipe2(go, O_CLOEXEC) < 0 || pipe2(error, O_CLOEXEC) < 0 ||
         socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sockets) < 0) {
@@ -200,8 +202,9 @@ int session_launch(struct session *session, const char *shim_path)
         n = read(error[0], &exec_error, sizeof exec_error);
     while (n < 0 && errno == EINTR);
     close(error[0]);
-    /* env's strings from asprintf leak on purpose: the process ends soon and
-     * the child may still be reading them until exec. */
+    /* The child has exec'd (or failed to): its copy of env is gone. */
+    for (int i = 0; i < 4; i++)
+        free(owned[i]);
     free(env);
     if (n == (ssize_t)sizeof exec_error) {
         waitpid(child, NULL, __WALL);
