@@ -57,6 +57,18 @@ expect_eq "--leak-check off: no leak figures" null "$(jget "$WORK/o.json" 'd["le
 expect_eq "--leak-check off: growth still there" 48 \
     "$(jget "$WORK/o.json" '[c for c in d["cases"] if c["name"]=="leaky"][0]["growth"]["bytes_per_iteration"]')"
 
+# --snapshots 10: thinned to 10 iteration snapshots per case, same figures.
+record "$WORK/s.trace" --snapshots 10 -- "$FIXTURES/growth_cases"
+report_json "$WORK/s.trace" "$WORK/s.json"
+expect_eq "--snapshots 10: leaky growth" 48 \
+    "$(jget "$WORK/s.json" '[c for c in d["cases"] if c["name"]=="leaky"][0]["growth"]["bytes_per_iteration"]')"
+expect_eq "--snapshots 10: leaky setup" 1048576 \
+    "$(jget "$WORK/s.json" '[c for c in d["cases"] if c["name"]=="leaky"][0]["setup"]["bytes"]')"
+expect_eq "--snapshots 10: lazy growth" 0 \
+    "$(jget "$WORK/s.json" '[c for c in d["cases"] if c["name"]=="lazy"][0]["growth"]["bytes_per_iteration"]')"
+"$MEMSLOPE" record --snapshots 2 -o "$WORK/bad.trace" -- true >/dev/null 2>&1
+expect_eq "--snapshots below 3 is a usage error" 2 $?
+
 # The text report shows every case with its growth.
 "$MEMSLOPE" report "$WORK/g.trace" >"$WORK/g.txt" 2>&1
 expect_match "text report names leaky's growth" "leaky.*48" "$WORK/g.txt"

@@ -88,6 +88,41 @@ static void reuse_read_before_the_free(void **state)
     recorder_free(&r);
 }
 
+/* --snapshots N: at most N iteration snapshots per case, evenly spaced,
+ * however many iterations run. */
+static void iteration_snapshots_are_thinned_evenly(void **state)
+{
+    (void)state;
+    struct recorder r;
+    recorder_init(&r, 0);
+    r.snapshots_limit = 10;
+    recorder_case_begin(&r, 1, "body", 4);
+    for (uint64_t i = 0; i < 1000; i++) {
+        recorder_iteration(&r, 2 + i);
+        recorder_alloc(&r, 2 + i, 0x10000 + 16 * i, 48, 1, lookup, NULL);
+    }
+    recorder_case_end(&r, 5000);
+    size_t kept = 0;
+    uint64_t previous = 0, spacing = 0;
+    for (size_t i = 0; i < r.snapshot_count; i++) {
+        const struct trace_snapshot *s = &r.snapshots[i].header;
+        if (s->kind != TRACE_SNAP_ITERATION)
+            continue;
+        if (kept == 1)
+            spacing = s->iteration - previous;
+        else if (kept > 1)
+            assert_int_equal(s->iteration - previous, spacing);
+        /* each holds the live heap before its iteration: 48 B per iteration so far */
+        assert_int_equal(s->live_bytes, 48 * (s->iteration - 1));
+        previous = s->iteration;
+        kept++;
+    }
+    assert_true(kept <= 10);
+    assert_true(kept >= 5);
+    assert_int_equal(r.cases[0].info.iterations, 1000);
+    recorder_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -95,6 +130,7 @@ int main(void)
         cmocka_unit_test(free_read_before_its_allocation),
         cmocka_unit_test(old_free_does_not_cancel_a_later_allocation),
         cmocka_unit_test(reuse_read_before_the_free),
+        cmocka_unit_test(iteration_snapshots_are_thinned_evenly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
