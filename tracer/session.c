@@ -659,6 +659,18 @@ static struct traced_thread *thread_discover(struct session *session, pid_t tid)
     return process ? thread_add(session, tid, process) : NULL;
 }
 
+/* The image's end as waitpid reported it. */
+static void process_set_exit(struct traced_process *process, int status)
+{
+    if (WIFEXITED(status)) {
+        process->flags |= TRACE_PROC_EXITED;
+        process->exit_status = WEXITSTATUS(status);
+    } else {
+        process->flags |= TRACE_PROC_SIGNALED;
+        process->exit_signal = WTERMSIG(status);
+    }
+}
+
 static void on_task_gone(struct session *session, pid_t tid, int status)
 {
     struct traced_thread *thread = thread_find(session, tid);
@@ -667,13 +679,7 @@ static void on_task_gone(struct session *session, pid_t tid, int status)
         thread_remove(session, thread);
     if (!process || tid != process->pid)
         return;
-    if (WIFEXITED(status)) {
-        process->flags |= TRACE_PROC_EXITED;
-        process->exit_status = WEXITSTATUS(status);
-    } else {
-        process->flags |= TRACE_PROC_SIGNALED;
-        process->exit_signal = WTERMSIG(status);
-    }
+    process_set_exit(process, status);
     if (tid == session->initial_pid) {
         session->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         session->initial_status_known = 1;
@@ -1128,15 +1134,8 @@ static struct traced_process *receive_regions(struct session *session, struct tr
 
 static void end_without_ptrace(struct session *session, struct traced_process *process, int status)
 {
-    if (WIFEXITED(status)) {
-        process->flags |= TRACE_PROC_EXITED;
-        process->exit_status = WEXITSTATUS(status);
-        session->exit_code = WEXITSTATUS(status);
-    } else {
-        process->flags |= TRACE_PROC_SIGNALED;
-        process->exit_signal = WTERMSIG(status);
-        session->exit_code = 128 + WTERMSIG(status);
-    }
+    process_set_exit(process, status);
+    session->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (!process->exe)
         process->exe = strdup(session->options.command[0]);
     if (session->options.leak_check != TRACE_LEAK_CHECK_OFF &&
