@@ -139,6 +139,32 @@ static void add_process_counters(struct report_site *site, const struct trace_mo
     site->peak_live_bytes = counters->site.peak_live_bytes;
 }
 
+/* A named case's own share of the counters (CASE_SITES), where the trace
+ * has it: allocations made while the case was open and their frees. A
+ * site the case never allocated from counts 0 there. Traces without it keep
+ * the whole-process figures. */
+static void add_case_counters(struct site_table *table, const struct trace_model_process *process, uint32_t case_id)
+{
+    int case_has_counters = 0;
+    for (size_t i = 0; i < process->case_sites_count; i++) {
+        const struct trace_case_sites *record = &process->case_sites[i];
+        if (record->case_id != case_id)
+            continue;
+        case_has_counters = 1;
+        /* Every site the case allocated from belongs in its table. */
+        for (uint32_t j = 0; j < record->count; j++)
+            table_site(table, process, record->sites[j].stack_id);
+    }
+    if (!case_has_counters)
+        return;
+    for (struct site_entry *e = table->entries; e; e = e->hh.next) {
+        const struct trace_case_site *counters = trace_model_case_site(process, case_id, e->site.stack_id);
+        e->site.allocations = counters ? counters->allocations : 0;
+        e->site.allocated_bytes = counters ? counters->allocated_bytes : 0;
+        e->site.frees = counters ? counters->frees : 0;
+    }
+}
+
 static void add_loss_records(struct site_table *table, const struct trace_model_process *process,
                              const struct trace_leaks *leaks)
 {
@@ -508,6 +534,7 @@ static int build_marked_case(struct report_case *report_case, const struct repor
         table.failed = 1;
     for (struct site_entry *e = table.entries; e; e = e->hh.next)
         add_process_counters(&e->site, process);
+    add_case_counters(&table, process, trace_case->case_id);
     return finish_sites(&table, report_case, report->metric);
 }
 

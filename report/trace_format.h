@@ -54,6 +54,10 @@
  *             u64 time_ns; 4 x (u64 bytes; u64 blocks) in enum leak_category
  *             order; u32 count; count x (u32 stack_id; u32 category;
  *             u64 bytes; u64 blocks; u64 first_iteration)   loss records
+ *   CASE_SITES u32 process_id; u32 case_id; u32 count; count x (u32 stack_id;
+ *             u64 allocations; u64 allocated_bytes; u64 frees)   the case's own
+ *             share of SITES: allocations made while it was open, and frees
+ *             of those blocks
  *   END       u32 section_count (sections before END)
  *
  * Times (start_ns, time_ns, ...) are CLOCK_MONOTONIC nanoseconds; the INFO
@@ -84,6 +88,7 @@ enum trace_section_type {
     TRACE_SEC_WARNING = 10,
     TRACE_SEC_CASE = 11,
     TRACE_SEC_LEAKS = 12,
+    TRACE_SEC_CASE_SITES = 13,
     TRACE_SEC_END = 0xffff,
 };
 
@@ -227,6 +232,18 @@ struct trace_leaks {
     uint64_t bytes[TRACE_LEAK_CATEGORIES], blocks[TRACE_LEAK_CATEGORIES];
     uint32_t count;
     const struct trace_loss_record *records;
+};
+
+struct trace_case_site {
+    uint32_t stack_id;
+    uint64_t allocations, allocated_bytes, frees;
+};
+
+struct trace_case_sites {
+    uint32_t process_id;
+    uint32_t case_id;
+    uint32_t count;
+    const struct trace_case_site *sites;
 };
 
 struct trace_timeline_point {

@@ -574,6 +574,51 @@ static int parse_leaks(struct reader *reader, struct cursor *cursor)
     return 0;
 }
 
+enum { CASE_SITE_SIZE = 4 + 8 + 8 + 8 };
+
+static int parse_case_sites(struct reader *reader, struct cursor *cursor)
+{
+    struct trace_case_sites record = {0};
+    record.process_id = get_u32(cursor);
+    record.case_id = get_u32(cursor);
+    record.count = get_u32(cursor);
+    if (check_count(reader, cursor, record.count, CASE_SITE_SIZE, "case sites") != 0)
+        return -1;
+    struct trace_case_site *sites = arena_alloc(reader->model, (size_t)record.count * sizeof *sites + 1);
+    if (!sites)
+        return out_of_memory(reader);
+    for (uint32_t i = 0; i < record.count; i++) {
+        sites[i].stack_id = get_u32(cursor);
+        sites[i].allocations = get_u64(cursor);
+        sites[i].allocated_bytes = get_u64(cursor);
+        sites[i].frees = get_u64(cursor);
+    }
+    record.sites = sites;
+    struct trace_model_process *process = get_process(reader, record.process_id);
+    if (!process)
+        return -1;
+    if (grow(&process->case_sites, &process->case_sites_capacity, process->case_sites_count,
+             sizeof *process->case_sites) != 0)
+        return out_of_memory(reader);
+    process->case_sites[process->case_sites_count++] = record;
+    return 0;
+}
+
+const struct trace_case_site *trace_model_case_site(const struct trace_model_process *process, uint32_t case_id,
+                                                    uint32_t stack_id)
+{
+    for (size_t i = process ? process->case_sites_count : 0; i-- > 0;) {
+        const struct trace_case_sites *record = &process->case_sites[i];
+        if (record->case_id != case_id)
+            continue;
+        for (uint32_t j = 0; j < record->count; j++)
+            if (record->sites[j].stack_id == stack_id)
+                return &record->sites[j];
+        return NULL;
+    }
+    return NULL;
+}
+
 /* Dispatches one complete, crc-checked section. Unknown types are skipped. */
 static int parse_section(struct reader *reader, uint32_t type, const unsigned char *payload, size_t length)
 {
@@ -591,6 +636,7 @@ static int parse_section(struct reader *reader, uint32_t type, const unsigned ch
     case TRACE_SEC_WARNING: return parse_warning(reader, &cursor);
     case TRACE_SEC_CASE: return parse_case(reader, &cursor);
     case TRACE_SEC_LEAKS: return parse_leaks(reader, &cursor);
+    case TRACE_SEC_CASE_SITES: return parse_case_sites(reader, &cursor);
     default: return 0;
     }
 }
@@ -602,6 +648,7 @@ const char *trace_section_name(uint32_t type)
         [TRACE_SEC_FRAMES] = "FRAMES",   [TRACE_SEC_PROCESS] = "PROCESS",   [TRACE_SEC_STACKS] = "STACKS",
         [TRACE_SEC_SITES] = "SITES",     [TRACE_SEC_SNAPSHOT] = "SNAPSHOT", [TRACE_SEC_TIMELINE] = "TIMELINE",
         [TRACE_SEC_WARNING] = "WARNING", [TRACE_SEC_CASE] = "CASE",         [TRACE_SEC_LEAKS] = "LEAKS",
+        [TRACE_SEC_CASE_SITES] = "CASE_SITES",
     };
     if (type == TRACE_SEC_END)
         return "END";
@@ -845,6 +892,7 @@ static void free_process(struct trace_model_process *process)
     free(process->timeline);
     free(process->cases);
     free(process->leaks);
+    free(process->case_sites);
     free(process->warnings);
     free(process);
 }

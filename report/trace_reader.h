@@ -64,6 +64,8 @@ struct trace_model_process {
     size_t case_count, case_capacity;
     struct trace_leaks *leaks;        /* in file order; records owned */
     size_t leak_count, leak_capacity;
+    struct trace_case_sites *case_sites; /* in file order; sites owned */
+    size_t case_sites_count, case_sites_capacity;
     const char **warnings;
     size_t warning_count, warning_capacity;
     UT_hash_handle hh;
@@ -105,6 +107,9 @@ void trace_model_free(struct trace_model *model);
 const struct trace_model_stack *trace_model_stack(const struct trace_model_process *process, uint32_t stack_id);
 const struct trace_model_site *trace_model_site(const struct trace_model_process *process, uint32_t stack_id);
 const struct trace_model_process *trace_model_process(const struct trace_model *model, uint32_t process_id);
+/* A case's own counters for a site (CASE_SITES), or NULL. */
+const struct trace_case_site *trace_model_case_site(const struct trace_model_process *process, uint32_t case_id,
+                                                    uint32_t stack_id);
 
 /* A section type's name ("SITES"), or "unknown". */
 const char *trace_section_name(uint32_t type);

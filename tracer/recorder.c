@@ -109,6 +109,34 @@ static void sample_timeline(struct recorder *recorder, uint64_t time_ns)
     recorder->next_sample_ns = time_ns - time_ns % recorder->interval_ns + recorder->interval_ns;
 }
 
+static struct case_site_counter *case_site(struct recorder *recorder, uint32_t case_id, size_t site_index)
+{
+    uint64_t key = (uint64_t)case_id << 32 | (uint32_t)site_index;
+    struct case_site_counter *counter;
+    HASH_FIND(hh, recorder->case_sites, &key, sizeof key, counter);
+    if (!counter && (counter = calloc(1, sizeof *counter)) != NULL) {
+        counter->key = key;
+        HASH_ADD(hh, recorder->case_sites, key, sizeof counter->key, counter);
+    }
+    if (!counter)
+        recorder->out_of_memory = 1;
+    return counter;
+}
+
+/* Counts an allocation (and, when already_freed, its free) for the open case. */
+static void count_in_open_case(struct recorder *recorder, const struct recorder_site *site, uint64_t size,
+                               int already_freed)
+{
+    if (recorder->open_case == TRACE_NONE)
+        return;
+    struct case_site_counter *counter = case_site(recorder, recorder->open_case, (size_t)(site - recorder->sites));
+    if (!counter)
+        return;
+    counter->allocations++;
+    counter->allocated_bytes += size;
+    counter->frees += already_freed != 0;
+}
+
 /* Whether this allocation's free was already seen: then count both. */
 static int cancels_pending_free(struct recorder *recorder, struct recorder_site *site, uint64_t time_ns,
                                 uint64_t address, uint64_t size)
@@ -123,6 +151,7 @@ static int cancels_pending_free(struct recorder *recorder, struct recorder_site 
     site->allocations++;
     site->allocated_bytes += size;
     site->frees++;
+    count_in_open_case(recorder, site, size, 1);
     recorder->allocations++;
     recorder->allocated_bytes += size;
     return 1;
@@ -150,6 +179,7 @@ void recorder_alloc(struct recorder *recorder, uint64_t time_ns, uint64_t addres
         return;
     }
     site_remember_peak(recorder, site);
+    count_in_open_case(recorder, site, size, 0);
     site->allocations++;
     site->allocated_bytes += size;
     site->live_bytes += size;
@@ -189,6 +219,11 @@ void recorder_free_block(struct recorder *recorder, uint64_t time_ns, uint64_t a
     struct recorder_site *site = &recorder->sites[block.site];
     site_remember_peak(recorder, site);
     site->frees++;
+    if (block.case_id != TRACE_NONE) {
+        struct case_site_counter *counter = case_site(recorder, block.case_id, block.site);
+        if (counter)
+            counter->frees++;
+    }
     site->live_bytes -= block.size;
     site->live_blocks--;
     recorder->live_bytes -= block.size;
@@ -353,6 +388,11 @@ int recorder_init_fork_child(struct recorder *child, const struct recorder *pare
 
 void recorder_free(struct recorder *recorder)
 {
+    struct case_site_counter *counter, *next_counter;
+    HASH_ITER(hh, recorder->case_sites, counter, next_counter) {
+        HASH_DEL(recorder->case_sites, counter);
+        free(counter);
+    }
     struct pending_free *pending, *next;
     HASH_ITER(hh, recorder->pending_frees, pending, next) {
         HASH_DEL(recorder->pending_frees, pending);

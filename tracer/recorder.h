@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <uthash.h>
+
 #include "../report/trace_format.h"
 #include "live_table.h"
 
@@ -37,9 +39,18 @@ struct recorder_case {
 /* A free whose allocation has not been seen yet (see recorder.c). */
 struct pending_free;
 
+/* A site's counters within one case: allocations made while the case was
+ * open, and the frees of those blocks. */
+struct case_site_counter {
+    uint64_t key; /* case_id << 32 | site index */
+    uint64_t allocations, allocated_bytes, frees;
+    UT_hash_handle hh;
+};
+
 struct recorder {
     struct live_table live;
     struct pending_free *pending_frees; /* uthash by address */
+    struct case_site_counter *case_sites; /* uthash by key */
     struct recorder_site *sites;
     size_t site_count, site_capacity;
     uint32_t *site_by_stack; /* stack_id -> site index + 1; 0 = none yet */

@@ -146,6 +146,32 @@ static int write_sites(struct trace_writer *writer, const struct traced_process 
     return rc;
 }
 
+/* The case's own share of each site's counters. */
+static int write_case_sites(struct trace_writer *writer, const struct traced_process *process, uint32_t case_id)
+{
+    const struct recorder *recorder = &process->recorder;
+    size_t count = 0;
+    for (const struct case_site_counter *c = recorder->case_sites; c; c = c->hh.next)
+        count += (uint32_t)(c->key >> 32) == case_id;
+    if (!count)
+        return 0;
+    struct trace_case_site *sites = calloc(count, sizeof *sites);
+    if (!sites)
+        return -1;
+    size_t n = 0;
+    for (const struct case_site_counter *c = recorder->case_sites; c; c = c->hh.next) {
+        size_t site_index = (uint32_t)c->key;
+        if ((uint32_t)(c->key >> 32) != case_id || site_index >= recorder->site_count)
+            continue;
+        sites[n++] = (struct trace_case_site){recorder->sites[site_index].stack_id, c->allocations,
+                                             c->allocated_bytes, c->frees};
+    }
+    struct trace_case_sites record = {process->process_id, case_id, (uint32_t)n, sites};
+    int rc = trace_write_case_sites(writer, &record);
+    free(sites);
+    return rc;
+}
+
 static int write_history(struct trace_writer *writer, const struct traced_process *process)
 {
     const struct recorder *recorder = &process->recorder;
@@ -154,7 +180,7 @@ static int write_history(struct trace_writer *writer, const struct traced_proces
         c.process_id = process->process_id;
         if (!c.end_ns)
             c.end_ns = process->end_ns;
-        if (trace_write_case(writer, &c) < 0)
+        if (trace_write_case(writer, &c) < 0 || write_case_sites(writer, process, c.case_id) < 0)
             return -1;
     }
     for (size_t i = 0; i < recorder->snapshot_count; i++) {

@@ -516,6 +516,24 @@ int trace_write_leaks(struct trace_writer *writer, const struct trace_leaks *lea
     return end_section(writer, TRACE_SEC_LEAKS);
 }
 
+int trace_write_case_sites(struct trace_writer *writer, const struct trace_case_sites *case_sites)
+{
+    if (begin_section(writer) != 0)
+        return -1;
+    struct byte_buffer *out = &writer->payload;
+    put_u32(out, case_sites->process_id);
+    put_u32(out, case_sites->case_id);
+    put_u32(out, case_sites->count);
+    for (uint32_t i = 0; i < case_sites->count; i++) {
+        const struct trace_case_site *site = &case_sites->sites[i];
+        put_u32(out, site->stack_id);
+        put_u64(out, site->allocations);
+        put_u64(out, site->allocated_bytes);
+        put_u64(out, site->frees);
+    }
+    return end_section(writer, TRACE_SEC_CASE_SITES);
+}
+
 int trace_write_warning(struct trace_writer *writer, uint32_t process_id, const char *message)
 {
     if (begin_section(writer) != 0)

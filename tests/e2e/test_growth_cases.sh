@@ -42,6 +42,16 @@ expect_eq "cycle growth bytes" 64 "$(case_get cycle '["growth"]["bytes_per_itera
 expect_eq "cycle definitely lost" '{"blocks": 60, "bytes": 1920}' "$(case_get cycle '["leaks"]["definitely_lost"]')"
 expect_eq "cycle indirectly lost" '{"blocks": 60, "bytes": 1920}' "$(case_get cycle '["leaks"]["indirectly_lost"]')"
 
+# Each case counts its own allocations: the 200 B temporary of every
+# iteration, 100 / 100 / 50 / 60 times.
+for pair in leaky:100 lazy:100 reachable:50 cycle:60; do
+    name=${pair%%:*} count=${pair#*:}
+    expect_eq "$name: its own temporary allocations" "$count" \
+        "$(jget "$WORK/g.json" "sum(s['allocations'] for s in [c for c in d['cases'] if c['name']=='$name'][0]['sites'] if s['frames'][0]['function']=='temporary_work')")"
+    expect_eq "$name: its own temporary bytes" "$((count * 200))" \
+        "$(jget "$WORK/g.json" "sum(s['allocated_bytes'] for s in [c for c in d['cases'] if c['name']=='$name'][0]['sites'] if s['frames'][0]['function']=='temporary_work')")"
+done
+
 # --leak-check iterations: a check at every kept iteration too, same figures
 # at the case ends; --leak-check off: no leak figures at all.
 record "$WORK/i.trace" --leak-check iterations -- "$FIXTURES/growth_cases"
