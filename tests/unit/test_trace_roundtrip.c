@@ -187,6 +187,39 @@ static void test_leaks(void **state)
     assert_memory_equal(l->records, sample_records, sizeof sample_records);
 }
 
+static void test_case_sites(void **state)
+{
+    struct fixture *f = *state;
+    char err[512];
+    char *path = NULL;
+    assert_true(asprintf(&path, "%s/cases.trace", f->dir) > 0);
+    struct trace_writer *w = trace_writer_create(path, err, sizeof err);
+    assert_non_null(w);
+    struct trace_case_site sites[] = {{7, 100, 20000, 100}, {9, 1, 48, 0}};
+    struct trace_case_sites record = {1, 3, 2, sites};
+    struct trace_process p = sample_process(1);
+    assert_int_equal(trace_write_case_sites(w, &record), 0);
+    assert_int_equal(trace_write_process(w, &p), 0);
+    assert_int_equal(trace_writer_finish(w, err, sizeof err), 0);
+    struct trace_model model;
+    if (trace_read_file(path, &model, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    const struct trace_model_process *process = trace_model_process(&model, 1);
+    assert_non_null(process);
+    assert_int_equal(process->case_sites_count, 1);
+    const struct trace_case_site *got = trace_model_case_site(process, 3, 7);
+    assert_non_null(got);
+    assert_int_equal(got->allocations, 100);
+    assert_int_equal(got->allocated_bytes, 20000);
+    assert_int_equal(got->frees, 100);
+    assert_non_null(trace_model_case_site(process, 3, 9));
+    assert_null(trace_model_case_site(process, 3, 8));
+    assert_null(trace_model_case_site(process, 4, 7));
+    trace_model_free(&model);
+    unlink(path);
+    free(path);
+}
+
 static void test_buffer_reader_agrees(void **state)
 {
     struct fixture *f = *state;
@@ -276,6 +309,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stacks_and_sites, setup, teardown),
         cmocka_unit_test_setup_teardown(test_snapshot_timeline_case, setup, teardown),
         cmocka_unit_test_setup_teardown(test_leaks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_case_sites, setup, teardown),
         cmocka_unit_test_setup_teardown(test_buffer_reader_agrees, setup, teardown),
         cmocka_unit_test_setup_teardown(test_strings_interned_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_mode_and_no_temp_left, setup, teardown),
