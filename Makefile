@@ -108,7 +108,7 @@ fixtures: $(FIXTURE_BIN)
 
 $(B)/fuzz-obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CLANG) $(BASE_CFLAGS) -Wno-unused-command-line-argument $(FUZZ_FLAGS) -O1 -c $< -o $@
+	$(CLANG) $(BASE_CFLAGS) -Wno-unused-command-line-argument $(FUZZ_FLAGS) -O1 -MMD -MP -c $< -o $@
 
 $(B)/libcore-fuzz.a: $(FUZZ_CORE_OBJ)
 	rm -f $@ && ar rcs $@ $^
