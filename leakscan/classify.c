@@ -70,9 +70,7 @@ static void set_error(char *err, size_t err_size, const char *format, ...)
 
 const char *leakscan_category_name(uint32_t category)
 {
-    static const char *const names[TRACE_LEAK_CATEGORIES] = {"definitely_lost", "indirectly_lost", "possibly_lost",
-                                                             "still_reachable"};
-    return category < TRACE_LEAK_CATEGORIES ? names[category] : "unknown";
+    return trace_leak_category_name(category);
 }
 
 /* ---- the sorted index ---------------------------------------------------- */

@@ -16,9 +16,6 @@
 #define MEMSLOPE_VERSION "unknown"
 #endif
 
-static const char *const category_keys[TRACE_LEAK_CATEGORIES] = {"definitely_lost", "indirectly_lost",
-                                                                  "possibly_lost", "still_reachable"};
-
 /* Frames the page refers to by index: only visible frames that some stack uses. */
 struct html_frames {
     const struct trace_model *model;
@@ -90,7 +87,7 @@ static void write_leaks(struct json_writer *json, const char *key, const struct 
     }
     json_object_begin(json);
     for (int c = 0; c < TRACE_LEAK_CATEGORIES; c++) {
-        json_key(json, category_keys[c]);
+        json_key(json, trace_leak_category_name((uint32_t)c));
         json_array_begin(json);
         json_uint(json, leaks->bytes[c]);
         json_uint(json, leaks->blocks[c]);
@@ -263,20 +260,6 @@ static void write_case(struct json_writer *json, struct html_frames *frames, con
     json_object_end(json);
 }
 
-static void write_warnings(struct json_writer *json, const struct report *report)
-{
-    const struct trace_model *model = report->model;
-    json_key(json, "warnings");
-    json_array_begin(json);
-    if (model->incomplete)
-        json_string(json, model->incomplete_reason);
-    for (size_t i = 0; i < model->warning_count; i++)
-        json_string(json, model->warnings[i]);
-    for (size_t i = 0; report->primary && i < report->primary->warning_count; i++)
-        json_string(json, report->primary->warnings[i]);
-    json_array_end(json);
-}
-
 /* The page's data; frames last, since the stacks above decide which are used. */
 static void write_data(struct json_writer *json, struct html_frames *frames, const struct report *report)
 {
@@ -295,7 +278,7 @@ static void write_data(struct json_writer *json, struct html_frames *frames, con
         write_case(json, frames, report, &report->cases[i]);
     json_array_end(json);
     write_process_sites(json, frames, report->primary);
-    write_warnings(json, report);
+    report_write_json_warnings(json, report);
     write_frames(json, frames);
     json_object_end(json);
 }

@@ -2,9 +2,6 @@
 #include "json_writer.h"
 #include "report_model.h"
 
-static const char *const category_keys[TRACE_LEAK_CATEGORIES] = {"definitely_lost", "indirectly_lost",
-                                                                  "possibly_lost", "still_reachable"};
-
 static void write_argv(struct json_writer *json, uint32_t argc, const char *const *argv)
 {
     json_array_begin(json);
@@ -71,7 +68,7 @@ static void write_leaks(struct json_writer *json, const char *key, const struct 
     }
     json_object_begin(json);
     for (int c = 0; c < TRACE_LEAK_CATEGORIES; c++)
-        write_amount(json, category_keys[c], leaks->bytes[c], leaks->blocks[c]);
+        write_amount(json, trace_leak_category_name((uint32_t)c), leaks->bytes[c], leaks->blocks[c]);
     json_object_end(json);
 }
 
@@ -178,8 +175,7 @@ static void write_processes(struct json_writer *json, const struct report *repor
     json_array_end(json);
 }
 
-/* Warnings of the whole trace, then the primary process's. */
-static void write_warnings(struct json_writer *json, const struct report *report)
+void report_write_json_warnings(struct json_writer *json, const struct report *report)
 {
     const struct trace_model *model = report->model;
     json_key(json, "warnings");
@@ -214,6 +210,6 @@ void report_write_json(const struct report *report, FILE *out)
         json_key(&json, "incomplete");
         json_bool(&json, 1);
     }
-    write_warnings(&json, report);
+    report_write_json_warnings(&json, report);
     json_object_end(&json);
 }

@@ -82,4 +82,9 @@ const char *report_human_bytes(uint64_t bytes, char *buffer, size_t size);
 void report_write_text(const struct report *report, FILE *out);
 void report_write_json(const struct report *report, FILE *out);
 
+struct json_writer;
+/* The "warnings" member: the whole trace's, then the primary process's (the
+ * JSON report and the HTML page's data share it). */
+void report_write_json_warnings(struct json_writer *json, const struct report *report);
+
 #endif

@@ -202,6 +202,14 @@ enum trace_leak_category {
     TRACE_LEAK_CATEGORIES = 4,
 };
 
+/* The category's name in the JSON report and in memslope leaks. */
+static inline const char *trace_leak_category_name(uint32_t category)
+{
+    static const char *const names[TRACE_LEAK_CATEGORIES] = {"definitely_lost", "indirectly_lost", "possibly_lost",
+                                                             "still_reachable"};
+    return category < TRACE_LEAK_CATEGORIES ? names[category] : "unknown";
+}
+
 enum trace_case_flags {
     TRACE_CASE_ENDED = 1u << 0,    /* case_end was seen (else it ended with the process) */
     TRACE_CASE_IMPLICIT = 1u << 1, /* the whole-process case, never named by a marker */
