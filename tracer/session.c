@@ -500,13 +500,28 @@ static void on_new_task(struct session *session, struct traced_thread *thread, i
 
 static void process_watch_entry(struct session *session, struct traced_process *process);
 
+/* An exec replaced the image: the old one ends (its heap with it: no leak
+ * check at exec, as memcheck) and the new one, same pid, begins. NULL when
+ * out of memory. */
+static struct traced_process *replace_image(struct session *session, struct traced_process *old)
+{
+    process_final_snapshot(session, old, TRACE_SNAP_EXEC, 0);
+    old->flags |= TRACE_PROC_EXECED;
+    uint64_t previous_inode = old->shm.inode;
+    process_end(session, old);
+    struct traced_process *image = process_create(session, old->pid, old->process_id);
+    if (!image)
+        return NULL;
+    image->previous_image_inode = previous_inode;
+    process_read_identity(image);
+    return image;
+}
+
 static void on_exec(struct session *session, struct traced_thread *thread)
 {
     struct traced_process *old = thread->process;
-    /* The old image is gone, its heap with it (no leak check at exec, as
-     * memcheck). Other threads vanished in the exec. */
-    process_final_snapshot(session, old, TRACE_SNAP_EXEC, 0);
-    old->flags |= TRACE_PROC_EXECED;
+    pid_t pid = old->pid;
+    /* Other threads vanished in the exec. */
     struct traced_thread *t, *tmp;
     HASH_ITER(hh, session->threads, t, tmp) {
         if (t->process == old && t->tid != old->pid) {
@@ -514,14 +529,9 @@ static void on_exec(struct session *session, struct traced_thread *thread)
             thread_remove(session, t);
         }
     }
-    uint64_t previous_inode = old->shm.inode;
-    pid_t pid = old->pid;
-    process_end(session, old);
-    struct traced_process *image = process_create(session, pid, old->process_id);
+    struct traced_process *image = replace_image(session, old);
     if (!image)
         return;
-    image->previous_image_inode = previous_inode;
-    process_read_identity(image);
     process_watch_entry(session, image);
     thread = thread_find(session, pid);
     if (thread) {
@@ -726,11 +736,15 @@ struct deferred_status {
 /* Interrupts every other thread of the image and waits for each to stop.
  * What a thread reports instead of the interrupt stop (a signal, an event,
  * its exit) is kept in deferred to be handled once the scan is done. */
+/* tids receives the threads now stopped, stopped_tid first (*stopped of
+ * them); the return value counts the entries of deferred (from 1). */
 static size_t stop_other_threads(struct session *session, struct traced_process *process, pid_t stopped_tid,
-                                 pid_t *tids, struct deferred_status *deferred, size_t capacity)
+                                 pid_t *tids, size_t *stopped, struct deferred_status *deferred, size_t capacity)
 {
     size_t count = 0;
-    tids[count++] = stopped_tid;
+    *stopped = 0;
+    tids[(*stopped)++] = stopped_tid;
+    count++;
     struct traced_thread *thread, *tmp;
     HASH_ITER(hh, session->threads, thread, tmp) {
         if (count == capacity)
@@ -746,8 +760,9 @@ static size_t stop_other_threads(struct session *session, struct traced_process 
         while (got < 0 && errno == EINTR);
         if (got != thread->tid)
             continue;
-        deferred[count] = (struct deferred_status){thread->tid, status};
-        tids[count++] = WIFSTOPPED(status) ? thread->tid : 0;
+        deferred[count++] = (struct deferred_status){thread->tid, status};
+        if (WIFSTOPPED(status))
+            tids[(*stopped)++] = thread->tid;
     }
     return count;
 }
@@ -778,11 +793,8 @@ static void process_leak_check(struct session *session, struct traced_process *p
         free(deferred);
         return;
     }
-    size_t count = stop_other_threads(session, process, stopped_tid, tids, deferred, capacity);
-    size_t stopped = 0;
-    for (size_t i = 0; i < count; i++)
-        if (tids[i])
-            tids[stopped++] = tids[i];
+    size_t stopped;
+    size_t count = stop_other_threads(session, process, stopped_tid, tids, &stopped, deferred, capacity);
     char err[512];
     struct leak_results results;
     if (leak_check_run(process->pid, tids, stopped, &process->recorder, kind, session_now_ns(),
@@ -923,65 +935,81 @@ static int iteration_will_be_kept(const struct recorder *recorder)
     return recorder->open_case != TRACE_NONE && recorder->iteration % recorder->snapshot_stride == 0;
 }
 
-/* A leak check of the open case's blocks, the world being stopped (tids[0]
- * is the thread at the breakpoint; a 0 is a thread that could not stop). */
+/* What a thread at the entry of a marker taking no arguments holds only as
+ * leftovers: by the calling convention its caller-saved registers are dead,
+ * and so is the red zone below its stack pointer (the marker has not used
+ * it yet, the caller's died with the call). They often hold the address of
+ * the block the caller has just lost; hidden from the scan, as a call
+ * boundary hides them, and restored after it. */
+struct dead_state {
+    struct user_regs_struct regs;
+    long below_sp[16];
+    int hidden;
+};
+
+static void hide_dead_state(pid_t tid, struct dead_state *dead)
+{
+    dead->hidden = ptrace(PTRACE_GETREGS, tid, 0, &dead->regs) == 0;
+    if (!dead->hidden)
+        return;
+    struct user_regs_struct cleared = dead->regs;
+    cleared.rax = cleared.rcx = cleared.rdx = cleared.rsi = cleared.rdi = 0;
+    cleared.r8 = cleared.r9 = cleared.r10 = cleared.r11 = 0;
+    dead->hidden = ptrace(PTRACE_SETREGS, tid, 0, &cleared) == 0;
+    for (int i = 0; dead->hidden && i < 16; i++) {
+        void *at = (void *)(dead->regs.rsp - 128 + 8 * (uint64_t)i);
+        errno = 0;
+        dead->below_sp[i] = ptrace(PTRACE_PEEKDATA, tid, at, 0);
+        if (errno == 0)
+            ptrace(PTRACE_POKEDATA, tid, at, 0);
+        else
+            dead->below_sp[i] = 0;
+    }
+}
+
+static void restore_dead_state(pid_t tid, const struct dead_state *dead)
+{
+    if (!dead->hidden)
+        return;
+    for (int i = 0; i < 16; i++)
+        ptrace(PTRACE_POKEDATA, tid, (void *)(dead->regs.rsp - 128 + 8 * (uint64_t)i), (void *)dead->below_sp[i]);
+    ptrace(PTRACE_SETREGS, tid, 0, &dead->regs);
+}
+
+static void mark_case_checked(struct traced_process *process, uint32_t case_id)
+{
+    if (case_id >= process->cases_checked_count) {
+        size_t size = (size_t)case_id + 64;
+        unsigned char *grown = realloc(process->cases_checked, size);
+        if (!grown)
+            return;
+        memset(grown + process->cases_checked_count, 0, size - process->cases_checked_count);
+        process->cases_checked = grown;
+        process->cases_checked_count = size;
+    }
+    process->cases_checked[case_id] = 1;
+}
+
+/* A leak check of the open case's blocks, the world being stopped (tids:
+ * the stopped threads, the one at the marker's breakpoint first). */
 static void case_leak_check(struct traced_process *process, const pid_t *tids, size_t count, uint32_t when)
 {
     struct recorder *recorder = &process->recorder;
-    if (recorder->open_case == TRACE_NONE || !(process->flags & TRACE_PROC_SHIM_SEEN))
+    if (count == 0 || recorder->open_case == TRACE_NONE || !(process->flags & TRACE_PROC_SHIM_SEEN))
         return;
-    pid_t *stopped = calloc(count + 1, sizeof *stopped);
-    size_t n = 0;
-    for (size_t i = 0; stopped && i < count; i++)
-        if (tids[i])
-            stopped[n++] = tids[i];
-    /* The thread is at the entry of a marker taking no arguments: by the
-     * calling convention its caller-saved registers hold nothing live, only
-     * leftovers (often the address of the block it just lost). Hide them
-     * from the scan, as a call boundary does; restored right after. */
-    struct user_regs_struct regs, hidden;
-    long below_sp[16]; /* the red zone: the marker has not used it yet, the caller's died with the call */
-    int have_regs = ptrace(PTRACE_GETREGS, tids[0], 0, &regs) == 0;
-    if (have_regs) {
-        hidden = regs;
-        hidden.rax = hidden.rcx = hidden.rdx = hidden.rsi = hidden.rdi = 0;
-        hidden.r8 = hidden.r9 = hidden.r10 = hidden.r11 = 0;
-        have_regs = ptrace(PTRACE_SETREGS, tids[0], 0, &hidden) == 0;
-        for (int i = 0; have_regs && i < 16; i++) {
-            errno = 0;
-            below_sp[i] = ptrace(PTRACE_PEEKDATA, tids[0], (void *)(regs.rsp - 128 + 8 * (uint64_t)i), 0);
-            if (errno == 0)
-                ptrace(PTRACE_POKEDATA, tids[0], (void *)(regs.rsp - 128 + 8 * (uint64_t)i), 0);
-            else
-                below_sp[i] = 0;
-        }
-    }
+    struct dead_state dead;
+    hide_dead_state(tids[0], &dead);
     struct leak_results results;
     char err[512];
-    int rc = stopped ? leak_check_run(process->pid, stopped, n, recorder, when, session_now_ns(), NULL, 0, &results,
-                                      err, sizeof err)
-                     : -1;
-    if (have_regs) {
-        for (int i = 0; i < 16; i++)
-            ptrace(PTRACE_POKEDATA, tids[0], (void *)(regs.rsp - 128 + 8 * (uint64_t)i), (void *)below_sp[i]);
-        ptrace(PTRACE_SETREGS, tids[0], 0, &regs);
-    }
-    if (rc == 0) {
-        leak_results_append(&process->leaks, &results);
-        leak_results_free(&results);
-        if (when == TRACE_SNAP_CASE_END && recorder->open_case >= process->cases_checked_count) {
-            size_t size = (size_t)recorder->open_case + 64;
-            unsigned char *grown = realloc(process->cases_checked, size);
-            if (grown) {
-                memset(grown + process->cases_checked_count, 0, size - process->cases_checked_count);
-                process->cases_checked = grown;
-                process->cases_checked_count = size;
-            }
-        }
-        if (when == TRACE_SNAP_CASE_END && recorder->open_case < process->cases_checked_count)
-            process->cases_checked[recorder->open_case] = 1;
-    }
-    free(stopped);
+    int rc = leak_check_run(process->pid, tids, count, recorder, when, session_now_ns(), NULL, 0, &results, err,
+                            sizeof err);
+    restore_dead_state(tids[0], &dead);
+    if (rc != 0)
+        return;
+    leak_results_append(&process->leaks, &results);
+    leak_results_free(&results);
+    if (when == TRACE_SNAP_CASE_END)
+        mark_case_checked(process, recorder->open_case);
 }
 
 /* A SIGTRAP at one of our breakpoints: act on it with the world stopped,
@@ -996,7 +1024,9 @@ static int on_breakpoint(struct session *session, struct traced_thread *thread)
     size_t capacity = (size_t)process->live_threads + 2;
     pid_t *tids = calloc(capacity, sizeof *tids);
     struct deferred_status *deferred = calloc(capacity, sizeof *deferred);
-    size_t count = tids && deferred ? stop_other_threads(session, process, thread->tid, tids, deferred, capacity) : 0;
+    size_t stopped = 0;
+    size_t count =
+        tids && deferred ? stop_other_threads(session, process, thread->tid, tids, &stopped, deferred, capacity) : 0;
     uint64_t address = breakpoint->address;
     int keep = 1;
     switch (breakpoint->kind) {
@@ -1008,12 +1038,12 @@ static int on_breakpoint(struct session *session, struct traced_thread *thread)
         break;
     case BREAKPOINT_CASE_END:
         process_drain(process, 1);
-        case_leak_check(process, tids, count, TRACE_SNAP_CASE_END);
+        case_leak_check(process, tids, stopped, TRACE_SNAP_CASE_END);
         break;
     case BREAKPOINT_MARKER_ITERATION:
         process_drain(process, 1);
         if (iteration_will_be_kept(&process->recorder))
-            case_leak_check(process, tids, count, TRACE_SNAP_ITERATION);
+            case_leak_check(process, tids, stopped, TRACE_SNAP_ITERATION);
         break;
     case BREAKPOINT_DLOPEN:
         resolve_iteration_symbol(session, process, thread->tid);
@@ -1101,20 +1131,13 @@ static struct traced_process *start_image_without_ptrace(struct session *session
         process_refresh_maps(current);
         return current;
     }
-    process_drain(current, 1);
-    recorder_case_end(&current->recorder, session_now_ns());
-    recorder_snapshot(&current->recorder, TRACE_SNAP_EXEC, session_now_ns());
-    current->final_snapshot_taken = 1;
-    current->flags |= TRACE_PROC_EXECED;
-    process_end(session, current);
-    struct traced_process *image = process_create(session, current->pid, current->process_id);
+    struct traced_process *image = replace_image(session, current);
     if (!image) {
         shm_consumer_detach(region);
         return current;
     }
     image->shm = *region;
     image->flags |= TRACE_PROC_SHIM_SEEN;
-    process_read_identity(image);
     process_refresh_maps(image);
     return image;
 }
