@@ -304,11 +304,25 @@ static void adopt_sent_regions(struct session *session)
     }
 }
 
+/* Whether an image still waits for its region: only then can one be on
+ * the socket (a region comes from a new image, which exists here first). */
+static int region_expected(const struct session *session)
+{
+    for (size_t i = 0; i < session->process_count; i++) {
+        const struct traced_process *process = session->processes[i];
+        if (process->state != PROCESS_ENDED && !process->shm.base && !process->vfork_child)
+            return 1;
+    }
+    return 0;
+}
+
 static size_t drain_all(struct session *session)
 {
     uint64_t now = session_now_ns();
     size_t events = 0;
-    adopt_sent_regions(session);
+    /* Not a system call on every drain of a busy run: only while waiting. */
+    if (region_expected(session))
+        adopt_sent_regions(session);
     for (size_t i = 0; i < session->process_count; i++) {
         struct traced_process *process = session->processes[i];
         if (process->state == PROCESS_ENDED)
