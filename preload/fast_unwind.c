@@ -8,6 +8,7 @@
  * safe to share between threads.
  */
 #include "fast_unwind.h"
+#include "stack_table.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -240,12 +241,175 @@ static packed_rule look_up_rule(uint64_t ip)
     return rule;
 }
 
-int fast_unwind(const struct fast_unwind_regs *start, uint64_t stack_limit, uint64_t *frames, int max, int lookup)
+/* ---- the unwind, and its memo ------------------------------------------------- */
+
+enum unwind_end { END_MAX = 0, END_OUTERMOST = 1, END_ZERO = 2 };
+
+static inline uint64_t read_stack_word(uint64_t address)
 {
-    uint64_t ip = start->ip, sp = start->sp, bp = start->bp;
+    return *(const uint64_t *)(uintptr_t)address;
+}
+
+static uint64_t hash_frames(const uint64_t *frames, int count)
+{
+    uint64_t hash = STACK_HASH_SEED;
+    for (int i = count; i-- > 0;)
+        hash = stack_hash_fold(hash, frames[i]);
+    return hash;
+}
+
+/* The remembered frames from k on, appended to frames[count..], when every
+ * stack word they were unwound from still holds what it held. The words
+ * are checked frame by frame outwards, so a read happens only where the
+ * ordinary unwind, having found the same frames so far, would read too.
+ * Returns how many frames it took, or 0 (nothing taken). */
+static uint32_t reuse_memo(const struct fast_unwind_memo *memo, uint32_t k, const struct fast_unwind_regs *start,
+                           uint64_t stack_limit, uint64_t *frames, int count, int max)
+{
+    uint32_t available = memo->count - k, wanted = (uint32_t)(max - count);
+    uint32_t used = available < wanted ? available : wanted;
+    if (used < wanted && memo->ended == END_MAX)
+        return 0; /* it stopped at its own limit: what lies beyond is unknown */
+    uint32_t last = k + used - 1;
+    if (memo->frame[last].sp > stack_limit)
+        return 0;
+    for (uint32_t i = k; i < last; i++) {
+        const struct fast_unwind_memo_frame *f = &memo->frame[i];
+        if (read_stack_word(f[1].sp - 8) != memo->ip[i + 1])
+            return 0;
+        if (f->check_bp && (f->bp_slot < start->sp || f->bp_slot + 8 > stack_limit ||
+                            read_stack_word(f->bp_slot) != f[1].bp))
+            return 0;
+    }
+    if (used < wanted && memo->ended == END_ZERO &&
+        (memo->end_slot + 8 > stack_limit || read_stack_word(memo->end_slot) != 0))
+        return 0;
+    memcpy(frames + count, memo->ip + k, used * sizeof frames[0]);
+    return used;
+}
+
+/* Suffix hashes and rbp flags of frames [0, from), from frame `from` (or
+ * the end). Which frames' incoming rbp the unwind from them on reads: its
+ * own CFA rule's, or a caller's as long as no frame in between reloads rbp
+ * from the stack; past the last frame only an unwind cut at its limit goes
+ * on. */
+static void memo_finish(struct fast_unwind_memo *memo, uint32_t from)
+{
+    uint64_t hash = STACK_HASH_SEED;
+    uint8_t next = memo->ended == END_MAX;
+    if (from < memo->count) {
+        hash = memo->frame[from].suffix_hash;
+        next = memo->frame[from].bp_matters;
+    }
+    for (uint32_t i = from; i-- > 0;) {
+        struct fast_unwind_memo_frame *frame = &memo->frame[i];
+        hash = stack_hash_fold(hash, memo->ip[i]);
+        frame->suffix_hash = hash;
+        frame->check_bp = frame->bp_slot && next;
+        frame->bp_matters = frame->uses_bp || (!frame->bp_slot && next);
+        next = frame->bp_matters;
+    }
+}
+
+/* A whole unwind of count frames, as the memo for the next one. */
+static void remember_walk(struct fast_unwind_memo *memo, const uint64_t *frames,
+                          const struct fast_unwind_memo_frame *walked, int count, enum unwind_end end,
+                          uint64_t end_slot)
+{
+    uint32_t kept = (uint32_t)count;
+    if (kept > FAST_UNWIND_MEMO_FRAMES) {
+        kept = FAST_UNWIND_MEMO_FRAMES;
+        end = END_MAX;
+    }
+    memcpy(memo->frame, walked, kept * sizeof *walked);
+    memcpy(memo->ip, frames, kept * sizeof *frames);
+    memo->count = kept;
+    memo->ended = end;
+    memo->end_slot = end_slot;
+    memo_finish(memo, kept);
+}
+
+/* After reuse_memo took `used` frames from k: the count new inner frames,
+ * then those. Usually the depth is the same (count == k) and only the
+ * inner frames are written. */
+static void remember_prefix(struct fast_unwind_memo *memo, const uint64_t *frames,
+                            const struct fast_unwind_memo_frame *walked, int count, uint32_t k, uint32_t used)
+{
+    uint32_t inner = (uint32_t)count;
+    bool cut = k + used < memo->count; /* frames past `used` were not checked */
+    if (inner + used > FAST_UNWIND_MEMO_FRAMES) {
+        if (inner >= FAST_UNWIND_MEMO_FRAMES) {
+            memo->count = 0;
+            return;
+        }
+        used = FAST_UNWIND_MEMO_FRAMES - inner;
+        cut = true;
+    }
+    if (inner != k) {
+        memmove(&memo->frame[inner], &memo->frame[k], used * sizeof memo->frame[0]);
+        memmove(&memo->ip[inner], &memo->ip[k], used * sizeof memo->ip[0]);
+    }
+    memcpy(memo->frame, walked, inner * sizeof *walked);
+    memcpy(memo->ip, frames, inner * sizeof *frames);
+    memo->count = inner + used;
+    if (cut)
+        memo->ended = END_MAX;
+    memo_finish(memo, cut ? memo->count : inner);
+}
+
+/* The unfinished hash of frames[0, count): the memo's when it holds exactly
+ * those frames (suffix hashes cover every outer frame it holds). */
+static uint64_t result_hash(const struct fast_unwind_memo *memo, const uint64_t *frames, int count)
+{
+    if (memo && memo->count == (uint32_t)count && count > 0)
+        return memo->frame[0].suffix_hash;
+    return hash_frames(frames, count);
+}
+
+/* The frame of the memo at stack pointer sp with the same ip (and rbp, if
+ * it matters), searching on from *cursor (stack pointers only grow
+ * outwards); -1 if none. */
+static inline int memo_match(const struct fast_unwind_memo *memo, uint32_t *cursor, uint64_t ip, uint64_t sp,
+                             uint64_t bp)
+{
+    uint32_t at = *cursor;
+    while (at < memo->count && memo->frame[at].sp < sp)
+        at++;
+    *cursor = at;
+    if (at < memo->count && memo->frame[at].sp == sp && memo->ip[at] == ip &&
+        (memo->frame[at].bp == bp || !memo->frame[at].bp_matters))
+        return (int)at;
+    return -1;
+}
+
+int fast_unwind(const struct fast_unwind_regs *start, uint64_t stack_limit, uint64_t *frames, int max, int lookup,
+                struct fast_unwind_memo *memo, uint64_t *hash)
+{
+    struct fast_unwind_memo_frame walked[FAST_UNWIND_MEMO_FRAMES];
+    uint64_t ip = start->ip, sp = start->sp, bp = start->bp, end_slot = 0;
     int count = 0;
-    while (count < max && ip) {
-        frames[count++] = ip;
+    uint32_t cursor = memo ? 0 : UINT32_MAX;
+    enum unwind_end end = END_MAX;
+    while (count < max) {
+        if (!ip) {
+            end = END_ZERO;
+            break;
+        }
+        if (memo && cursor < memo->count) {
+            int k = memo_match(memo, &cursor, ip, sp, bp);
+            if (k >= 0) {
+                uint32_t used = reuse_memo(memo, (uint32_t)k, start, stack_limit, frames, count, max);
+                if (used) {
+                    memo->reused++;
+                    remember_prefix(memo, frames, walked, count, (uint32_t)k, used);
+                    count += (int)used;
+                    if (hash)
+                        *hash = result_hash(memo, frames, count);
+                    return count;
+                }
+                cursor = UINT32_MAX; /* changed from here: unwind the rest */
+            }
+        }
         packed_rule rule = cached_rule(ip);
         if (__builtin_expect(rule == 0, 0)) {
             if (!lookup)
@@ -253,24 +417,38 @@ int fast_unwind(const struct fast_unwind_regs *start, uint64_t stack_limit, uint
             rule = look_up_rule(ip);
         }
         unsigned kind = rule & 15;
-        if (kind == RULE_OUTERMOST)
+        if (kind == RULE_OUTERMOST) {
+            if (count < FAST_UNWIND_MEMO_FRAMES)
+                walked[count] = (struct fast_unwind_memo_frame){.sp = sp, .bp = bp};
+            frames[count++] = ip;
+            end = END_OUTERMOST;
             break;
+        }
         if (kind != RULE_CFA_RSP && kind != RULE_CFA_RBP)
             return FAST_UNWIND_UNSUPPORTED;
         uint64_t cfa = (kind == RULE_CFA_RSP ? sp : bp) + ((rule >> 8) & 0xffffff);
         if (cfa <= sp || cfa > stack_limit || cfa < 8)
             return FAST_UNWIND_UNSUPPORTED;
-        uint64_t caller_bp = bp;
+        uint64_t caller_bp = bp, bp_slot = 0;
         if (rule & 16) {
-            uint64_t at = cfa + (uint64_t)(int64_t)(int32_t)(rule >> 32);
-            if (at < start->sp || at + 8 > stack_limit)
+            bp_slot = cfa + (uint64_t)(int64_t)(int32_t)(rule >> 32);
+            if (bp_slot < start->sp || bp_slot + 8 > stack_limit)
                 return FAST_UNWIND_UNSUPPORTED;
-            caller_bp = *(const uint64_t *)at;
+            caller_bp = read_stack_word(bp_slot);
         }
-        ip = *(const uint64_t *)(cfa - 8);
+        if (count < FAST_UNWIND_MEMO_FRAMES)
+            walked[count] = (struct fast_unwind_memo_frame){
+                .sp = sp, .bp = bp, .bp_slot = bp_slot, .uses_bp = kind == RULE_CFA_RBP};
+        frames[count++] = ip;
+        ip = read_stack_word(cfa - 8);
+        end_slot = cfa - 8;
         sp = cfa;
         bp = caller_bp;
     }
+    if (memo && count > 0)
+        remember_walk(memo, frames, walked, count, end, end_slot);
+    if (hash)
+        *hash = result_hash(memo, frames, count);
     return count;
 }
 

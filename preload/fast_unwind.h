@@ -30,6 +30,40 @@ struct fast_unwind_regs {
 #define FAST_UNWIND_UNSUPPORTED (-1)
 #define FAST_UNWIND_NEEDS_LOOKUP (-2)
 
+/*
+ * A thread's previous backtrace, kept so the next one unwinds only the
+ * frames that changed, as a shadow stack would. Consecutive allocations
+ * mostly share their outer frames (main, the loop, the library's entry
+ * point): once the unwind reaches a frame with the same ip and stack
+ * pointer as a remembered one (and the same rbp, when the rest of the
+ * unwind reads it), the rest is what the remembered frames say, provided
+ * every stack word the unwinder read past them (return addresses and saved
+ * rbp values) still holds what it held. Those words are re-read and
+ * compared, one independent load each, instead of a rule probe and a
+ * dependent chain of loads per frame; any difference and the unwind goes
+ * on the ordinary way. The result is always exactly what fast_unwind
+ * without a memo returns.
+ */
+#define FAST_UNWIND_MEMO_FRAMES 64
+
+struct fast_unwind_memo_frame {
+    uint64_t sp, bp;
+    uint64_t bp_slot;     /* where the caller's rbp was read from; 0: not read (same value) */
+    uint64_t suffix_hash; /* stack_hash_fold of this frame's ip and all outer ones */
+    uint8_t uses_bp;      /* this frame's CFA is rbp-based */
+    uint8_t bp_matters;   /* the unwind from this frame on reads this frame's rbp */
+    uint8_t check_bp;     /* bp_slot is set and the caller's rbp matters */
+};
+
+struct fast_unwind_memo {
+    uint32_t count;    /* frames kept; 0 = nothing remembered */
+    uint32_t ended;    /* how that unwind ended (fast_unwind.c's enum unwind_end) */
+    uint64_t end_slot; /* where its terminating 0 return address was read */
+    uint64_t reused;   /* unwinds that took frames from the memo (statistics, tests) */
+    uint64_t ip[FAST_UNWIND_MEMO_FRAMES]; /* apart, so a reuse copies them in one go */
+    struct fast_unwind_memo_frame frame[FAST_UNWIND_MEMO_FRAMES];
+};
+
 /* Writes up to max return addresses, starting with start->ip, innermost
  * first. Returns the number written; FAST_UNWIND_UNSUPPORTED when some
  * frame's rule is not a simple one (the caller falls back to libunwind);
@@ -38,8 +72,14 @@ struct fast_unwind_regs {
  * signal handler that interrupted another unwind; with lookup it reads CFI
  * with libdw, which allocates. stack_limit: no CFA may lie at or above it,
  * nor at or below the previous one; reads stay inside [start->sp,
- * stack_limit). */
-int fast_unwind(const struct fast_unwind_regs *start, uint64_t stack_limit, uint64_t *frames, int max, int lookup);
+ * stack_limit). memo: the calling thread's (zeroed before first use), or
+ * NULL; used and updated only by one unwind at a time (a signal handler
+ * interrupting an unwind must pass NULL). hash: when not NULL and the
+ * result is > 0, set to the unfinished stack_hash of the frames written
+ * (stack_table.h: folded outermost first from STACK_HASH_SEED), which the
+ * memo mostly has at hand already. */
+int fast_unwind(const struct fast_unwind_regs *start, uint64_t stack_limit, uint64_t *frames, int max, int lookup,
+                struct fast_unwind_memo *memo, uint64_t *hash);
 
 /* Rules looked up and cached so far, and lookups that found no simple rule
  * (for tests and statistics). */

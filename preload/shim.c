@@ -98,6 +98,7 @@ struct shim_thread {
     uint64_t bytes_until_sample;
     uint64_t rng;
     struct stack_cache_entry stack_cache[STACK_CACHE_ENTRIES];
+    struct fast_unwind_memo unwind_memo; /* the previous backtrace (outermost captures only) */
 };
 
 static __thread struct shim_thread this_thread __attribute__((tls_model("initial-exec")));
@@ -447,10 +448,24 @@ static bool kernel_clock_is_tsc(void)
 #endif
 }
 
-static inline void write_event(struct shim_thread *thread, const struct shm_event *event)
+/* Fills the thread's next ring place in place (see ring_reserve) with
+ * one event; the tracer being gone stops recording: nobody will drain. */
+static inline void put_event(struct shim_thread *thread, uint64_t time_ns, uint64_t addr, uint64_t size,
+                             uint32_t stack_id, uint8_t kind, uint8_t alloc_fn)
 {
-    if (UNLIKELY(!ring_write(&thread->producer, event, tracer_pid)))
-        stop_recording(); /* the tracer is gone: nobody will ever drain */
+    struct shm_event *event = ring_reserve(&thread->producer, tracer_pid);
+    if (UNLIKELY(!event)) {
+        stop_recording();
+        return;
+    }
+    event->time_ns = time_ns;
+    event->addr = addr;
+    event->size = size;
+    event->stack_id = stack_id;
+    event->kind = kind;
+    event->alloc_fn = alloc_fn;
+    event->reserved = 0;
+    ring_commit(&thread->producer);
 }
 
 /* Poisson sampling as tcmalloc does it: every byte is a sample point with
@@ -554,11 +569,16 @@ static inline __attribute__((always_inline)) uint32_t capture_stack(struct shim_
      * that allocates meanwhile is recorded like any code. Only a rule
      * lookup or libunwind (which allocate) run under the guard, and a
      * handler's allocation during them gets no backtrace. */
-    int got = fast_unwind(&start, start.sp + FAST_UNWIND_STACK_SPAN, frames, (int)max_frames, 0);
+    struct fast_unwind_memo *memo = thread->capturing == 1 ? &thread->unwind_memo : NULL;
+    uint64_t outer_hash = 0; /* fast_unwind's hash of all it wrote */
+    int got = fast_unwind(&start, start.sp + FAST_UNWIND_STACK_SPAN, frames, (int)max_frames, 0, memo, &outer_hash);
+    bool hashed = got > 0;
     if (UNLIKELY(got < 0)) {
         thread->guard++;
         if (got == FAST_UNWIND_NEEDS_LOOKUP)
-            got = fast_unwind(&start, start.sp + FAST_UNWIND_STACK_SPAN, frames, (int)max_frames, 1);
+            got = fast_unwind(&start, start.sp + FAST_UNWIND_STACK_SPAN, frames, (int)max_frames, 1, memo,
+                              &outer_hash);
+        hashed = got > 0;
         if (got < 0)
             got = unw_backtrace((void **)frames, (int)(max_frames + SHIM_FRAME_SLACK));
         thread->guard--;
@@ -573,7 +593,8 @@ static inline __attribute__((always_inline)) uint32_t capture_stack(struct shim_
         if (depth > max_frames)
             depth = max_frames;
         const uint64_t *kept = frames + skip;
-        uint64_t hash = stack_hash(kept, depth);
+        uint64_t hash = hashed && skip == 0 && depth == (uint32_t)got ? stack_hash_finish(outer_hash, depth)
+                                                                     : stack_hash(kept, depth);
         struct stack_cache_entry *cached = &thread->stack_cache[hash & (STACK_CACHE_ENTRIES - 1)];
         if (__atomic_load_n(&cached->hash, __ATOMIC_RELAXED) == hash && cached->depth == depth) {
             id = cached->id;
@@ -596,15 +617,9 @@ static inline __attribute__((always_inline)) void record_alloc(void *pointer, si
     struct shim_thread *thread = &this_thread;
     if (!ensure_slot(thread))
         return;
-    struct shm_event event = {
-        .addr = (uint64_t)(uintptr_t)pointer,
-        .size = size,
-        .stack_id = capture_stack(thread, size),
-        .kind = SHM_EV_ALLOC,
-        .alloc_fn = (uint8_t)fn,
-    };
-    event.time_ns = stamp_after(); /* after the real allocator returned */
-    write_event(thread, &event);
+    uint32_t stack_id = capture_stack(thread, size);
+    uint64_t time_ns = stamp_after(); /* after the real allocator returned */
+    put_event(thread, time_ns, (uint64_t)(uintptr_t)pointer, size, stack_id, SHM_EV_ALLOC, (uint8_t)fn);
 }
 
 /* time_ns is taken by the caller before the real free / realloc. */
@@ -613,12 +628,7 @@ static void record_free(void *pointer, uint64_t time_ns)
     struct shim_thread *thread = &this_thread;
     if (!ensure_slot(thread))
         return;
-    struct shm_event event = {
-        .time_ns = time_ns,
-        .addr = (uint64_t)(uintptr_t)pointer,
-        .kind = SHM_EV_FREE,
-    };
-    write_event(thread, &event);
+    put_event(thread, time_ns, (uint64_t)(uintptr_t)pointer, 0, SHM_STACK_NONE, SHM_EV_FREE, 0);
 }
 
 static void record_marker(enum shm_event_kind kind, uint64_t addr, uint64_t size)
@@ -626,13 +636,7 @@ static void record_marker(enum shm_event_kind kind, uint64_t addr, uint64_t size
     struct shim_thread *thread = &this_thread;
     if (!should_record(thread) || !ensure_slot(thread))
         return;
-    struct shm_event event = {
-        .time_ns = stamp_after(),
-        .addr = addr,
-        .size = size,
-        .kind = (uint8_t)kind,
-    };
-    write_event(thread, &event);
+    put_event(thread, stamp_after(), addr, size, SHM_STACK_NONE, (uint8_t)kind, 0);
 }
 
 /* ---- the interposers ------------------------------------------------------ */

@@ -20,19 +20,36 @@
  * worst case of an allocation bounded too. */
 #define STACK_TABLE_MAX_PROBES 256u
 
-/* Hash of a frame array; never 0 (0 marks an empty entry). */
-static inline uint64_t stack_hash(const uint64_t *frames, uint32_t depth)
+/* Hash of a frame array, folded from the outermost frame inwards, so the
+ * hash of a backtrace's outer part can be kept and extended by its inner
+ * frames (fast_unwind's memo does): stack_hash_fold over frames[depth-1]
+ * down to frames[0] from STACK_HASH_SEED, then stack_hash_finish. FNV-1a
+ * over whole frames: two operations a frame on the hot path. */
+#define STACK_HASH_SEED 0x8f1bbcdcbfa53e0bull
+
+static inline uint64_t stack_hash_fold(uint64_t hash, uint64_t frame)
 {
-    /* FNV-1a over whole frames: two operations a frame on the hot path;
-     * the finaliser below spreads the high bits into the index bits. */
-    uint64_t hash = 0x8f1bbcdcbfa53e0bull ^ depth;
-    for (uint32_t i = 0; i < depth; i++)
-        hash = (hash ^ frames[i]) * 0x100000001b3ull;
-    /* murmur3 finaliser: the low bits index the table */
+    return (hash ^ frame) * 0x100000001b3ull;
+}
+
+/* Mixes in the depth, then the murmur3 finaliser spreads the high bits
+ * into the low ones, which index the tables. Never 0 (0 marks an empty
+ * entry). */
+static inline uint64_t stack_hash_finish(uint64_t hash, uint32_t depth)
+{
+    hash = stack_hash_fold(hash, depth);
     hash ^= hash >> 33;
     hash *= 0xff51afd7ed558ccdull;
     hash ^= hash >> 33;
     return hash ? hash : 1;
+}
+
+static inline uint64_t stack_hash(const uint64_t *frames, uint32_t depth)
+{
+    uint64_t hash = STACK_HASH_SEED;
+    for (uint32_t i = depth; i-- > 0;)
+        hash = stack_hash_fold(hash, frames[i]);
+    return stack_hash_finish(hash, depth);
 }
 
 /*

@@ -1,6 +1,8 @@
 /* The shim's cached CFI unwinder (preload/fast_unwind.h) against libunwind:
  * the same return addresses through this program's frames, libc's (qsort
- * calling back into us) and a recursion deep enough to reach max. */
+ * calling back into us) and a recursion deep enough to reach max. And its
+ * memo of the previous backtrace: always the same frames as without it,
+ * whatever changed on the stack in between. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,12 +14,15 @@
 #include <libunwind.h>
 
 #include "../../preload/fast_unwind.h"
+#include "../../preload/stack_table.h"
 
 #define MAX 64
 
 struct capture {
-    uint64_t fast[MAX], reference[MAX];
-    int fast_count, reference_count;
+    uint64_t fast[MAX], reference[MAX], memoised[MAX];
+    int fast_count, reference_count, memoised_count;
+    uint64_t memoised_hash; /* fast_unwind's hash of memoised */
+    struct fast_unwind_memo *memo; /* also unwind with this memo, into memoised */
 };
 
 /* Both unwinders from the caller of this function. */
@@ -29,7 +34,9 @@ static __attribute__((noinline)) void capture_here(struct capture *c)
         .sp = (uint64_t)(uintptr_t)(frame_pointer + 2),
         .bp = frame_pointer[0],
     };
-    c->fast_count = fast_unwind(&start, start.sp + (256u << 20), c->fast, MAX, 1);
+    c->fast_count = fast_unwind(&start, start.sp + (256u << 20), c->fast, MAX, 1, NULL, NULL);
+    if (c->memo)
+        c->memoised_count = fast_unwind(&start, start.sp + (256u << 20), c->memoised, MAX, 1, c->memo, &c->memoised_hash);
     void *frames[MAX + 1];
     int n = unw_backtrace(frames, MAX + 1);
     c->reference_count = n - 1; /* without capture_here itself */
@@ -44,6 +51,13 @@ static void assert_same(const struct capture *c)
     assert_int_equal(c->fast_count, c->reference_count);
     for (int i = 0; i < c->fast_count; i++)
         assert_int_equal(c->fast[i], c->reference[i]);
+    if (c->memo) {
+        assert_int_equal(c->memoised_count, c->fast_count);
+        for (int i = 0; i < c->fast_count; i++)
+            assert_int_equal(c->memoised[i], c->fast[i]);
+        assert_int_equal(stack_hash_finish(c->memoised_hash, (uint32_t)c->memoised_count),
+                         stack_hash(c->memoised, (uint32_t)c->memoised_count));
+    }
 }
 
 static __attribute__((noinline)) int recurse(struct capture *c, int depth)
@@ -60,7 +74,7 @@ static __attribute__((noinline)) int recurse(struct capture *c, int depth)
 static void same_as_libunwind_through_our_frames(void **state)
 {
     (void)state;
-    struct capture c;
+    struct capture c = {0};
     recurse(&c, 5);
     assert_same(&c);
     recurse(&c, 20);
@@ -81,7 +95,7 @@ static int compare_and_capture(const void *a, const void *b)
 static void same_as_libunwind_through_libc(void **state)
 {
     (void)state;
-    struct capture c;
+    struct capture c = {0};
     int values[64];
     for (int i = 0; i < 64; i++)
         values[i] = (i * 7919) % 64;
@@ -93,7 +107,7 @@ static void same_as_libunwind_through_libc(void **state)
 static void without_lookup_only_cached_rules(void **state)
 {
     (void)state;
-    struct capture c;
+    struct capture c = {0};
     recurse(&c, 3); /* caches every rule on this path */
     const uint64_t *frame_pointer = __builtin_frame_address(0);
     struct fast_unwind_regs start = {
@@ -102,22 +116,103 @@ static void without_lookup_only_cached_rules(void **state)
         .bp = frame_pointer[0],
     };
     uint64_t frames[MAX];
-    int n = fast_unwind(&start, start.sp + (256u << 20), frames, MAX, 0);
+    int n = fast_unwind(&start, start.sp + (256u << 20), frames, MAX, 0, NULL, NULL);
     assert_true(n > 0 || n == FAST_UNWIND_NEEDS_LOOKUP);
-    n = fast_unwind(&start, start.sp + (256u << 20), frames, MAX, 1);
+    n = fast_unwind(&start, start.sp + (256u << 20), frames, MAX, 1, NULL, NULL);
     assert_true(n > 0);
-    assert_int_equal(fast_unwind(&start, start.sp + (256u << 20), frames, MAX, 0), n);
+    assert_int_equal(fast_unwind(&start, start.sp + (256u << 20), frames, MAX, 0, NULL, NULL), n);
 }
 
 static void stops_at_max(void **state)
 {
     (void)state;
-    struct capture c;
+    struct capture c = {0};
     recurse(&c, 100);
     assert_true(c.fast_count == MAX || c.fast_count == FAST_UNWIND_UNSUPPORTED);
     if (c.fast_count == MAX)
         for (int i = 0; i < MAX; i++)
             assert_int_equal(c.fast[i], c.reference[i]);
+}
+
+
+/* Two callers of the same chain, different only in where they return to:
+ * at the same depth every inner frame has the same ip and stack pointer,
+ * and only the return address into outer_a or outer_b tells them apart. */
+static __attribute__((noinline)) int middle(struct capture *c)
+{
+    capture_here(c);
+    __asm__ volatile("" ::: "memory");
+    return 1;
+}
+
+static __attribute__((noinline)) int outer_a(struct capture *c)
+{
+    volatile int mark = 11; /* not folded into outer_b */
+    return middle(c) + mark;
+}
+
+static __attribute__((noinline)) int outer_b(struct capture *c)
+{
+    volatile int mark = 22;
+    return middle(c) + mark * 3;
+}
+
+static void memo_sees_a_different_caller_at_the_same_depth(void **state)
+{
+    (void)state;
+    struct fast_unwind_memo memo = {0};
+    struct capture a = {.memo = &memo}, b = {.memo = &memo};
+    outer_a(&a);
+    assert_same(&a);
+    outer_b(&b);
+    assert_same(&b);
+    /* the memo matched middle's frame and must have seen the other caller */
+    assert_true(a.fast_count >= 3 && b.fast_count >= 3);
+    assert_true(a.memoised[2] != b.memoised[2]);
+    uint64_t reused_before = memo.reused;
+    for (int round = 0; round < 2; round++) { /* one call site: the same path twice */
+        outer_b(&b);
+        assert_same(&b);
+    }
+    assert_true(memo.reused > reused_before);
+}
+
+static void memo_across_depths_and_paths(void **state)
+{
+    (void)state;
+    struct fast_unwind_memo memo = {0};
+    struct capture c = {.memo = &memo};
+    static const int depths[] = {5, 5, 20, 3, 20, 20, 0, 7, 100, 30, 100, 100, 2, 2};
+    for (size_t i = 0; i < sizeof depths / sizeof depths[0]; i++) {
+        recurse(&c, depths[i]);
+        if (depths[i] < MAX - 8)
+            assert_same(&c);
+        assert_int_equal(c.memoised_count, c.fast_count); /* also where max cuts the stack */
+        for (int f = 0; f < c.fast_count; f++)
+            assert_int_equal(c.memoised[f], c.fast[f]);
+        assert_int_equal(stack_hash_finish(c.memoised_hash, (uint32_t)c.memoised_count),
+                         stack_hash(c.memoised, (uint32_t)c.memoised_count));
+        outer_a(&c);
+        assert_same(&c);
+    }
+    assert_true(memo.reused > 0);
+}
+
+static void memo_through_libc(void **state)
+{
+    (void)state;
+    struct fast_unwind_memo memo = {0};
+    for (int round = 0; round < 3; round++) {
+        struct capture c = {.memo = &memo};
+        int values[64];
+        for (int i = 0; i < 64; i++)
+            values[i] = (i * 7919 + round) % 64;
+        in_qsort = &c;
+        qsort(values, 64, sizeof values[0], compare_and_capture);
+        assert_same(&c);
+        recurse(&c, round);
+        assert_same(&c);
+    }
 }
 
 int main(void)
@@ -127,6 +222,9 @@ int main(void)
         cmocka_unit_test(same_as_libunwind_through_libc),
         cmocka_unit_test(without_lookup_only_cached_rules),
         cmocka_unit_test(stops_at_max),
+        cmocka_unit_test(memo_sees_a_different_caller_at_the_same_depth),
+        cmocka_unit_test(memo_across_depths_and_paths),
+        cmocka_unit_test(memo_through_libc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
