@@ -64,22 +64,31 @@ struct fast_unwind_memo {
     struct fast_unwind_memo_frame frame[FAST_UNWIND_MEMO_FRAMES];
 };
 
-/* Writes up to max return addresses, starting with start->ip, innermost
- * first. Returns the number written; FAST_UNWIND_UNSUPPORTED when some
- * frame's rule is not a simple one (the caller falls back to libunwind);
+/* Where a backtrace's frames are, and their unfinished stack_hash
+ * (stack_table.h: folded outermost first from STACK_HASH_SEED), which the
+ * memo mostly has at hand already. */
+struct fast_unwind_result {
+    const uint64_t *frames; /* the caller's buffer, or the memo's (valid until its next use) */
+    uint64_t hash;
+};
+
+/* Unwinds up to max return addresses, starting with start->ip, innermost
+ * first. Returns their number; FAST_UNWIND_UNSUPPORTED when some frame's
+ * rule is not a simple one (the caller falls back to libunwind);
  * FAST_UNWIND_NEEDS_LOOKUP when a rule is not cached yet and lookup is 0.
  * Without lookup it neither allocates nor takes a lock, so it is safe in a
  * signal handler that interrupted another unwind; with lookup it reads CFI
  * with libdw, which allocates. stack_limit: no CFA may lie at or above it,
  * nor at or below the previous one; reads stay inside [start->sp,
- * stack_limit). memo: the calling thread's (zeroed before first use), or
- * NULL; used and updated only by one unwind at a time (a signal handler
- * interrupting an unwind must pass NULL). hash: when not NULL and the
- * result is > 0, set to the unfinished stack_hash of the frames written
- * (stack_table.h: folded outermost first from STACK_HASH_SEED), which the
- * memo mostly has at hand already. */
-int fast_unwind(const struct fast_unwind_regs *start, uint64_t stack_limit, uint64_t *frames, int max, int lookup,
-                struct fast_unwind_memo *memo, uint64_t *hash);
+ * stack_limit).
+ *
+ * memo: the calling thread's (zeroed before first use), or NULL; used and
+ * updated only by one unwind at a time (a signal handler interrupting an
+ * unwind must pass NULL). buffer: room for max frames. Without result the
+ * frames are always written to buffer; with it, frames taken from the
+ * memo may be left there, and result says where they all are. */
+int fast_unwind(const struct fast_unwind_regs *start, uint64_t stack_limit, uint64_t *buffer, int max, int lookup,
+                struct fast_unwind_memo *memo, struct fast_unwind_result *result);
 
 /* Rules looked up and cached so far, and lookups that found no simple rule
  * (for tests and statistics). */

@@ -407,11 +407,14 @@ static inline uint64_t now_ns(void)
     return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
 }
 
-/* Event stamps. An allocation's is fenced so it is read only after the
- * real allocator's work is done; a free's needs no fence: read early or
- * late by a few instructions, it can only make the tracer see an address's
- * reuse before its free, which the tracer's live table resolves (the free
- * removes the older block), and the fence cost 13% of the free path. */
+/* Event stamps: a free's is read before the real free, an allocation's
+ * after the real allocator returned. Neither TSC read is fenced (the fence
+ * cost 13% of the free path, and more of the allocation's), so either may
+ * be read a few instructions early or late. Between threads that can only
+ * make the tracer see an address reused before its free, which the live
+ * table resolves (it keeps both blocks; the free takes the older), or a
+ * free before its allocation, which the recorder holds until the
+ * allocation arrives (tests/unit/test_recorder.c covers both). */
 static inline uint64_t stamp_before(void)
 {
 #if defined(__x86_64__)
@@ -423,13 +426,7 @@ static inline uint64_t stamp_before(void)
 
 static inline uint64_t stamp_after(void)
 {
-#if defined(__x86_64__)
-    if (LIKELY(clock_is_tsc)) {
-        _mm_lfence();
-        return __rdtsc();
-    }
-#endif
-    return now_ns();
+    return stamp_before();
 }
 
 /* The kernel's own choice: it uses the TSC only when it found it constant
@@ -570,30 +567,32 @@ static inline __attribute__((always_inline)) uint32_t capture_stack(struct shim_
      * lookup or libunwind (which allocate) run under the guard, and a
      * handler's allocation during them gets no backtrace. */
     struct fast_unwind_memo *memo = thread->capturing == 1 ? &thread->unwind_memo : NULL;
-    uint64_t outer_hash = 0; /* fast_unwind's hash of all it wrote */
-    int got = fast_unwind(&start, start.sp + FAST_UNWIND_STACK_SPAN, frames, (int)max_frames, 0, memo, &outer_hash);
-    bool hashed = got > 0;
+    struct fast_unwind_result unwound = {.frames = frames};
+    int got = fast_unwind(&start, start.sp + FAST_UNWIND_STACK_SPAN, frames, (int)max_frames, 0, memo, &unwound);
+    bool hashed = got > 0; /* unwound.hash covers all got frames */
     if (UNLIKELY(got < 0)) {
         thread->guard++;
         if (got == FAST_UNWIND_NEEDS_LOOKUP)
             got = fast_unwind(&start, start.sp + FAST_UNWIND_STACK_SPAN, frames, (int)max_frames, 1, memo,
-                              &outer_hash);
+                              &unwound);
         hashed = got > 0;
-        if (got < 0)
+        if (got < 0) {
             got = unw_backtrace((void **)frames, (int)(max_frames + SHIM_FRAME_SLACK));
+            unwound.frames = frames;
+        }
         thread->guard--;
     }
     errno = saved_errno;
     uint32_t id = SHM_STACK_NONE;
     if (got > 0) {
         uint32_t skip = 0;
-        while (skip < (uint32_t)got && in_shim_text(frames[skip]))
+        while (skip < (uint32_t)got && in_shim_text(unwound.frames[skip]))
             skip++;
         uint32_t depth = (uint32_t)got - skip;
         if (depth > max_frames)
             depth = max_frames;
-        const uint64_t *kept = frames + skip;
-        uint64_t hash = hashed && skip == 0 && depth == (uint32_t)got ? stack_hash_finish(outer_hash, depth)
+        const uint64_t *kept = unwound.frames + skip;
+        uint64_t hash = hashed && skip == 0 && depth == (uint32_t)got ? stack_hash_finish(unwound.hash, depth)
                                                                      : stack_hash(kept, depth);
         struct stack_cache_entry *cached = &thread->stack_cache[hash & (STACK_CACHE_ENTRIES - 1)];
         if (__atomic_load_n(&cached->hash, __ATOMIC_RELAXED) == hash && cached->depth == depth) {

@@ -75,9 +75,11 @@ enum shm_alloc_fn {
 };
 
 /* 32 bytes. time_ns is CLOCK_MONOTONIC nanoseconds, or TSC ticks (see
- * shm_header.clock_source): a free is stamped before the
- * real free, an allocation after the real allocator returns, so the
- * allocator's own locking orders the two stamps of a reused address. */
+ * shm_header.clock_source): a free is stamped before the real free, an
+ * allocation after the real allocator returns, so the allocator's own
+ * locking orders the two stamps of a reused address, up to the few
+ * instructions an unfenced TSC read may move (see the shim's stamp_before:
+ * the tracer resolves what that can reorder). */
 struct shm_event {
     uint64_t time_ns;
     uint64_t addr;

@@ -35,8 +35,14 @@ static __attribute__((noinline)) void capture_here(struct capture *c)
         .bp = frame_pointer[0],
     };
     c->fast_count = fast_unwind(&start, start.sp + (256u << 20), c->fast, MAX, 1, NULL, NULL);
-    if (c->memo)
-        c->memoised_count = fast_unwind(&start, start.sp + (256u << 20), c->memoised, MAX, 1, c->memo, &c->memoised_hash);
+    if (c->memo) {
+        uint64_t buffer[MAX];
+        struct fast_unwind_result result;
+        c->memoised_count = fast_unwind(&start, start.sp + (256u << 20), buffer, MAX, 1, c->memo, &result);
+        for (int i = 0; i < c->memoised_count; i++)
+            c->memoised[i] = result.frames[i];
+        c->memoised_hash = result.hash;
+    }
     void *frames[MAX + 1];
     int n = unw_backtrace(frames, MAX + 1);
     c->reference_count = n - 1; /* without capture_here itself */
@@ -215,6 +221,51 @@ static void memo_through_libc(void **state)
     }
 }
 
+/* Deeper than the memo holds (FAST_UNWIND_MEMO_FRAMES): it keeps the inner
+ * frames it can and the result stays that of the plain unwind. */
+#define DEEP_MAX 160
+static __attribute__((noinline)) void unwind_deep(struct fast_unwind_memo *memo, int depth, uint64_t *plain,
+                                                  int *plain_count, uint64_t *memoised, int *memoised_count)
+{
+    if (depth > 0) {
+        volatile char pad[16 + depth % 7];
+        pad[0] = 1;
+        unwind_deep(memo, depth - 1, plain, plain_count, memoised, memoised_count);
+        __asm__ volatile("" ::"r"(pad[0]) : "memory");
+        return;
+    }
+    const uint64_t *frame_pointer = __builtin_frame_address(0);
+    struct fast_unwind_regs start = {
+        .ip = (uint64_t)(uintptr_t)__builtin_return_address(0),
+        .sp = (uint64_t)(uintptr_t)(frame_pointer + 2),
+        .bp = frame_pointer[0],
+    };
+    *plain_count = fast_unwind(&start, start.sp + (256u << 20), plain, DEEP_MAX, 1, NULL, NULL);
+    uint64_t buffer[DEEP_MAX];
+    struct fast_unwind_result result;
+    *memoised_count = fast_unwind(&start, start.sp + (256u << 20), buffer, DEEP_MAX, 1, memo, &result);
+    for (int i = 0; i < *memoised_count; i++)
+        memoised[i] = result.frames[i];
+    __asm__ volatile("" ::: "memory");
+}
+
+static void memo_deeper_than_it_holds(void **state)
+{
+    (void)state;
+    struct fast_unwind_memo memo = {0};
+    static const int depths[] = {90, 90, 150, 150, 40, 90, 200, 200, 61, 62, 63, 62};
+    for (size_t i = 0; i < sizeof depths / sizeof depths[0]; i++) {
+        uint64_t plain[DEEP_MAX], memoised[DEEP_MAX];
+        int plain_count = 0, memoised_count = 0;
+        unwind_deep(&memo, depths[i], plain, &plain_count, memoised, &memoised_count);
+        assert_true(plain_count > 0);
+        assert_int_equal(memoised_count, plain_count);
+        for (int f = 0; f < plain_count; f++)
+            assert_int_equal(memoised[f], plain[f]);
+    }
+    assert_true(memo.reused > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -225,6 +276,7 @@ int main(void)
         cmocka_unit_test(memo_sees_a_different_caller_at_the_same_depth),
         cmocka_unit_test(memo_across_depths_and_paths),
         cmocka_unit_test(memo_through_libc),
+        cmocka_unit_test(memo_deeper_than_it_holds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
