@@ -125,6 +125,33 @@ int leakscan_process_ex(pid_t pid, const pid_t *tids, size_t tid_count, struct l
                         char *err, size_t err_size);
 
 /*
+ * Process scan from what a process handed over about itself, where ptrace
+ * is denied (memslope record's exit check in no-ptrace mode): descriptors
+ * the process opened on its own /proc/self/mem and /proc/self/maps (the
+ * kernel checks access when they are opened, and a process may always open
+ * its own; reads go through them only), and the stack pointer and
+ * register words of the one thread that waits while the scan runs. The
+ * other threads run on, unseen: their registers are not roots, and their
+ * stacks, being writable anonymous mappings, are scanned whole (from the
+ * mapping's start, their stack pointers being unknown; so are the stacks
+ * glibc caches for threads that exited). Roots and exclusions are
+ * otherwise leakscan_process's. /proc/PID/smaps and /proc/PID/pagemap,
+ * which only help skip untouched memory, are read where permitted.
+ */
+struct leakscan_handover {
+    int mem_fd;                  /* the process's /proc/self/mem; not closed here */
+    int maps_fd;                 /* its /proc/self/maps, unread yet; not closed here */
+    uint64_t stack_pointer;      /* the waiting thread's: its stack is scanned from SP - 128 */
+    const uint64_t *root_words;  /* its registers, each a root word */
+    size_t root_word_count;
+};
+
+/* Returns 0, or -1 with a message (maps unreadable, out of memory). */
+int leakscan_process_handover(pid_t pid, const struct leakscan_handover *handover, struct leakscan_block *blocks,
+                              size_t block_count, struct leakscan_totals *totals, struct leakscan_stats *stats,
+                              char *err, size_t err_size);
+
+/*
  * Stopping a process that was never started under memslope
  * (`memslope leaks PID`): PTRACE_SEIZE + PTRACE_INTERRUPT every thread in
  * /proc/PID/task, re-listed until no new thread appears, each stop waited
@@ -181,9 +208,12 @@ struct leakscan_target {
     struct leakscan_snapshot *snapshots; /* sorted by start, disjoint */
     size_t snapshot_count;
     int gone;   /* the process no longer exists */
+    int handed_over; /* mem_fd came from the process itself: the only way in, not ours to close */
 };
 
 void leakscan_target_open(struct leakscan_target *target, pid_t pid);
+/* Reads through mem_fd (a /proc/PID/mem the process opened itself) only. */
+void leakscan_target_open_fd(struct leakscan_target *target, pid_t pid, int mem_fd);
 void leakscan_target_close(struct leakscan_target *target);
 /* Copies [start, end) into memory; later reads there are served from it.
  * Returns 0, or -1 (out of memory, process gone). */

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/ptrace.h>
 #include <sys/user.h>
+#include <unistd.h>
 
 #include "../tracer/proc_maps.h"
 
@@ -273,6 +274,9 @@ struct scan_plan {
     size_t extent_count;
     struct thread_state *threads;
     size_t thread_count;
+    /* Every live thread's SP is known (ptrace): a thread stack holding
+     * none is the cached stack of a thread that exited. */
+    bool threads_complete;
 };
 
 /* Lowest SP (minus the red zone) of the threads whose SP is in map, or 0. */
@@ -393,7 +397,7 @@ static int add_mapping_roots(struct scan_plan *plan, struct leakscan_target *tar
         if (resident == 0 || (is_anonymous(map->path) && size > RESERVATION))
             continue;
         uint64_t floor = stack_floor(plan, map);
-        if (!floor)
+        if (!floor && plan->threads_complete)
             floor = dead_thread_floor(&plan->maps, i, target);
         int rc = size > SPARSE_MAPPING && !floor ? add_present_pages(&plan->roots, target->pid, map->start, map->end)
                                                  : add_range(&plan->roots, floor ? floor : map->start, map->end);
@@ -487,6 +491,31 @@ static int read_maps_of_a_live_thread(struct scan_plan *plan, struct leakscan_ta
     return rc;
 }
 
+/* What every scan needs besides the maps and the threads: the blocks'
+ * extents, the roots from the mappings and TLS, main_arena left out, the
+ * heaps read whole. */
+static int plan_roots(struct scan_plan *plan, struct leakscan_target *target, const struct leakscan_block *blocks,
+                      size_t block_count, char *err, size_t err_size)
+{
+    plan->extents = sorted_extents(blocks, block_count);
+    plan->extent_count = block_count;
+    plan->resident = malloc((plan->maps.count ? plan->maps.count : 1) * sizeof *plan->resident);
+    if (!plan->extents || !plan->resident)
+        goto out_of_memory;
+    read_resident(target->pid, &plan->maps, plan->resident);
+    if (add_mapping_roots(plan, target) < 0 || add_tls_roots(plan) < 0)
+        goto out_of_memory;
+    uint64_t arena = leakscan_find_main_arena(target, &plan->maps);
+    if (arena && exclude_range(&plan->roots, arena, arena + LEAKSCAN_MSTATE_SIZE) < 0)
+        goto out_of_memory;
+    snapshot_heaps(plan, target);
+    return 0;
+out_of_memory:
+    set_error(err, err_size, "leak scan: out of memory while listing the roots of process %d", (int)target->pid);
+    return -1;
+}
+
+/* A process stopped under ptrace: maps, and every thread's registers. */
 static int plan_scan(struct scan_plan *plan, struct leakscan_target *target, const pid_t *tids, size_t tid_count,
                      const struct leakscan_block *blocks, size_t block_count, char *err, size_t err_size)
 {
@@ -498,27 +527,61 @@ static int plan_scan(struct scan_plan *plan, struct leakscan_target *target, con
                   (int)target->pid, (int)target->pid, strerror(errno));
         return -1;
     }
-    plan->extents = sorted_extents(blocks, block_count);
-    plan->extent_count = block_count;
     plan->threads = calloc(tid_count ? tid_count : 1, sizeof *plan->threads);
     plan->thread_count = tid_count;
-    plan->resident = malloc((plan->maps.count ? plan->maps.count : 1) * sizeof *plan->resident);
-    if (!plan->extents || !plan->threads || !plan->resident)
-        goto out_of_memory;
-    read_resident(target->pid, &plan->maps, plan->resident);
+    plan->threads_complete = true;
+    if (!plan->threads) {
+        set_error(err, err_size, "leak scan: out of memory for the threads of process %d", (int)target->pid);
+        return -1;
+    }
     for (size_t t = 0; t < tid_count; t++)
         if (read_registers(tids[t], &plan->roots, &plan->threads[t], err, err_size) < 0)
             return -1;
-    if (add_mapping_roots(plan, target) < 0 || add_tls_roots(plan) < 0)
-        goto out_of_memory;
-    uint64_t arena = leakscan_find_main_arena(target, &plan->maps);
-    if (arena && exclude_range(&plan->roots, arena, arena + LEAKSCAN_MSTATE_SIZE) < 0)
-        goto out_of_memory;
-    snapshot_heaps(plan, target);
-    return 0;
-out_of_memory:
-    set_error(err, err_size, "leak scan: out of memory while listing the roots of process %d", (int)target->pid);
-    return -1;
+    return plan_roots(plan, target, blocks, block_count, err, err_size);
+}
+
+/* A process that handed over its maps, one thread's SP and root words. */
+static int plan_handover(struct scan_plan *plan, struct leakscan_target *target,
+                         const struct leakscan_handover *handover, const struct leakscan_block *blocks,
+                         size_t block_count, char *err, size_t err_size)
+{
+    if (lseek(handover->maps_fd, 0, SEEK_SET) < 0 || proc_maps_read_fd(handover->maps_fd, &plan->maps) < 0) {
+        set_error(err, err_size,
+                  "leak scan: cannot read the maps process %d handed over (its /proc/self/maps): %s",
+                  (int)target->pid, strerror(errno));
+        return -1;
+    }
+    if (plan->maps.count == 0) {
+        set_error(err, err_size, "leak scan: the maps process %d handed over list no mapping", (int)target->pid);
+        return -1;
+    }
+    plan->threads = calloc(1, sizeof *plan->threads);
+    plan->thread_count = 1;
+    plan->threads_complete = false;
+    int rc = plan->threads ? 0 : -1;
+    for (size_t i = 0; rc == 0 && i < handover->root_word_count; i++)
+        rc = add_word(&plan->roots, handover->root_words[i]);
+    if (rc < 0) {
+        set_error(err, err_size, "leak scan: out of memory for the threads of process %d", (int)target->pid);
+        return -1;
+    }
+    plan->threads[0].sp = handover->stack_pointer;
+    return plan_roots(plan, target, blocks, block_count, err, err_size);
+}
+
+static int classify_planned(struct scan_plan *plan, struct leakscan_target *target, struct leakscan_block *blocks,
+                            size_t block_count, struct leakscan_totals *totals, struct leakscan_stats *stats,
+                            char *err, size_t err_size)
+{
+    struct vtable_context context = {target, &plan->maps};
+    struct leakscan_image image = {
+        .memory = {.read = context_read, .view = context_view, .is_vtable = is_vtable, .context = &context},
+        .roots = plan->roots.ranges,
+        .root_count = plan->roots.count,
+        .root_words = plan->roots.words,
+        .root_word_count = plan->roots.word_count,
+    };
+    return leakscan_classify(&image, blocks, block_count, totals, stats, err, err_size);
 }
 
 static void free_plan(struct scan_plan *plan)
@@ -537,18 +600,24 @@ int leakscan_process_target(struct leakscan_target *target, const pid_t *tids, s
 {
     struct scan_plan plan = {0};
     int rc = plan_scan(&plan, target, tids, tid_count, blocks, block_count, err, err_size);
-    if (rc == 0) {
-        struct vtable_context context = {target, &plan.maps};
-        struct leakscan_image image = {
-            .memory = {.read = context_read, .view = context_view, .is_vtable = is_vtable, .context = &context},
-            .roots = plan.roots.ranges,
-            .root_count = plan.roots.count,
-            .root_words = plan.roots.words,
-            .root_word_count = plan.roots.word_count,
-        };
-        rc = leakscan_classify(&image, blocks, block_count, totals, stats, err, err_size);
-    }
+    if (rc == 0)
+        rc = classify_planned(&plan, target, blocks, block_count, totals, stats, err, err_size);
     free_plan(&plan);
+    return rc;
+}
+
+int leakscan_process_handover(pid_t pid, const struct leakscan_handover *handover, struct leakscan_block *blocks,
+                              size_t block_count, struct leakscan_totals *totals, struct leakscan_stats *stats,
+                              char *err, size_t err_size)
+{
+    struct leakscan_target target;
+    leakscan_target_open_fd(&target, pid, handover->mem_fd);
+    struct scan_plan plan = {0};
+    int rc = plan_handover(&plan, &target, handover, blocks, block_count, err, err_size);
+    if (rc == 0)
+        rc = classify_planned(&plan, &target, blocks, block_count, totals, stats, err, err_size);
+    free_plan(&plan);
+    leakscan_target_close(&target);
     return rc;
 }
 

@@ -47,6 +47,7 @@
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
+#include "exit_check.h"
 #include "fast_unwind.h"
 #include "ring_writer.h"
 #include "shm_layout.h"
@@ -333,9 +334,21 @@ static void stop_recording(void)
     __atomic_store_n(&record_state, RECORD_OFF, __ATOMIC_RELEASE);
 }
 
+/* No-ptrace mode: arms the leak check at exit, which runs from inside the
+ * process (preload/exit_check.c). From the constructor: only then does
+ * its exit handler run after _dl_fini, that is after every destructor. */
+static void arm_exit_check(void)
+{
+    struct shim_thread *thread = &this_thread;
+    thread->guard++; /* __cxa_atexit may allocate: not the program's */
+    shm_exit_check_arm(__atomic_load_n(&record_state, __ATOMIC_ACQUIRE) == RECORD_ON, tracer_pid);
+    thread->guard--;
+}
+
 __attribute__((constructor)) static void shim_constructor(void)
 {
     should_record(&this_thread);
+    arm_exit_check();
 }
 
 /* ---- threads and fork ----------------------------------------------------- */
@@ -831,4 +844,22 @@ SHIM_EXPORT __attribute__((noinline)) void memslope_iteration(void)
 SHIM_EXPORT __attribute__((noinline)) void memslope_case_end(void)
 {
     record_marker(SHM_EV_CASE_END, 0, 0);
+}
+
+/* ---- _exit ------------------------------------------------------------------ */
+
+/* A program that leaves by _exit (or _Exit) skips exit()'s handlers: the
+ * no-ptrace exit check runs here instead (nothing at all in ptrace mode,
+ * which checks at the exit_group stop). System calls only, as glibc's own
+ * _exit: safe in a signal handler and in a vfork child. */
+SHIM_EXPORT __attribute__((noreturn)) void _exit(int status)
+{
+    shm_exit_check_run();
+    shm_exit_group(status);
+}
+
+SHIM_EXPORT __attribute__((noreturn)) void _Exit(int status)
+{
+    shm_exit_check_run();
+    shm_exit_group(status);
 }

@@ -148,6 +148,39 @@ struct shm_header {
     uint32_t pad_clock;
 };
 
+/*
+ * Messages on SHM_ENV_SOCKET (a SOCK_DGRAM unix socket pair; the tracer
+ * holds one end, every image of the target the other):
+ *
+ *   region hand-over  one byte SHM_MESSAGE_REGION, one descriptor: the
+ *                     image's memfd (both modes, the moment it exists);
+ *   exit check        struct shm_exit_check_request, two descriptors: the
+ *                     process's own /proc/self/mem and /proc/self/maps, in
+ *                     that order (no-ptrace mode only, at exit or _exit).
+ *                     The kernel checks access to those files when they are
+ *                     opened, and a process may always open its own, so the
+ *                     tracer reads the memory through them where ptrace and
+ *                     process_vm_readv are denied. The shim then waits for
+ *                     the one-byte reply SHM_EXIT_CHECK_REPLY: the scan runs
+ *                     while the exiting thread waits.
+ */
+#define SHM_MESSAGE_REGION 'r'
+#define SHM_EXIT_CHECK_MAGIC 0x4b43484354495845ull /* "EXITCHCK" */
+#define SHM_EXIT_CHECK_VERSION 1u
+#define SHM_EXIT_CHECK_REGISTERS 6u /* x86-64: rbx, rbp, r12, r13, r14, r15 (callee-saved) */
+#define SHM_EXIT_CHECK_FDS 2u       /* /proc/self/mem, /proc/self/maps */
+#define SHM_EXIT_CHECK_REPLY 'k'
+
+struct shm_exit_check_request {
+    uint64_t magic;          /* SHM_EXIT_CHECK_MAGIC */
+    uint32_t version;        /* SHM_EXIT_CHECK_VERSION */
+    uint32_t pid;            /* the process (getpid) */
+    uint32_t tid;            /* the exiting thread */
+    uint32_t register_count; /* valid entries of registers (0 where not captured) */
+    uint64_t stack_pointer;  /* the exiting thread's, while it waits for the reply */
+    uint64_t registers[SHM_EXIT_CHECK_REGISTERS];
+};
+
 /* The shim stamps events with the CPU's time-stamp counter when the kernel
  * itself trusts it as its clock source (synchronised across CPUs): half the
  * cost of clock_gettime. The tracer converts ticks to nanoseconds. */

@@ -4,12 +4,16 @@
 #include "shm_region.h"
 
 #include <errno.h>
-#include <sys/socket.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <string.h>
 #include <stddef.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+/* How long a send waits for room on a socket made non-blocking. */
+#define SEND_WAIT_MS 1000
 
 _Static_assert(sizeof(struct shm_header) <= SHM_HEADER_SIZE, "header fits its page");
 _Static_assert(sizeof(struct shm_event) == 32, "event ABI is 32 bytes");
@@ -109,27 +113,42 @@ int shm_traced_by(pid_t tracer)
     return length > 0 && shm_status_tracer_pid(status, (size_t)length) == (long)tracer;
 }
 
-int shm_send_region_fd(int socket_fd, int region_fd)
+int shm_send_fds(int socket_fd, const void *data, size_t length, const int *fds, size_t fd_count)
 {
+    if (fd_count == 0 || fd_count > SHM_SEND_FDS_MAX || length == 0)
+        return -1;
     int saved_errno = errno;
-    char byte = 'r';
-    struct iovec data = {.iov_base = &byte, .iov_len = 1};
+    struct iovec iov = {.iov_base = (void *)data, .iov_len = length};
     union {
         struct cmsghdr header;
-        char space[CMSG_SPACE(sizeof(int))];
+        char space[CMSG_SPACE(SHM_SEND_FDS_MAX * sizeof(int))];
     } control;
     memset(&control, 0, sizeof control);
-    struct msghdr message = {.msg_iov = &data, .msg_iovlen = 1, .msg_control = control.space,
-                             .msg_controllen = sizeof control.space};
+    struct msghdr message = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.space,
+                             .msg_controllen = CMSG_SPACE(fd_count * sizeof(int))};
     struct cmsghdr *cmsg = CMSG_FIRSTHDR(&message);
     cmsg->cmsg_level = SOL_SOCKET;
     cmsg->cmsg_type = SCM_RIGHTS;
-    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cmsg), &region_fd, sizeof(int));
+    cmsg->cmsg_len = CMSG_LEN(fd_count * sizeof(int));
+    memcpy(CMSG_DATA(cmsg), fds, fd_count * sizeof(int));
     ssize_t sent;
-    do
+    for (;;) {
         sent = sendmsg(socket_fd, &message, MSG_NOSIGNAL);
-    while (sent < 0 && errno == EINTR);
+        if (sent >= 0)
+            break;
+        if (errno == EINTR)
+            continue;
+        /* The program may have made our end non-blocking: wait for room. */
+        struct pollfd writable = {.fd = socket_fd, .events = POLLOUT};
+        if (errno != EAGAIN || poll(&writable, 1, SEND_WAIT_MS) != 1)
+            break;
+    }
     errno = saved_errno;
-    return sent == 1 ? 0 : -1;
+    return sent == (ssize_t)length ? 0 : -1;
+}
+
+int shm_send_region_fd(int socket_fd, int region_fd)
+{
+    const char kind = SHM_MESSAGE_REGION;
+    return shm_send_fds(socket_fd, &kind, 1, &region_fd, 1);
 }

@@ -32,8 +32,16 @@ long shm_status_tracer_pid(const char *status, size_t length);
  * system calls. */
 int shm_traced_by(pid_t tracer);
 
-/* Sends region_fd over the unix socket socket_fd (SCM_RIGHTS). System
- * calls only; 0, or -1 with errno preserved. */
+/* Most descriptors one message carries. */
+#define SHM_SEND_FDS_MAX 4u
+
+/* Sends one datagram of length bytes with fd_count (1 to SHM_SEND_FDS_MAX)
+ * descriptors (SCM_RIGHTS) over the unix socket socket_fd, waiting for
+ * room if the socket was made non-blocking. System calls only (no
+ * allocator); 0, or -1, errno preserved either way. */
+int shm_send_fds(int socket_fd, const void *data, size_t length, const int *fds, size_t fd_count);
+
+/* The region hand-over: one byte SHM_MESSAGE_REGION and region_fd. */
 int shm_send_region_fd(int socket_fd, int region_fd);
 
 #endif

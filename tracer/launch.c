@@ -175,9 +175,12 @@ int session_launch(struct session *session, const char *shim_path)
             return 1;
         }
         session->no_ptrace = 1;
-        fprintf(stderr, "memslope: ptrace is not permitted here: recording without it. Lost: the leak check, "
-                        "--iteration, children (not followed), snapshots with the world stopped (they follow the "
-                        "event order). Run with CAP_SYS_PTRACE to have them.\n");
+        /* One line; the leak check at exit still runs, from inside the
+         * process (preload/exit_check.c). */
+        fprintf(stderr, "memslope: ptrace is not permitted here: recording without it. Lost: --iteration, "
+                        "children (not followed), snapshots with the world stopped (they follow the event order), "
+                        "the leak check at case ends and at a fatal signal, other threads' registers at the exit "
+                        "check. Run with CAP_SYS_PTRACE to have them.\n");
     }
 
     char default_name[4096], err[4096];

@@ -121,9 +121,26 @@ static int group_by_case(struct checked_block *blocks, size_t count, uint32_t wh
     return rc;
 }
 
-int leak_check_run(pid_t pid, const pid_t *tids, size_t tid_count, const struct recorder *recorder, uint32_t when,
-                   uint64_t time_ns, const unsigned char *skip_cases, size_t skip_count,
-                   struct leak_results *results, char *err, size_t err_size)
+/* Where the scan reads the process: stopped under ptrace (tids), or
+ * through what it handed over (handover, no-ptrace mode). */
+struct scan_source {
+    pid_t pid;
+    const pid_t *tids;
+    size_t tid_count;
+    const struct leakscan_handover *handover;
+};
+
+static int scan(const struct scan_source *source, struct leakscan_block *blocks, size_t count,
+                struct leakscan_totals *totals, char *err, size_t err_size)
+{
+    if (source->handover)
+        return leakscan_process_handover(source->pid, source->handover, blocks, count, totals, NULL, err, err_size);
+    return leakscan_process(source->pid, source->tids, source->tid_count, blocks, count, totals, err, err_size);
+}
+
+static int run_check(const struct scan_source *source, const struct recorder *recorder, uint32_t when,
+                     uint64_t time_ns, const unsigned char *skip_cases, size_t skip_count,
+                     struct leak_results *results, char *err, size_t err_size)
 {
     memset(results, 0, sizeof *results);
     const struct live_table *live = &recorder->live;
@@ -145,7 +162,7 @@ int leak_check_run(pid_t pid, const pid_t *tids, size_t tid_count, const struct 
         n++;
     }
     struct leakscan_totals totals;
-    if (leakscan_process(pid, tids, tid_count, blocks, n, &totals, err, err_size) < 0)
+    if (scan(source, blocks, n, &totals, err, err_size) < 0)
         goto out;
     /* stack_id carried our index through the scan, whatever order it used. */
     for (size_t i = 0; i < n; i++)
@@ -162,6 +179,21 @@ out:
     if (rc < 0)
         leak_results_free(results);
     return rc;
+}
+
+int leak_check_run(pid_t pid, const pid_t *tids, size_t tid_count, const struct recorder *recorder, uint32_t when,
+                   uint64_t time_ns, const unsigned char *skip_cases, size_t skip_count,
+                   struct leak_results *results, char *err, size_t err_size)
+{
+    struct scan_source source = {pid, tids, tid_count, NULL};
+    return run_check(&source, recorder, when, time_ns, skip_cases, skip_count, results, err, err_size);
+}
+
+int leak_check_run_handover(pid_t pid, const struct leakscan_handover *handover, const struct recorder *recorder,
+                            uint64_t time_ns, struct leak_results *results, char *err, size_t err_size)
+{
+    struct scan_source source = {pid, NULL, 0, handover};
+    return run_check(&source, recorder, TRACE_SNAP_EXIT, time_ns, NULL, 0, results, err, err_size);
 }
 
 void leak_results_free(struct leak_results *results)

@@ -29,6 +29,14 @@ int leak_check_run(pid_t pid, const pid_t *tids, size_t tid_count, const struct 
                    uint64_t time_ns, const unsigned char *skip_cases, size_t skip_count,
                    struct leak_results *results, char *err, size_t err_size);
 
+/* The check at exit of a process that cannot be stopped (no-ptrace mode):
+ * it reads what the process handed over (see leakscan.h) while its
+ * exiting thread waits. Recorded as leak_check_run's at TRACE_SNAP_EXIT:
+ * the whole image, then every case. 0, or -1 with a message in err. */
+struct leakscan_handover;
+int leak_check_run_handover(pid_t pid, const struct leakscan_handover *handover, const struct recorder *recorder,
+                            uint64_t time_ns, struct leak_results *results, char *err, size_t err_size);
+
 /* Appends the checks of more to results (moving them). 0 or -1. */
 int leak_results_append(struct leak_results *results, struct leak_results *more);
 

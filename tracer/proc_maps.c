@@ -9,6 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
+/* A maps text longer than this is refused (a million mappings). */
+#define PROC_MAPS_MAX_TEXT (256u << 20)
+
 /* Parses one line: "start-end perms offset dev inode   path". */
 static int parse_line(const char *line, size_t length, struct proc_map *map)
 {
@@ -66,18 +69,12 @@ int proc_maps_parse(const char *text, size_t length, struct proc_maps *out)
     return 0;
 }
 
-int proc_maps_read(pid_t pid, struct proc_maps *out)
+int proc_maps_read_fd(int fd, struct proc_maps *out)
 {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
     size_t capacity = 1 << 16, length = 0;
     char *text = malloc(capacity);
     for (;;) {
         if (!text) {
-            close(fd);
             errno = ENOMEM;
             return -1;
         }
@@ -87,7 +84,6 @@ int proc_maps_read(pid_t pid, struct proc_maps *out)
         if (n < 0) {
             int saved = errno;
             free(text);
-            close(fd);
             errno = saved;
             return -1;
         }
@@ -95,18 +91,34 @@ int proc_maps_read(pid_t pid, struct proc_maps *out)
             break;
         length += (size_t)n;
         if (length == capacity) {
-            char *grown = realloc(text, capacity * 2);
-            if (!grown)
+            char *grown = capacity < PROC_MAPS_MAX_TEXT ? realloc(text, capacity * 2) : NULL;
+            if (!grown) {
                 free(text);
+                errno = ENOMEM;
+                return -1;
+            }
             text = grown;
             capacity *= 2;
         }
     }
-    close(fd);
     int rc = proc_maps_parse(text, length, out);
     free(text);
     if (rc < 0)
         errno = ENOMEM;
+    return rc;
+}
+
+int proc_maps_read(pid_t pid, struct proc_maps *out)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int rc = proc_maps_read_fd(fd, out);
+    int saved = errno;
+    close(fd);
+    errno = saved;
     return rc;
 }
 

@@ -28,6 +28,11 @@ struct proc_maps {
  * process). */
 int proc_maps_read(pid_t pid, struct proc_maps *out);
 
+/* Reads a maps file from fd, from where it stands to its end (a fresh
+ * descriptor: the whole file). Returns 0, or -1 with errno set (ENOMEM:
+ * out of memory, or a text beyond 256 MiB). */
+int proc_maps_read_fd(int fd, struct proc_maps *out);
+
 /* Parses the text of a maps file (exposed for tests and fuzzing). Lines that
  * do not parse are skipped. Returns 0, or -1 on allocation failure. */
 int proc_maps_parse(const char *text, size_t length, struct proc_maps *out);

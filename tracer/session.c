@@ -31,7 +31,9 @@
 #include <uthash.h>
 
 #include "../preload/shm_layout.h"
+#include "../leakscan/leakscan.h"
 #include "elf_symbols.h"
+#include "socket_message.h"
 #include "trace_output.h"
 #include "trace_writer.h"
 
@@ -283,16 +285,28 @@ static size_t process_drain(struct traced_process *process, int full)
     return events;
 }
 
-static int receive_region(struct session *session, struct shm_consumer *consumer, pid_t *pid);
+static int receive_message(struct session *session, struct socket_message *message);
+static int map_sent_region(struct socket_message *message, struct shm_consumer *consumer, pid_t *pid);
+static void reply_to_exit_check(struct session *session);
 
 /* Regions the shims sent over the socket the moment they made them: each
  * goes to the running image of its pid. This way even a fork child that
  * execs at once has its events drained (/proc/PID/fd is the fallback). */
 static void adopt_sent_regions(struct session *session)
 {
-    struct shm_consumer region;
-    pid_t pid;
-    while (receive_region(session, &region, &pid)) {
+    struct socket_message message;
+    while (receive_message(session, &message)) {
+        if (message.kind == SOCKET_MESSAGE_EXIT_CHECK) {
+            /* Only no-ptrace shims ask; here the check runs at the exit
+             * stop. Never leave a process waiting. */
+            socket_message_close(&message);
+            reply_to_exit_check(session);
+            continue;
+        }
+        struct shm_consumer region;
+        pid_t pid;
+        if (!map_sent_region(&message, &region, &pid))
+            continue;
         struct traced_process *process = process_by_pid(session, pid);
         if (process && !process->shm.base && !process->vfork_child && region.inode != process->previous_image_inode) {
             process->shm = region;
@@ -1105,31 +1119,45 @@ static void forward_signal(struct session *session, int signal)
 
 #define EXEC_CHECK_INTERVAL_NS 20000000ull
 
-/* The next region a shim sent over the socket, mapped; 0 when none is
- * waiting. */
-static int receive_region(struct session *session, struct shm_consumer *consumer, pid_t *pid)
+/* The next message a shim sent over the socket; 0 when none is waiting.
+ * A malformed one is reported and skipped (its descriptors closed). */
+static int receive_message(struct session *session, struct socket_message *message)
 {
-    char byte;
-    struct iovec data = {.iov_base = &byte, .iov_len = 1};
-    union {
-        struct cmsghdr header;
-        char space[CMSG_SPACE(sizeof(int))];
-    } control;
-    struct msghdr message = {.msg_iov = &data, .msg_iovlen = 1, .msg_control = control.space,
-                             .msg_controllen = sizeof control.space};
+    char err[512];
     for (;;) {
-        if (recvmsg(session->region_socket, &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) <= 0)
+        enum socket_message_kind kind = socket_message_receive(session->region_socket, message, err, sizeof err);
+        if (kind == SOCKET_MESSAGE_NONE)
             return 0;
-        struct cmsghdr *cmsg = CMSG_FIRSTHDR(&message);
-        if (!cmsg || cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS)
-            continue;
-        int fd;
-        memcpy(&fd, CMSG_DATA(cmsg), sizeof fd);
-        shm_consumer_init(consumer);
-        int mapped = shm_consumer_attach_fd(consumer, fd, pid);
-        close(fd);
-        if (mapped == 1)
+        if (kind != SOCKET_MESSAGE_REJECTED)
             return 1;
+        fprintf(stderr, "memslope: warning: %s\n", err);
+    }
+}
+
+/* Maps a region hand-over (and closes its descriptor): 1 when it is one. */
+static int map_sent_region(struct socket_message *message, struct shm_consumer *consumer, pid_t *pid)
+{
+    if (message->kind != SOCKET_MESSAGE_REGION) {
+        socket_message_close(message);
+        return 0;
+    }
+    shm_consumer_init(consumer);
+    int mapped = shm_consumer_attach_fd(consumer, message->region_fd, pid);
+    socket_message_close(message);
+    return mapped == 1;
+}
+
+/* Lets the process that asked for an exit check go on. Its end of the
+ * socket can only be full if it never reads; a few tries, then it gives up
+ * waiting by itself once we are gone. */
+static void reply_to_exit_check(struct session *session)
+{
+    const char reply = SHM_EXIT_CHECK_REPLY;
+    for (int tries = 0; tries < 100; tries++) {
+        if (send(session->region_socket, &reply, 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1 || errno != EAGAIN)
+            return;
+        struct timespec pause = {0, 1000000L};
+        nanosleep(&pause, NULL);
     }
 }
 
@@ -1156,11 +1184,72 @@ static struct traced_process *start_image_without_ptrace(struct session *session
     return image;
 }
 
+/* Whether the process has ended (not reaped: its status stays for the
+ * loop's waitpid). */
+static int process_has_ended(pid_t pid)
+{
+    siginfo_t info;
+    memset(&info, 0, sizeof info);
+    return waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT) < 0 || info.si_pid == pid;
+}
+
+/* The scan of the exit check, through the descriptors the process opened
+ * on itself; recorded like ptrace mode's check at the exit stop. */
+static void scan_handed_over(struct traced_process *process, const struct socket_message *message)
+{
+    const struct shm_exit_check_request *request = &message->exit_check;
+    struct leakscan_handover handover = {message->mem_fd, message->maps_fd, request->stack_pointer,
+                                         request->registers, request->register_count};
+    struct leak_results results;
+    char err[512];
+    int rc = leak_check_run_handover(process->pid, &handover, &process->recorder, session_now_ns(), &results, err,
+                                     sizeof err);
+    /* Another thread may have ended the process meanwhile (exit_group):
+     * its memory went away under the scan. */
+    if (rc == 0 && process_has_ended(process->pid)) {
+        leak_results_free(&results);
+        snprintf(err, sizeof err, "it ended during the check at exit (another thread ended it); nothing was reported");
+        rc = -1;
+    }
+    if (rc == 0 && leak_results_append(&process->leaks, &results) == 0) {
+        process->exit_checked = 1;
+    } else {
+        free(process->leak_check_note);
+        if (asprintf(&process->leak_check_note, "no leak check for process %d: %s", (int)process->pid,
+                     rc == 0 ? "out of memory keeping the results" : err) < 0)
+            process->leak_check_note = NULL;
+    }
+    leak_results_free(&results);
+}
+
+/* The shim's request at the process's end (preload/exit_check.c): its
+ * exiting thread waits, after exit()'s handlers and every destructor (or in
+ * _exit). Every event before the request is in the rings: drain them all,
+ * scan, then let the process go on. */
+static void exit_check_without_ptrace(struct session *session, struct traced_process *process,
+                                      struct socket_message *message)
+{
+    if ((pid_t)message->exit_check.pid == process->pid && process->shm.base && !process->exit_checked &&
+        session->options.leak_check != TRACE_LEAK_CHECK_OFF) {
+        process_drain(process, 1);
+        scan_handed_over(process, message);
+    }
+    socket_message_close(message);
+    reply_to_exit_check(session);
+}
+
 static struct traced_process *receive_regions(struct session *session, struct traced_process *process)
 {
-    struct shm_consumer region;
-    pid_t pid;
-    while (receive_region(session, &region, &pid)) {
+    struct socket_message message;
+    while (receive_message(session, &message)) {
+        if (message.kind == SOCKET_MESSAGE_EXIT_CHECK) {
+            exit_check_without_ptrace(session, process, &message);
+            continue;
+        }
+        struct shm_consumer region;
+        pid_t pid;
+        if (!map_sent_region(&message, &region, &pid))
+            continue;
         if (pid == process->pid)
             process = start_image_without_ptrace(session, process, &region);
         else
@@ -1169,16 +1258,35 @@ static struct traced_process *receive_regions(struct session *session, struct tr
     return process;
 }
 
+/* Without ptrace the check at exit runs only if the process's shim asks
+ * for it: not when a signal kills it, nor at a raw exit_group. */
+static void note_missing_exit_check(struct session *session, struct traced_process *process)
+{
+    if (session->options.leak_check == TRACE_LEAK_CHECK_OFF || process->exit_checked || process->leak_check_note)
+        return;
+    int rc;
+    if (process->exit_signal)
+        rc = asprintf(&process->leak_check_note,
+                      "no leak check for process %d: ptrace is not permitted here, and the process was killed by "
+                      "signal %d before the check it runs itself at exit",
+                      (int)process->pid, process->exit_signal);
+    else
+        rc = asprintf(&process->leak_check_note,
+                      "no leak check for process %d: ptrace is not permitted here, and the process ended without "
+                      "the check it runs itself at exit() or _exit (a raw exit_group system call, or a program "
+                      "the shim was not loaded into)",
+                      (int)process->pid);
+    if (rc < 0)
+        process->leak_check_note = NULL;
+}
+
 static void end_without_ptrace(struct session *session, struct traced_process *process, int status)
 {
     process_set_exit(process, status);
     session->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (!process->exe)
         process->exe = strdup(session->options.command[0]);
-    if (session->options.leak_check != TRACE_LEAK_CHECK_OFF &&
-        asprintf(&process->leak_check_note, "no leak check for process %d: ptrace is not permitted here",
-                 (int)process->pid) < 0)
-        process->leak_check_note = NULL;
+    note_missing_exit_check(session, process);
     process->final_snapshot_taken = 1; /* the snapshot below, from the events; no stop */
     process_drain(process, 1);
     recorder_case_end(&process->recorder, session_now_ns());

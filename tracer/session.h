@@ -63,6 +63,7 @@ struct traced_process {
     unsigned char *cases_checked; /* by case id: checked at its own end */
     size_t cases_checked_count;
     char *leak_check_note;     /* why no leak check ran, if it did not */
+    int exit_checked;          /* no-ptrace mode: the shim's exit check ran and was recorded */
 };
 
 struct pending_detach {

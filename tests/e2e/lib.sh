@@ -16,6 +16,9 @@
 #                                    memslope record -o TRACE under a timeout;
 #                                    sets REC_RC; stdout in $WORK/rec.out,
 #                                    stderr in $WORK/rec.err
+#   record_no_ptrace TRACE [RECORD-OPTIONS] -- COMMAND [ARG...]
+#                                    the same under fixtures/no_ptrace (seccomp
+#                                    denies ptrace and process_vm_readv/writev)
 #   report_json TRACE JSON           memslope report TRACE --format json > JSON,
 #                                    must exit 0 and print valid JSON
 #   jget JSON EXPR                   python expression over the report `d`,
@@ -176,10 +179,21 @@ finish() {
 
 # record TRACE [RECORD-OPTIONS] -- COMMAND [ARG...]; stdin is the caller's.
 record() {
-    _trace=$1
-    shift
-    log "\$ memslope record -o $_trace $*"
-    timeout -k 5 "$RECORD_TIMEOUT" "$MEMSLOPE" record -o "$_trace" "$@" \
+    _record "" "$@"
+}
+
+# record_no_ptrace TRACE [RECORD-OPTIONS] -- COMMAND [ARG...]: as record,
+# where ptrace (and process_vm_readv/writev) is denied by a seccomp filter.
+record_no_ptrace() {
+    _record "$FIXTURES/no_ptrace" "$@"
+}
+
+# _record WRAPPER TRACE ...: WRAPPER (a program that execs its arguments) or "".
+_record() {
+    _wrapper=$1 _trace=$2
+    shift 2
+    log "\$ ${_wrapper:+$(basename "$_wrapper") }memslope record -o $_trace $*"
+    timeout -k 5 "$RECORD_TIMEOUT" ${_wrapper:+"$_wrapper"} "$MEMSLOPE" record -o "$_trace" "$@" \
         >"$WORK/rec.out" 2>"$WORK/rec.err"
     REC_RC=$?
     log "  -> exit $REC_RC"

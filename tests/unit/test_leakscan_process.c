@@ -1,6 +1,8 @@
 /* test_leakscan_process.c - leakscan_process on a real stopped process: a
  * forked child whose "heap" is a private mapping of known blocks, with
- * pointers to them in each kind of root (and in places that are no root). */
+ * pointers to them in each kind of root (and in places that are no root);
+ * and leakscan_process_handover on the same child, not stopped, reading
+ * only through the /proc/self/mem and maps it handed over. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,13 +10,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "../../leakscan/leakscan.h"
+#include "../../preload/shm_region.h"
 
 enum { REACH_GLOBAL, POSSIBLE, LOST_HEAD, LOST_CHILD, REACH_TLS, LOST_IN_MEMFD, REACH_STACK, LOST_PLAIN, N_BLOCKS };
 #define BLOCK_SIZE 64u
@@ -29,10 +34,24 @@ static uint64_t block_address(uint8_t *heap, int i)
     return (uint64_t)(uintptr_t)(heap + 4096 + (size_t)i * 256);
 }
 
-/* Keeps REACH_STACK's address in this frame only, then blocks. */
-static __attribute__((noinline)) void hold_on_stack_and_wait(uint8_t *heap, int ready_fd)
+/* What the child hands over instead of being stopped (the no-ptrace exit
+ * check): its stack pointer, and its own /proc/self/mem and maps. */
+static void hand_over_and_wait(int socket_fd, uint64_t stack_pointer)
+{
+    int fds[2] = {open("/proc/self/mem", O_RDONLY | O_CLOEXEC), open("/proc/self/maps", O_RDONLY | O_CLOEXEC)};
+    if (fds[0] < 0 || fds[1] < 0 || shm_send_fds(socket_fd, &stack_pointer, sizeof stack_pointer, fds, 2) < 0)
+        _exit(2);
+    for (;;)
+        pause();
+}
+
+/* Keeps REACH_STACK's address in this frame only, then blocks (or hands
+ * itself over on socket_fd when it is not -1). */
+static __attribute__((noinline)) void hold_on_stack_and_wait(uint8_t *heap, int ready_fd, int socket_fd)
 {
     volatile uint64_t on_stack = block_address(heap, REACH_STACK);
+    if (socket_fd >= 0)
+        hand_over_and_wait(socket_fd, (uint64_t)(uintptr_t)&on_stack);
     if (write(ready_fd, "r", 1) != 1)
         _exit(2);
     for (;;)
@@ -64,11 +83,85 @@ static __attribute__((noinline)) void scrub_stack(void)
     memset((char *)area, 0, sizeof area);
 }
 
-static void child(uint8_t *heap, int ready_fd)
+static void child(uint8_t *heap, int ready_fd, int socket_fd)
 {
     plant_pointers(heap);
     scrub_stack();
-    hold_on_stack_and_wait(heap, ready_fd);
+    hold_on_stack_and_wait(heap, ready_fd, socket_fd);
+}
+
+static void fill_blocks(struct leakscan_block *blocks, uint8_t *heap)
+{
+    for (int i = N_BLOCKS - 1; i >= 0; i--) /* any order */
+        blocks[N_BLOCKS - 1 - i] = (struct leakscan_block){.address = block_address(heap, i), .size = BLOCK_SIZE,
+                                                           .stack_id = (uint32_t)i, .category = 99};
+}
+
+static void expect_categories(const struct leakscan_block *blocks, const struct leakscan_totals *totals)
+{
+    uint32_t expected[N_BLOCKS] = {
+        [REACH_GLOBAL] = TRACE_LEAK_REACHABLE, [POSSIBLE] = TRACE_LEAK_POSSIBLE,
+        [LOST_HEAD] = TRACE_LEAK_DEFINITE,    [LOST_CHILD] = TRACE_LEAK_INDIRECT,
+        [REACH_TLS] = TRACE_LEAK_REACHABLE,   [LOST_IN_MEMFD] = TRACE_LEAK_DEFINITE,
+        [REACH_STACK] = TRACE_LEAK_REACHABLE, [LOST_PLAIN] = TRACE_LEAK_DEFINITE,
+    };
+    for (int i = 0; i < N_BLOCKS; i++) {
+        const struct leakscan_block *b = &blocks[i];
+        if (b->category != expected[b->stack_id])
+            fail_msg("block %u: category %s, expected %s", b->stack_id, leakscan_category_name(b->category),
+                     leakscan_category_name(expected[b->stack_id]));
+    }
+    assert_int_equal(totals->blocks[TRACE_LEAK_DEFINITE], 3);
+    assert_int_equal(totals->blocks[TRACE_LEAK_INDIRECT], 1);
+    assert_int_equal(totals->blocks[TRACE_LEAK_POSSIBLE], 1);
+    assert_int_equal(totals->blocks[TRACE_LEAK_REACHABLE], 3);
+    assert_int_equal(totals->bytes[TRACE_LEAK_DEFINITE], 3 * BLOCK_SIZE);
+}
+
+/* The same child, not stopped: it hands over its /proc/self/mem and maps
+ * and its stack pointer, and the scan reads through those alone. */
+static void test_roots_handed_over(void **state)
+{
+    (void)state;
+    /* Blocks at other addresses than the test before: its frames left
+     * copies of its addresses in the stack this test's frames reuse. */
+    uint8_t *region = mmap(NULL, 2 * HEAP_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(region != MAP_FAILED);
+    uint8_t *heap = region + HEAP_SIZE;
+    int sockets[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sockets), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(sockets[0]);
+        child(heap, -1, sockets[1]);
+        _exit(0);
+    }
+    close(sockets[1]);
+    uint64_t stack_pointer = 0;
+    struct iovec iov = {&stack_pointer, sizeof stack_pointer};
+    char control[CMSG_SPACE(2 * sizeof(int))];
+    struct msghdr header = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof control};
+    assert_int_equal(recvmsg(sockets[0], &header, MSG_CMSG_CLOEXEC), (ssize_t)sizeof stack_pointer);
+    int fds[2];
+    memcpy(fds, CMSG_DATA(CMSG_FIRSTHDR(&header)), sizeof fds);
+    close(sockets[0]);
+
+    struct leakscan_block blocks[N_BLOCKS];
+    fill_blocks(blocks, heap);
+    const uint64_t register_words[] = {0, 1, 2};
+    struct leakscan_handover handover = {fds[0], fds[1], stack_pointer, register_words, 3};
+    struct leakscan_totals totals;
+    char err[512] = "";
+    int rc = leakscan_process_handover(pid, &handover, blocks, N_BLOCKS, &totals, NULL, err, sizeof err);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    close(fds[0]);
+    close(fds[1]);
+    munmap(region, 2 * HEAP_SIZE);
+    if (rc != 0)
+        fail_msg("leakscan_process_handover: %s", err);
+    expect_categories(blocks, &totals);
 }
 
 static void test_roots_of_a_stopped_process(void **state)
@@ -82,7 +175,7 @@ static void test_roots_of_a_stopped_process(void **state)
     assert_true(pid >= 0);
     if (pid == 0) {
         close(pipe_fds[0]);
-        child(heap, pipe_fds[1]);
+        child(heap, pipe_fds[1], -1);
         _exit(0);
     }
     close(pipe_fds[1]);
@@ -91,9 +184,7 @@ static void test_roots_of_a_stopped_process(void **state)
     close(pipe_fds[0]);
 
     struct leakscan_block blocks[N_BLOCKS];
-    for (int i = N_BLOCKS - 1; i >= 0; i--) /* any order */
-        blocks[N_BLOCKS - 1 - i] = (struct leakscan_block){.address = block_address(heap, i), .size = BLOCK_SIZE,
-                                                           .stack_id = (uint32_t)i, .category = 99};
+    fill_blocks(blocks, heap);
     struct leakscan_stopped stopped;
     char err[512] = "";
     assert_int_equal(leakscan_stop_process(pid, &stopped, err, sizeof err), 0);
@@ -105,24 +196,7 @@ static void test_roots_of_a_stopped_process(void **state)
     munmap(heap, HEAP_SIZE);
     if (rc != 0)
         fail_msg("leakscan_process: %s", err);
-
-    uint32_t expected[N_BLOCKS] = {
-        [REACH_GLOBAL] = TRACE_LEAK_REACHABLE, [POSSIBLE] = TRACE_LEAK_POSSIBLE,
-        [LOST_HEAD] = TRACE_LEAK_DEFINITE,    [LOST_CHILD] = TRACE_LEAK_INDIRECT,
-        [REACH_TLS] = TRACE_LEAK_REACHABLE,   [LOST_IN_MEMFD] = TRACE_LEAK_DEFINITE,
-        [REACH_STACK] = TRACE_LEAK_REACHABLE, [LOST_PLAIN] = TRACE_LEAK_DEFINITE,
-    };
-    for (int i = 0; i < N_BLOCKS; i++) {
-        const struct leakscan_block *b = &blocks[i];
-        if (b->category != expected[b->stack_id])
-            fail_msg("block %u: category %s, expected %s", b->stack_id, leakscan_category_name(b->category),
-                     leakscan_category_name(expected[b->stack_id]));
-    }
-    assert_int_equal(totals.blocks[TRACE_LEAK_DEFINITE], 3);
-    assert_int_equal(totals.blocks[TRACE_LEAK_INDIRECT], 1);
-    assert_int_equal(totals.blocks[TRACE_LEAK_POSSIBLE], 1);
-    assert_int_equal(totals.blocks[TRACE_LEAK_REACHABLE], 3);
-    assert_int_equal(totals.bytes[TRACE_LEAK_DEFINITE], 3 * BLOCK_SIZE);
+    expect_categories(blocks, &totals);
 }
 
 static void test_no_such_process(void **state)
@@ -138,6 +212,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roots_of_a_stopped_process),
+        cmocka_unit_test(test_roots_handed_over),
         cmocka_unit_test(test_no_such_process),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
