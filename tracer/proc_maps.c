@@ -137,6 +137,24 @@ const struct proc_map *proc_maps_find(const struct proc_maps *maps, uint64_t add
     return NULL;
 }
 
+int proc_maps_copy(struct proc_maps *out, const struct proc_maps *from)
+{
+    out->count = 0;
+    out->maps = calloc(from->count + 1, sizeof *out->maps);
+    if (!out->maps)
+        return -1;
+    for (size_t i = 0; i < from->count; i++) {
+        out->maps[i] = from->maps[i];
+        out->maps[i].path = strdup(from->maps[i].path);
+        if (!out->maps[i].path) {
+            proc_maps_free(out);
+            return -1;
+        }
+        out->count++;
+    }
+    return 0;
+}
+
 void proc_maps_free(struct proc_maps *maps)
 {
     for (size_t i = 0; i < maps->count; i++)

@@ -43,6 +43,10 @@ const struct proc_map *proc_maps_find(const struct proc_maps *maps, uint64_t add
 /* qsort comparator: by start address. */
 int proc_map_compare_start(const void *a, const void *b);
 
+/* A deep copy of from into out (paths duplicated). Returns 0, or -1 on
+ * allocation failure (out then empty). */
+int proc_maps_copy(struct proc_maps *out, const struct proc_maps *from);
+
 void proc_maps_free(struct proc_maps *maps);
 
 #endif

@@ -34,11 +34,16 @@
 #include "../leakscan/leakscan.h"
 #include "elf_symbols.h"
 #include "socket_message.h"
+#include "symbolize.h"
 #include "trace_output.h"
 #include "trace_writer.h"
 
 /* Sleep between drains while the target runs and reports nothing. */
 #define IDLE_WAIT_NS 2000000L
+/* An image's symbolizer warm-up (symbolize.h) starts once it has run this
+ * long with allocations recorded: a program that ends sooner has little to
+ * gain, and one that runs on has loaded the libraries it allocates from. */
+#define WARMUP_AFTER_NS 20000000ull
 /* Looking for a new image's region: often at first, then now and then (a
  * static binary never gets one). */
 #define ATTACH_RETRY_FAST_NS 1000000ull
@@ -330,6 +335,39 @@ static int region_expected(const struct session *session)
     return 0;
 }
 
+/* The addresses of every frame of the image's sites so far. */
+static uint64_t *site_frame_addresses(const struct recorder *recorder, size_t *count)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < recorder->site_count; i++)
+        total += recorder->sites[i].depth;
+    uint64_t *addresses = malloc((total ? total : 1) * sizeof *addresses);
+    *count = 0;
+    for (size_t i = 0; addresses && i < recorder->site_count; i++)
+        for (uint32_t f = 0; f < recorder->sites[i].depth; f++)
+            addresses[(*count)++] = recorder->sites[i].frames[f];
+    return addresses;
+}
+
+/* One image at a time warms its symbolizer up while it runs: see
+ * symbolize.h and WARMUP_AFTER_NS. */
+static void process_maybe_warm_up(struct session *session, struct traced_process *process, uint64_t now)
+{
+    if (process->warmup_tried || session->warmups_running > 0 || !process->shm.base ||
+        process->recorder.site_count == 0 || now - process->start_ns < WARMUP_AFTER_NS)
+        return;
+    process->warmup_tried = 1;
+    process_refresh_maps(process); /* files mapped since the last read (the shim maps the ELF files it reads CFI from) */
+    size_t count;
+    uint64_t *addresses = site_frame_addresses(&process->recorder, &count);
+    if (!addresses)
+        return;
+    process->warmup = symbolizer_warmup_start(&process->maps, addresses, count);
+    free(addresses);
+    if (process->warmup)
+        session->warmups_running++;
+}
+
 static size_t drain_all(struct session *session)
 {
     uint64_t now = session_now_ns();
@@ -343,6 +381,7 @@ static size_t drain_all(struct session *session)
             continue;
         process_try_attach(session, process, now);
         events += process_drain(process, 0);
+        process_maybe_warm_up(session, process, now);
     }
     return events;
 }
@@ -386,6 +425,8 @@ static void process_end(struct session *session, struct traced_process *process)
     shm_consumer_detach(&process->shm);
     process->end_ns = session_now_ns();
     process->state = PROCESS_ENDED;
+    if (process->warmup)
+        session->warmups_running--; /* trace_output_process ends it */
     if (trace_output_process(session->writer, process, &session->modules_written, stacks_dropped, slots_exhausted) < 0)
         fprintf(stderr, "memslope: %s\n", trace_writer_error(session->writer));
     recorder_free(&process->recorder);
@@ -454,13 +495,7 @@ static struct traced_process *fork_child_create(struct session *session, struct 
     process->recorder.snapshots_limit = parent->recorder.snapshots_limit;
     process->previous_image_inode = parent->shm.inode;
     breakpoint_set_copy(&process->breakpoints, &parent->breakpoints);
-    struct proc_maps *maps = &process->maps;
-    maps->maps = calloc(parent->maps.count + 1, sizeof *maps->maps);
-    for (size_t i = 0; maps->maps && i < parent->maps.count; i++) {
-        maps->maps[i] = parent->maps.maps[i];
-        maps->maps[i].path = strdup(parent->maps.maps[i].path);
-        maps->count++;
-    }
+    proc_maps_copy(&process->maps, &parent->maps); /* on failure: read again when needed */
     return process;
 }
 
@@ -1388,6 +1423,7 @@ void session_destroy(struct session *session)
         free(process->argv);
         free(process->exe);
         leak_results_free(&process->leaks);
+        symbolizer_warmup_finish(process->warmup, NULL);
         free(process->cases_checked);
         breakpoint_set_free(&process->breakpoints);
         free(process->leak_check_note);

@@ -34,6 +34,8 @@ struct record_options {
 
 enum traced_process_state { PROCESS_RUNNING, PROCESS_EXITING, PROCESS_ENDED };
 
+struct symbolizer_warmup;
+
 struct traced_process {
     uint32_t process_id;
     pid_t pid;
@@ -64,6 +66,8 @@ struct traced_process {
     size_t cases_checked_count;
     char *leak_check_note;     /* why no leak check ran, if it did not */
     int exit_checked;          /* no-ptrace mode: the shim's exit check ran and was recorded */
+    struct symbolizer_warmup *warmup; /* symbolizing in the background (symbolize.h), or NULL */
+    int warmup_tried;
 };
 
 struct pending_detach {
@@ -91,6 +95,7 @@ struct session {
     int iteration_symbol_found;
     struct pending_detach *detach_pending; /* --no-follow: children to let go */
     size_t detach_count;           /* memslope got SIGTERM/SIGHUP: forwarded to the target */
+    int warmups_running;           /* images with a symbolizer warm-up not yet ended (at most 1) */
 };
 
 /* Forks and execs the command with the shim preloaded and PTRACE_SEIZE

@@ -15,6 +15,7 @@
 #include <dwarf.h>
 #include <fcntl.h>
 #include <gelf.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -904,4 +905,84 @@ void symbolizer_destroy(struct symbolizer *symbolizer)
     free(symbolizer->ranges);
     free(symbolizer->modules);
     free(symbolizer);
+}
+
+/* --- warm-up ------------------------------------------------------------- */
+
+struct symbolizer_warmup {
+    pthread_t thread;
+    struct proc_maps maps;
+    uint64_t *addresses;
+    size_t address_count;
+    struct symbolizer *symbolizer; /* the thread's result */
+};
+
+static void *warm_up(void *argument)
+{
+    struct symbolizer_warmup *warmup = argument;
+    warmup->symbolizer = symbolizer_create(&warmup->maps);
+    struct trace_frame frames[1]; /* the cache keeps every frame; one is enough to fill it */
+    for (size_t i = 0; warmup->symbolizer && i < warmup->address_count; i++)
+        symbolizer_resolve(warmup->symbolizer, warmup->addresses[i], 1, frames, 1);
+    return NULL;
+}
+
+static void warmup_free(struct symbolizer_warmup *warmup)
+{
+    proc_maps_free(&warmup->maps);
+    free(warmup->addresses);
+    free(warmup);
+}
+
+struct symbolizer_warmup *symbolizer_warmup_start(const struct proc_maps *maps, const uint64_t *addresses,
+                                                  size_t count)
+{
+    struct symbolizer_warmup *warmup = calloc(1, sizeof *warmup);
+    if (!warmup)
+        return NULL;
+    warmup->addresses = malloc((count ? count : 1) * sizeof *addresses);
+    if (!warmup->addresses || proc_maps_copy(&warmup->maps, maps) < 0) {
+        warmup_free(warmup);
+        return NULL;
+    }
+    memcpy(warmup->addresses, addresses, count * sizeof *addresses);
+    warmup->address_count = count;
+    if (pthread_create(&warmup->thread, NULL, warm_up, warmup) != 0) {
+        warmup_free(warmup);
+        return NULL;
+    }
+    return warmup;
+}
+
+/* Whether symbolizer was built from exactly the file mappings of maps (its
+ * ranges are all of them, sorted by start). */
+static bool built_from(const struct symbolizer *symbolizer, const struct proc_maps *maps)
+{
+    size_t count;
+    const struct proc_map **sorted = sorted_file_maps(maps, &count);
+    bool same = sorted && count == symbolizer->range_count;
+    for (size_t i = 0; same && i < count; i++) {
+        const struct mapping_range *range = &symbolizer->ranges[i];
+        same = range->start == sorted[i]->start && range->end == sorted[i]->end &&
+               range->offset == sorted[i]->offset && strcmp(range->file->path, sorted[i]->path) == 0;
+    }
+    free(sorted);
+    return same;
+}
+
+struct symbolizer *symbolizer_warmup_finish(struct symbolizer_warmup *warmup, const struct proc_maps *maps)
+{
+    struct symbolizer *symbolizer = NULL;
+    if (warmup) {
+        pthread_join(warmup->thread, NULL);
+        symbolizer = warmup->symbolizer;
+        warmup_free(warmup);
+    }
+    if (symbolizer && (!maps || !built_from(symbolizer, maps))) {
+        symbolizer_destroy(symbolizer);
+        symbolizer = NULL;
+    }
+    if (!symbolizer && maps)
+        symbolizer = symbolizer_create(maps);
+    return symbolizer;
 }

@@ -3,9 +3,10 @@
  * elfutils' libdwfl: module path and build-id, function (C++ demangled),
  * source file and line, and inlined frames as frames of their own. Without
  * debug info the ELF symbol table names the function; without that, the
- * frame is module+offset. Runs once, at the end of `record`, from the
- * mappings the tracer saw while the process lived, so the process need not
- * exist any more (only its files).
+ * frame is module+offset. Runs at the end of `record` (after a warm-up
+ * while the process ran, see below), from the mappings the tracer saw
+ * while the process lived, so the process need not exist any more (only
+ * its files).
  */
 #ifndef MEMSLOPE_SYMBOLIZE_H
 #define MEMSLOPE_SYMBOLIZE_H
@@ -38,5 +39,28 @@ size_t symbolizer_resolve(struct symbolizer *symbolizer, uint64_t address, int r
 const struct trace_module *symbolizer_modules(const struct symbolizer *symbolizer, size_t *count);
 
 void symbolizer_destroy(struct symbolizer *symbolizer);
+
+/*
+ * Symbolizing early, in a thread of its own, while the process still runs.
+ * Most of the end's cost is libdw reading a module's debug info (60 ms for
+ * Debian's compressed libc6-dbg), and the tracer's CPU is mostly idle while
+ * the target runs: so the modules of the addresses known so far are loaded,
+ * and those addresses resolved, in the background. At the end the result
+ * is used if the process mapped no other files since; otherwise it is
+ * dropped and the end symbolizes from scratch, as without a warm-up.
+ * Start it with the thread's signals blocked as the tracer's main thread
+ * has them: the new thread inherits the mask.
+ */
+struct symbolizer_warmup;
+
+/* Copies maps and addresses (return addresses of backtraces). NULL when the
+ * thread cannot start (then there is simply no warm-up). */
+struct symbolizer_warmup *symbolizer_warmup_start(const struct proc_maps *maps, const uint64_t *addresses,
+                                                  size_t count);
+
+/* Waits for the warm-up and ends it: returns its symbolizer if it was
+ * built from exactly the file mappings of maps, else symbolizer_create(maps).
+ * maps NULL: only ends it (returns NULL). */
+struct symbolizer *symbolizer_warmup_finish(struct symbolizer_warmup *warmup, const struct proc_maps *maps);
 
 #endif

@@ -265,7 +265,8 @@ static int write_process_record(struct trace_writer *writer, const struct traced
 int trace_output_process(struct trace_writer *writer, struct traced_process *process, uint32_t *module_base,
                          uint32_t stacks_dropped, uint32_t slots_exhausted)
 {
-    struct symbolizer *symbolizer = symbolizer_create(&process->maps);
+    struct symbolizer *symbolizer = symbolizer_warmup_finish(process->warmup, &process->maps);
+    process->warmup = NULL;
     struct frame_batch batch = {0};
     struct address_frames *by_address = NULL;
     uint32_t first_id = 0;

@@ -474,6 +474,57 @@ static void test_ten_thousand_libc_addresses(void **state)
     symbolizer_destroy(symbolizer);
 }
 
+/* The warm-up gives what a symbolizer made at the end gives: its own when
+ * the mappings are the same (already resolved addresses come from its
+ * cache), a fresh one when the process mapped another file meanwhile. */
+static void test_warmup_same_result_as_at_the_end(void **state)
+{
+    struct fixture *fixture = *state;
+    struct probe probe = {0};
+    call_with_known_line(&probe);
+    uint64_t addresses[] = {(uint64_t)(uintptr_t)probe.return_address,
+                            (uint64_t)(uintptr_t)dlsym(RTLD_DEFAULT, "getpid")};
+    struct trace_frame expected[8], got[8];
+    size_t expected_count = symbolizer_resolve(fixture->symbolizer, addresses[0], 1, expected, 8);
+
+    struct symbolizer_warmup *warmup = symbolizer_warmup_start(&fixture->maps, addresses, 2);
+    assert_non_null(warmup);
+    struct symbolizer *warm = symbolizer_warmup_finish(warmup, &fixture->maps);
+    assert_non_null(warm);
+    assert_int_equal(symbolizer_resolve(warm, addresses[0], 1, got, 8), expected_count);
+    assert_string_equal(got[0].function, expected[0].function);
+    assert_int_equal(got[0].line, expected[0].line);
+    assert_int_equal(got[0].line, probe.call_line);
+    size_t modules_before;
+    symbolizer_modules(warm, &modules_before);
+    assert_true(modules_before >= 2); /* the warm-up resolved both, so both modules have ids */
+    symbolizer_destroy(warm);
+
+    /* One more file mapped since the warm-up: it is not used, and the
+     * fresh symbolizer still resolves. */
+    struct proc_maps more;
+    assert_int_equal(proc_maps_copy(&more, &fixture->maps), 0);
+    struct proc_map *grown = realloc(more.maps, (more.count + 1) * sizeof *grown);
+    assert_non_null(grown);
+    more.maps = grown;
+    more.maps[more.count++] = (struct proc_map){
+        .start = 0x1000, .end = 0x2000, .perms = PROC_MAP_READ, .path = strdup("/etc/hostname")};
+    warmup = symbolizer_warmup_start(&fixture->maps, addresses, 2);
+    assert_non_null(warmup);
+    struct symbolizer *fresh = symbolizer_warmup_finish(warmup, &more);
+    assert_non_null(fresh);
+    size_t modules_fresh;
+    symbolizer_modules(fresh, &modules_fresh);
+    assert_int_equal(modules_fresh, 0); /* nothing resolved in it yet: not the warm one */
+    assert_int_equal(symbolizer_resolve(fresh, addresses[0], 1, got, 8), expected_count);
+    assert_int_equal(got[0].line, probe.call_line);
+    symbolizer_destroy(fresh);
+    proc_maps_free(&more);
+
+    /* Ended without maps (the image never got to the end): nothing left. */
+    assert_null(symbolizer_warmup_finish(symbolizer_warmup_start(&fixture->maps, addresses, 2), NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -491,6 +542,7 @@ int main(void)
         cmocka_unit_test(test_one_module_loaded_twice),
         cmocka_unit_test(test_unreadable_file_gives_module_and_offset),
         cmocka_unit_test_setup_teardown(test_ten_thousand_libc_addresses, set_up, tear_down),
+        cmocka_unit_test_setup_teardown(test_warmup_same_result_as_at_the_end, set_up, tear_down),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
