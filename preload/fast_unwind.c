@@ -273,10 +273,9 @@ static inline void copy_words(uint64_t *to, const uint64_t *from, uint32_t count
 static inline void copy_frames(struct fast_unwind_memo_frame *to, const struct fast_unwind_memo_frame *from,
                                uint32_t count)
 {
-    for (uint32_t i = 0; i < count; i++) {
-        to[i] = from[i];
-        __asm__("" : "+r"(i));
-    }
+    enum { WORDS = sizeof *to / sizeof(uint64_t) };
+    _Static_assert(sizeof *to == WORDS * sizeof(uint64_t), "a memo frame is whole words");
+    copy_words((uint64_t *)to, (const uint64_t *)from, count * WORDS);
 }
 
 /* How many of the remembered frames from k on can follow the count frames
@@ -298,7 +297,7 @@ static uint32_t reuse_memo(const struct fast_unwind_memo *memo, uint32_t k, cons
         const struct fast_unwind_memo_frame *f = &memo->frame[i];
         if (read_stack_word(f[1].sp - 8) != memo->ip[i + 1])
             return 0;
-        if (f->check_bp && (f->bp_slot < start->sp || f->bp_slot + 8 > stack_limit ||
+        if ((f->flags & FAST_UNWIND_CHECK_BP) && (f->bp_slot < start->sp || f->bp_slot + 8 > stack_limit ||
                             read_stack_word(f->bp_slot) != f[1].bp))
             return 0;
     }
@@ -316,18 +315,19 @@ static uint32_t reuse_memo(const struct fast_unwind_memo *memo, uint32_t k, cons
 static void memo_finish(struct fast_unwind_memo *memo, uint32_t from)
 {
     uint64_t hash = STACK_HASH_SEED;
-    uint8_t next = memo->ended == END_MAX;
+    bool next = memo->ended == END_MAX; /* whether the caller's rbp matters */
     if (from < memo->count) {
         hash = memo->frame[from].suffix_hash;
-        next = memo->frame[from].bp_matters;
+        next = memo->frame[from].flags & FAST_UNWIND_BP_MATTERS;
     }
     for (uint32_t i = from; i-- > 0;) {
         struct fast_unwind_memo_frame *frame = &memo->frame[i];
         hash = stack_hash_fold(hash, memo->ip[i]);
         frame->suffix_hash = hash;
-        frame->check_bp = frame->bp_slot && next;
-        frame->bp_matters = frame->uses_bp || (!frame->bp_slot && next);
-        next = frame->bp_matters;
+        bool matters = (frame->flags & FAST_UNWIND_USES_BP) || (!frame->bp_slot && next);
+        frame->flags = (frame->flags & FAST_UNWIND_USES_BP) | (matters ? FAST_UNWIND_BP_MATTERS : 0) |
+                       (frame->bp_slot && next ? FAST_UNWIND_CHECK_BP : 0);
+        next = matters;
     }
 }
 
@@ -403,7 +403,7 @@ static inline int memo_match(const struct fast_unwind_memo *memo, uint32_t *curs
         at++;
     *cursor = at;
     if (at < memo->count && memo->frame[at].sp == sp && memo->ip[at] == ip &&
-        (memo->frame[at].bp == bp || !memo->frame[at].bp_matters))
+        (memo->frame[at].bp == bp || !(memo->frame[at].flags & FAST_UNWIND_BP_MATTERS)))
         return (int)at;
     return -1;
 }
@@ -467,7 +467,7 @@ int fast_unwind(const struct fast_unwind_regs *start, uint64_t stack_limit, uint
         }
         if (count < FAST_UNWIND_MEMO_FRAMES)
             walked[count] = (struct fast_unwind_memo_frame){
-                .sp = sp, .bp = bp, .bp_slot = bp_slot, .uses_bp = kind == RULE_CFA_RBP};
+                .sp = sp, .bp = bp, .bp_slot = bp_slot, .flags = kind == RULE_CFA_RBP ? FAST_UNWIND_USES_BP : 0};
         frames[count++] = ip;
         ip = read_stack_word(cfa - 8);
         end_slot = cfa - 8;

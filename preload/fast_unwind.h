@@ -46,14 +46,19 @@ struct fast_unwind_regs {
  */
 #define FAST_UNWIND_MEMO_FRAMES 64
 
+/* Whole words only: a frame is written field by field and soon copied,
+ * and a copy that reads bytes stored separately stalls on store
+ * forwarding (it was half of fast_unwind's time). */
 struct fast_unwind_memo_frame {
     uint64_t sp, bp;
     uint64_t bp_slot;     /* where the caller's rbp was read from; 0: not read (same value) */
     uint64_t suffix_hash; /* stack_hash_fold of this frame's ip and all outer ones */
-    uint8_t uses_bp;      /* this frame's CFA is rbp-based */
-    uint8_t bp_matters;   /* the unwind from this frame on reads this frame's rbp */
-    uint8_t check_bp;     /* bp_slot is set and the caller's rbp matters */
+    uint64_t flags;       /* FAST_UNWIND_USES_BP | _BP_MATTERS | _CHECK_BP */
 };
+
+#define FAST_UNWIND_USES_BP 1u    /* this frame's CFA is rbp-based */
+#define FAST_UNWIND_BP_MATTERS 2u /* the unwind from this frame on reads this frame's rbp */
+#define FAST_UNWIND_CHECK_BP 4u   /* bp_slot is set and the caller's rbp matters */
 
 struct fast_unwind_memo {
     uint32_t count;    /* frames kept; 0 = nothing remembered */
