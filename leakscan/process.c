@@ -469,20 +469,28 @@ static void snapshot_heaps(struct scan_plan *plan, struct leakscan_target *targe
 }
 
 /* At an exit_group the thread-group leader may be past releasing its
- * memory while other threads still have it: its /proc/PID/maps is then
- * empty and process_vm_readv on its pid fails. Any thread id works for
- * both, so the reads go through the first thread that still has the
- * memory. */
+ * memory, or release it during the scan, while the thread that called
+ * exit_group still has it: the leader is not stopped, since a thread that
+ * SIGKILL ends does not stop at its exit. Reads through any thread id see
+ * the same memory, so they go through the first of the stopped threads
+ * (the caller's list, which cannot let go of the memory while stopped)
+ * whose maps list anything, and through pid only if none does. The first
+ * run in 40 or so of `exit_paths thread-exit` lost its check to this. */
 static int read_maps_of_a_live_thread(struct scan_plan *plan, struct leakscan_target *target, const pid_t *tids,
                                       size_t tid_count)
 {
-    int rc = proc_maps_read(target->pid, &plan->maps);
+    int rc = -1;
     for (size_t t = 0; t < tid_count && (rc < 0 || plan->maps.count == 0); t++) {
         if (rc == 0)
             proc_maps_free(&plan->maps);
         rc = proc_maps_read(tids[t], &plan->maps);
         if (rc == 0 && plan->maps.count > 0)
             target->pid = tids[t];
+    }
+    if (rc < 0 || plan->maps.count == 0) {
+        if (rc == 0)
+            proc_maps_free(&plan->maps);
+        rc = proc_maps_read(target->pid, &plan->maps);
     }
     if (rc == 0 && plan->maps.count == 0) {
         errno = ESRCH;
