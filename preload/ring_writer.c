@@ -36,6 +36,7 @@ bool ring_claim_slot(void *base, struct ring_producer *producer, uint32_t tid)
          * monotonic whether or not the consumer resets them. */
         producer->reserve = __atomic_load_n(&slot->write_pos, __ATOMIC_ACQUIRE);
         producer->nesting = 0;
+        __atomic_fetch_add(&header->producers, 1, __ATOMIC_SEQ_CST);
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         producer->slot = slot;
         return true;
@@ -44,8 +45,9 @@ bool ring_claim_slot(void *base, struct ring_producer *producer, uint32_t tid)
     return false;
 }
 
-void ring_retire_slot(struct ring_producer *producer)
+void ring_retire_slot(void *base, struct ring_producer *producer)
 {
+    struct shm_header *header = base;
     struct shm_thread_slot *slot = producer->slot;
     if (!slot)
         return;
@@ -53,6 +55,7 @@ void ring_retire_slot(struct ring_producer *producer)
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     __atomic_store_n(&slot->write_pos, producer->reserve, __ATOMIC_RELEASE);
     __atomic_store_n(&slot->state, SHM_SLOT_RETIRED, __ATOMIC_RELEASE);
+    __atomic_fetch_sub(&header->producers, 1, __ATOMIC_SEQ_CST);
 }
 
 static bool ring_has_space(struct shm_thread_slot *slot, uint64_t index)

@@ -45,14 +45,15 @@ struct ring_producer {
     uint32_t nesting;             /* ring_write levels active on this thread */
 };
 
-/* Claims a FREE slot (CAS FREE -> OWNED), sets its tid and points the producer
- * at it. Returns false when every slot is taken (and counts
- * header->slots_exhausted). */
+/* Claims a FREE slot (CAS FREE -> OWNED), sets its tid, counts the thread
+ * in header->producers and points the producer at it. Returns false when
+ * every slot is taken (and counts header->slots_exhausted). */
 bool ring_claim_slot(void *base, struct ring_producer *producer, uint32_t tid);
 
 /* Marks the producer's slot RETIRED (after publishing everything) and
- * forgets it; the consumer drains and frees it. */
-void ring_retire_slot(struct ring_producer *producer);
+ * forgets it; the consumer drains and frees it. base: the region the slot
+ * was claimed in (its header counts the producers). */
+void ring_retire_slot(void *base, struct ring_producer *producer);
 
 /* Sleeps until event `index` fits in the ring. Returns false if the consumer
  * process `consumer_pid` no longer exists (then the caller stops recording). */

@@ -32,7 +32,7 @@
 #include <stdint.h>
 
 #define SHM_MAGIC 0x4d454d534c4f5045ull /* "MEMSLOPE" */
-#define SHM_VERSION 1u
+#define SHM_VERSION 2u
 #define SHM_MEMFD_NAME "memslope"
 
 /* Environment the tracer passes to the target. */
@@ -78,8 +78,10 @@ enum shm_alloc_fn {
  * shm_header.clock_source): a free is stamped before the real free, an
  * allocation after the real allocator returns, so the allocator's own
  * locking orders the two stamps of a reused address, up to the few
- * instructions an unfenced TSC read may move (see the shim's stamp_before:
- * the tracer resolves what that can reorder). */
+ * instructions an unfenced TSC read may move (the tracer resolves what
+ * that can reorder). While the process has one producer, most events
+ * repeat the previous stamp instead (the shim's event_stamp); the tracer
+ * never places an event before its previous drain. */
 struct shm_event {
     uint64_t time_ns;
     uint64_t addr;
@@ -146,6 +148,10 @@ struct shm_header {
     uint32_t name_pool_used;    /* atomic fetch-add by producers */
     uint32_t clock_source;      /* enum shm_clock_source of every event's time_ns */
     uint32_t pad_clock;
+    /* Threads that hold a slot (claims minus retirements). Read by every
+     * event while it is 1 (see the shim's event_stamp), written only when a
+     * thread starts or stops recording: a cache line of its own. */
+    _Alignas(64) uint32_t producers;
 };
 
 /*

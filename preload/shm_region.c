@@ -20,7 +20,8 @@ _Static_assert(sizeof(struct shm_event) == 32, "event ABI is 32 bytes");
 _Static_assert((SHM_RING_EVENTS & (SHM_RING_EVENTS - 1)) == 0, "ring size is a power of two");
 _Static_assert((SHM_STACK_TABLE_ENTRIES & (SHM_STACK_TABLE_ENTRIES - 1)) == 0, "table size is a power of two");
 
-void shm_region_init_header(void *base, uint32_t pid, uint32_t max_frames, uint64_t sample_rate)
+void shm_region_init_header(void *base, uint32_t pid, uint32_t max_frames, uint64_t sample_rate,
+                            uint32_t clock_source)
 {
     struct shm_header *header = base;
     header->magic = SHM_MAGIC;
@@ -40,10 +41,11 @@ void shm_region_init_header(void *base, uint32_t pid, uint32_t max_frames, uint6
     header->sample_rate = sample_rate;
     header->name_pool_offset = SHM_NAME_POOL_OFFSET;
     header->name_pool_bytes = SHM_NAME_POOL_BYTES;
+    header->clock_source = clock_source;
     __atomic_store_n(&header->ready, 1, __ATOMIC_RELEASE);
 }
 
-void *shm_region_create(int *fd_out, uint32_t pid, uint32_t max_frames, uint64_t sample_rate)
+void *shm_region_create(int *fd_out, uint32_t pid, uint32_t max_frames, uint64_t sample_rate, uint32_t clock_source)
 {
     int saved_errno = errno;
     void *base = NULL;
@@ -60,7 +62,7 @@ void *shm_region_create(int *fd_out, uint32_t pid, uint32_t max_frames, uint64_t
         close(fd);
         goto out;
     }
-    shm_region_init_header(base, pid, max_frames, sample_rate);
+    shm_region_init_header(base, pid, max_frames, sample_rate, clock_source);
     *fd_out = fd;
 out:
     errno = saved_errno;

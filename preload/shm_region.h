@@ -10,14 +10,17 @@
 
 #include "shm_layout.h"
 
-/* Fills the header of a zeroed region and stores ready = 1 (release). */
-void shm_region_init_header(void *base, uint32_t pid, uint32_t max_frames, uint64_t sample_rate);
+/* Fills the header of a zeroed region and stores ready = 1 (release).
+ * clock_source: enum shm_clock_source of the events to come (set before
+ * ready: the tracer reads the clock the same way from its first drain). */
+void shm_region_init_header(void *base, uint32_t pid, uint32_t max_frames, uint64_t sample_rate,
+                            uint32_t clock_source);
 
 /* memfd_create(SHM_MEMFD_NAME, MFD_CLOEXEC), ftruncate to SHM_TOTAL_SIZE,
  * mmap MAP_SHARED, fill the header. Returns the mapping and stores the fd
  * (kept open: the tracer finds the region through /proc/PID/fd), or NULL on
  * failure. Calls no allocator and preserves errno. */
-void *shm_region_create(int *fd_out, uint32_t pid, uint32_t max_frames, uint64_t sample_rate);
+void *shm_region_create(int *fd_out, uint32_t pid, uint32_t max_frames, uint64_t sample_rate, uint32_t clock_source);
 
 /* Parses a decimal environment value without the allocator or locale;
  * returns fallback for NULL, empty or malformed text. */

@@ -257,12 +257,15 @@ static size_t merge_cursors(struct shm_consumer *consumer, struct recorder *reco
             if (c->position == c->end)
                 continue;
             uint64_t t = c->slot->ring[c->position & (SHM_RING_EVENTS - 1)].time_ns;
+            if (t < consumer->drain_floor)
+                t = consumer->drain_floor;
             if (!next || t < next_time)
                 next = c, next_time = t;
         }
         if (!next)
             return consumed;
         struct shm_event event = next->slot->ring[next->position & (SHM_RING_EVENTS - 1)];
+        event.time_ns = next_time;
         next->position++;
         /* Give room back as we go: a producer waiting on a full ring
          * resumes after a few thousand events, not after the whole batch. */
@@ -282,6 +285,10 @@ size_t shm_consumer_drain(struct shm_consumer *consumer, struct recorder *record
         refresh_active_slots(consumer);
         consumer->last_full_scan_ns = now;
     }
+    const struct shm_header *header = consumer->base;
+    /* read before the rings' write positions: see drain_floor */
+    uint64_t clock_now = __atomic_load_n(&header->clock_source, __ATOMIC_RELAXED) == SHM_CLOCK_TSC ? read_ticks()
+                                                                                                : monotonic_ns();
     struct ring_cursor cursors[SHM_MAX_THREADS];
     size_t count = 0;
     for (size_t i = 0; i < consumer->active_count; i++) {
@@ -293,6 +300,8 @@ size_t shm_consumer_drain(struct shm_consumer *consumer, struct recorder *record
         cursors[count++] = (struct ring_cursor){slot, position, end};
     }
     size_t consumed = merge_cursors(consumer, recorder, cursors, count);
+    if (clock_now > consumer->drain_floor)
+        consumer->drain_floor = clock_now;
     for (size_t i = 0; i < count; i++) {
         if (cursors[i].end != cursors[i].slot->read_pos)
             release_ring(cursors[i].slot, cursors[i].end);

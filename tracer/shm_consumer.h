@@ -26,6 +26,11 @@ struct shm_consumer {
     uint64_t base_ticks, base_ns;
     uint64_t now_ticks, now_ns;
     double ns_per_tick;
+    /* The region's clock (ticks or ns, as its events are stamped) read at
+     * the start of the previous drain: no event found since can have
+     * happened before it, so an earlier stamp (a repeated one, see the
+     * shim's event_stamp) is raised to it. */
+    uint64_t drain_floor;
 };
 
 void shm_consumer_init(struct shm_consumer *consumer);

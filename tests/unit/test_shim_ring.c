@@ -32,7 +32,7 @@ static int setup_region(void **state)
                       -1, 0);
     if (base == MAP_FAILED)
         return -1;
-    shm_region_init_header(base, (uint32_t)getpid(), 64, 0);
+    shm_region_init_header(base, (uint32_t)getpid(), 64, 0, SHM_CLOCK_MONOTONIC_NS);
     *state = base;
     return 0;
 }
@@ -72,7 +72,7 @@ static void test_region_is_a_named_memfd(void **state)
     (void)state;
     int fd = -1;
     errno = 1234;
-    void *base = shm_region_create(&fd, 77, 12, 4096);
+    void *base = shm_region_create(&fd, 77, 12, 4096, SHM_CLOCK_TSC);
     assert_non_null(base);
     assert_int_equal(errno, 1234);
     char path[64], link[256];
@@ -121,7 +121,7 @@ static void test_claim_write_retire(void **state)
     assert_int_equal(producer.nesting, 0);
     for (uint64_t n = 0; n < 10; n++)
         assert_int_equal(slot->ring[n].addr, n);
-    ring_retire_slot(&producer);
+    ring_retire_slot(base, &producer);
     assert_null(producer.slot);
     assert_int_equal(slot->state, SHM_SLOT_RETIRED);
     assert_int_equal(slot->write_pos, 10);

@@ -21,7 +21,7 @@ static int setup_region(void **state)
                       -1, 0);
     if (base == MAP_FAILED)
         return -1;
-    shm_region_init_header(base, 1234, 64, 0);
+    shm_region_init_header(base, 1234, 64, 0, SHM_CLOCK_MONOTONIC_NS);
     *state = base;
     return 0;
 }
