@@ -402,6 +402,7 @@ static void fork_child(void)
     }
     memset(&thread->producer, 0, sizeof thread->producer);
     memset(thread->stack_cache, 0, sizeof thread->stack_cache);
+    thread->stamps_to_reuse = 0; /* the child's first event reads the clock, not a stamp from before the fork */
     thread->no_slot = 0;
     region = shm_region_create(&region_fd, (uint32_t)getpid(), max_frames, sample_rate,
                                clock_is_tsc ? SHM_CLOCK_TSC : SHM_CLOCK_MONOTONIC_NS);
@@ -452,6 +453,13 @@ static inline uint64_t read_clock(void)
  * before its previous drain (shm_consumer.c), so an event's time is off by
  * at most the time between two drains (2 ms when the program is idle).
  * Once a second thread records, every event reads the clock. */
+static inline uint64_t fresh_stamp(struct shim_thread *thread)
+{
+    thread->stamps_to_reuse = STAMP_REUSE_EVENTS - 1;
+    thread->last_stamp = read_clock();
+    return thread->last_stamp;
+}
+
 static inline uint64_t event_stamp(struct shim_thread *thread)
 {
     if (LIKELY(thread->stamps_to_reuse) &&
@@ -459,9 +467,7 @@ static inline uint64_t event_stamp(struct shim_thread *thread)
         thread->stamps_to_reuse--;
         return thread->last_stamp;
     }
-    thread->stamps_to_reuse = STAMP_REUSE_EVENTS - 1;
-    thread->last_stamp = read_clock();
-    return thread->last_stamp;
+    return fresh_stamp(thread);
 }
 
 /* The kernel's own choice: it uses the TSC only when it found it constant
@@ -670,7 +676,9 @@ static void record_marker(enum shm_event_kind kind, uint64_t addr, uint64_t size
     struct shim_thread *thread = &this_thread;
     if (!should_record(thread) || !ensure_slot(thread))
         return;
-    put_event(thread, read_clock(), addr, size, SHM_STACK_NONE, (uint8_t)kind, 0); /* markers: always the clock */
+    /* Markers always read the clock, and the events after one repeat that
+     * reading, not an older one: a thread's stamps never go backwards. */
+    put_event(thread, fresh_stamp(thread), addr, size, SHM_STACK_NONE, (uint8_t)kind, 0);
 }
 
 /* ---- the interposers ------------------------------------------------------ */
