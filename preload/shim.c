@@ -447,25 +447,37 @@ static inline uint64_t read_clock(void)
 /* An event's stamp. Stamps order the events of different threads; those
  * of one thread are in its ring's order already. So while the process has
  * a single recording thread (header->producers), the clock is read once
- * every STAMP_REUSE_EVENTS events and the others repeat the last reading:
- * a TSC read costs 12.6 ns in a VM here, a quarter of an event's cost. A
- * repeated stamp is early, never late, and the tracer places no event
- * before its previous drain (shm_consumer.c), so an event's time is off by
- * at most the time between two drains (2 ms when the program is idle).
- * Once a second thread records, every event reads the clock. */
-static inline uint64_t fresh_stamp(struct shim_thread *thread)
+ * every STAMP_REUSE_EVENTS events and the others repeat the last reading
+ * (flagged SHM_EVENT_STAMP_REPEATED): a TSC read costs 12.6 ns in a VM
+ * here, a quarter of an event's cost. A repeated stamp is early, never
+ * late, and the tracer places a flagged event no earlier than its previous
+ * drain (shm_consumer.c), so its time is off by at most the time between
+ * two drains (2 ms when the program is idle).
+ *
+ * A reading is repeated only if it was itself taken while this thread was
+ * the only producer: after another thread stops, the first event reads the
+ * clock again, so it and those repeating it come after every event of the
+ * thread that stopped (whose blocks this one may free, and whose
+ * addresses it may get again). */
+struct stamp {
+    uint64_t time;
+    uint16_t flags; /* SHM_EVENT_STAMP_REPEATED or 0 */
+};
+
+static inline struct stamp fresh_stamp(struct shim_thread *thread)
 {
-    thread->stamps_to_reuse = STAMP_REUSE_EVENTS - 1;
+    uint32_t producers = __atomic_load_n(&((const struct shm_header *)region)->producers, __ATOMIC_RELAXED);
+    thread->stamps_to_reuse = producers == 1 ? STAMP_REUSE_EVENTS - 1 : 0;
     thread->last_stamp = read_clock();
-    return thread->last_stamp;
+    return (struct stamp){thread->last_stamp, 0};
 }
 
-static inline uint64_t event_stamp(struct shim_thread *thread)
+static inline struct stamp event_stamp(struct shim_thread *thread)
 {
     if (LIKELY(thread->stamps_to_reuse) &&
         __atomic_load_n(&((const struct shm_header *)region)->producers, __ATOMIC_RELAXED) == 1) {
         thread->stamps_to_reuse--;
-        return thread->last_stamp;
+        return (struct stamp){thread->last_stamp, SHM_EVENT_STAMP_REPEATED};
     }
     return fresh_stamp(thread);
 }
@@ -488,7 +500,7 @@ static bool kernel_clock_is_tsc(void)
 
 /* Fills the thread's next ring place in place (see ring_reserve) with
  * one event; the tracer being gone stops recording: nobody will drain. */
-static inline void put_event(struct shim_thread *thread, uint64_t time_ns, uint64_t addr, uint64_t size,
+static inline void put_event(struct shim_thread *thread, struct stamp stamp, uint64_t addr, uint64_t size,
                              uint32_t stack_id, uint8_t kind, uint8_t alloc_fn)
 {
     struct shm_event *event = ring_reserve(&thread->producer, tracer_pid);
@@ -496,13 +508,13 @@ static inline void put_event(struct shim_thread *thread, uint64_t time_ns, uint6
         stop_recording();
         return;
     }
-    event->time_ns = time_ns;
+    event->time_ns = stamp.time;
     event->addr = addr;
     event->size = size;
     event->stack_id = stack_id;
     event->kind = kind;
     event->alloc_fn = alloc_fn;
-    event->reserved = 0;
+    event->flags = stamp.flags;
     ring_commit(&thread->producer);
 }
 
@@ -658,17 +670,17 @@ static inline __attribute__((always_inline)) void record_alloc(void *pointer, si
     if (!ensure_slot(thread))
         return;
     uint32_t stack_id = capture_stack(thread, size);
-    uint64_t time_ns = event_stamp(thread); /* after the real allocator returned */
-    put_event(thread, time_ns, (uint64_t)(uintptr_t)pointer, size, stack_id, SHM_EV_ALLOC, (uint8_t)fn);
+    struct stamp stamp = event_stamp(thread); /* after the real allocator returned */
+    put_event(thread, stamp, (uint64_t)(uintptr_t)pointer, size, stack_id, SHM_EV_ALLOC, (uint8_t)fn);
 }
 
-/* time_ns is taken by the caller before the real free / realloc. */
-static void record_free(void *pointer, uint64_t time_ns)
+/* The stamp is taken by the caller before the real free / realloc. */
+static void record_free(void *pointer, struct stamp stamp)
 {
     struct shim_thread *thread = &this_thread;
     if (!ensure_slot(thread))
         return;
-    put_event(thread, time_ns, (uint64_t)(uintptr_t)pointer, 0, SHM_STACK_NONE, SHM_EV_FREE, 0);
+    put_event(thread, stamp, (uint64_t)(uintptr_t)pointer, 0, SHM_STACK_NONE, SHM_EV_FREE, 0);
 }
 
 static void record_marker(enum shm_event_kind kind, uint64_t addr, uint64_t size)
@@ -733,7 +745,7 @@ static void *realloc_bootstrap(void *old, size_t size)
 }
 
 /* Shared by realloc and reallocarray once the real call returned `moved`. */
-static inline void record_realloc(void *old, void *moved, size_t size, uint64_t free_time,
+static inline void record_realloc(void *old, void *moved, size_t size, struct stamp free_time,
                                   enum shm_alloc_fn fn)
 {
     if (moved) {
@@ -754,7 +766,7 @@ SHIM_EXPORT void *realloc(void *old, size_t size)
         return bootstrap_alloc(size, 16);
     struct shim_thread *thread = &this_thread;
     bool recording = should_record(thread);
-    uint64_t free_time = recording && old ? event_stamp(thread) : 0;
+    struct stamp free_time = recording && old ? event_stamp(thread) : (struct stamp){0, 0};
     void *moved = real.realloc(old, size);
     if (recording)
         record_realloc(old, moved, size, free_time, SHM_FN_REALLOC);
@@ -774,7 +786,7 @@ SHIM_EXPORT void *reallocarray(void *old, size_t count, size_t size)
         return bootstrap_alloc(bytes, 16);
     struct shim_thread *thread = &this_thread;
     bool recording = should_record(thread);
-    uint64_t free_time = recording && old ? event_stamp(thread) : 0;
+    struct stamp free_time = recording && old ? event_stamp(thread) : (struct stamp){0, 0};
     /* Not real.reallocarray: glibc's calls realloc through the PLT, that is
      * us, and the block would be counted twice. */
     void *moved = real.realloc(old, bytes);

@@ -80,8 +80,9 @@ enum shm_alloc_fn {
  * locking orders the two stamps of a reused address, up to the few
  * instructions an unfenced TSC read may move (the tracer resolves what
  * that can reorder). While the process has one producer, most events
- * repeat the previous stamp instead (the shim's event_stamp); the tracer
- * never places an event before its previous drain. */
+ * repeat the previous stamp instead (the shim's event_stamp, flagged
+ * SHM_EVENT_STAMP_REPEATED); the tracer never places such an event before
+ * its previous drain. */
 struct shm_event {
     uint64_t time_ns;
     uint64_t addr;
@@ -89,8 +90,15 @@ struct shm_event {
     uint32_t stack_id;
     uint8_t kind;     /* enum shm_event_kind */
     uint8_t alloc_fn; /* enum shm_alloc_fn, for SHM_EV_ALLOC */
-    uint16_t reserved;
+    uint16_t flags;   /* SHM_EVENT_* */
 };
+
+/* time_ns repeats the thread's previous stamp (see the shim's event_stamp)
+ * instead of reading the clock: the tracer may place the event later, at
+ * its previous drain, never earlier. Exact stamps are taken as they are:
+ * one published late (its thread preempted between stamp and publish) is
+ * exactly what the recorder's pending frees account for. */
+#define SHM_EVENT_STAMP_REPEATED 1u
 
 enum shm_slot_state {
     SHM_SLOT_FREE = 0,    /* may be claimed by a thread (CAS FREE -> OWNED) */

@@ -256,8 +256,9 @@ static size_t merge_cursors(struct shm_consumer *consumer, struct recorder *reco
             struct ring_cursor *c = &cursors[i];
             if (c->position == c->end)
                 continue;
-            uint64_t t = c->slot->ring[c->position & (SHM_RING_EVENTS - 1)].time_ns;
-            if (t < consumer->drain_floor)
+            const struct shm_event *head = &c->slot->ring[c->position & (SHM_RING_EVENTS - 1)];
+            uint64_t t = head->time_ns;
+            if ((head->flags & SHM_EVENT_STAMP_REPEATED) && t < consumer->drain_floor)
                 t = consumer->drain_floor;
             if (!next || t < next_time)
                 next = c, next_time = t;

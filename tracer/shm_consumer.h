@@ -27,9 +27,10 @@ struct shm_consumer {
     uint64_t now_ticks, now_ns;
     double ns_per_tick;
     /* The region's clock (ticks or ns, as its events are stamped) read at
-     * the start of the previous drain: no event found since can have
-     * happened before it, so an earlier stamp (a repeated one, see the
-     * shim's event_stamp) is raised to it. */
+     * the start of the previous drain: an event found since whose stamp
+     * repeats an earlier one (SHM_EVENT_STAMP_REPEATED) happened after it,
+     * so its stamp is raised to it. Exact stamps are kept: one published
+     * late is what the recorder's pending frees are for. */
     uint64_t drain_floor;
 };
 

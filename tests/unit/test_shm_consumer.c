@@ -50,10 +50,11 @@ static int tear_down(void **state)
     return 0;
 }
 
-static void write_alloc(struct ring_producer *producer, uint64_t stamp, uint64_t address, uint64_t size)
+static void write_alloc(struct ring_producer *producer, uint64_t stamp, uint16_t flags, uint64_t address,
+                        uint64_t size)
 {
-    struct shm_event event = {
-        .time_ns = stamp, .addr = address, .size = size, .stack_id = SHM_STACK_NONE, .kind = SHM_EV_ALLOC};
+    struct shm_event event = {.time_ns = stamp, .addr = address, .size = size, .stack_id = SHM_STACK_NONE,
+                              .kind = SHM_EV_ALLOC, .flags = flags};
     assert_true(ring_write(producer, &event, getpid()));
 }
 
@@ -90,21 +91,28 @@ static void test_repeated_stamp_not_before_previous_drain(void **state)
     recorder_init(&recorder, 0);
 
     uint64_t first_stamp = monotonic_ns();
-    write_alloc(&producer, first_stamp, 0x10000, 100);
+    write_alloc(&producer, first_stamp, 0, 0x10000, 100);
     sleep_ms(20);
     uint64_t before_drain = monotonic_ns();
     assert_int_equal(shm_consumer_drain(&consumer, &recorder, 1), 1);
     assert_int_equal(recorder.peak_time_ns, first_stamp); /* an exact stamp is kept */
 
     sleep_ms(20);
-    write_alloc(&producer, first_stamp, 0x20000, 100); /* the stamp repeated, 40 ms late */
+    write_alloc(&producer, first_stamp, SHM_EVENT_STAMP_REPEATED, 0x20000, 100); /* repeated, 40 ms late */
     assert_int_equal(shm_consumer_drain(&consumer, &recorder, 1), 1);
     assert_true(recorder.peak_time_ns >= before_drain);
     assert_true(recorder.peak_time_ns <= monotonic_ns());
     assert_int_equal(recorder.live_blocks, 2);
 
+    /* An exact stamp published late keeps its time: the pending frees of
+     * the recorder depend on it. */
+    sleep_ms(5);
+    write_alloc(&producer, first_stamp + 1, 0, 0x30000, 100);
+    assert_int_equal(shm_consumer_drain(&consumer, &recorder, 1), 1);
+    assert_int_equal(recorder.peak_time_ns, first_stamp + 1);
+
     uint64_t later = monotonic_ns();
-    write_alloc(&producer, later, 0x30000, 100); /* exact again */
+    write_alloc(&producer, later, 0, 0x40000, 100); /* exact again */
     assert_int_equal(shm_consumer_drain(&consumer, &recorder, 1), 1);
     assert_int_equal(recorder.peak_time_ns, later);
     recorder_free(&recorder);
