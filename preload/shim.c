@@ -31,6 +31,7 @@
 #include <errno.h>
 #include <link.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -102,6 +103,7 @@ struct shim_thread {
     struct fast_unwind_memo unwind_memo; /* the previous backtrace (outermost captures only) */
     uint64_t last_stamp;                 /* see event_stamp */
     uint32_t stamps_to_reuse;
+    sigset_t guard_saved_mask;           /* the signal mask to restore when the guard drops to 0 */
 };
 
 static __thread struct shim_thread this_thread __attribute__((tls_model("initial-exec")));
@@ -295,6 +297,32 @@ static bool start_recording(void)
     return true;
 }
 
+/* The guard is up while the shim's own code may allocate (a rule lookup
+ * with libdw, libunwind, a slot's pthread key, start-up): those
+ * allocations are not the program's and pass through unrecorded. A signal
+ * handler of the program that ran meanwhile would pass through too, and be
+ * lost: the signal-storm test lost up to 300 of 500 handler allocations to
+ * the main loop's first rule lookups. So the asynchronous signals are
+ * blocked while the guard is up; their handlers run, recorded, as soon as
+ * it drops. Two system calls, only on these rare paths. */
+static void guard_begin(struct shim_thread *thread)
+{
+    if (thread->guard++ == 0) {
+        sigset_t block;
+        sigfillset(&block);
+        static const int synchronous[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS};
+        for (size_t i = 0; i < sizeof synchronous / sizeof synchronous[0]; i++)
+            sigdelset(&block, synchronous[i]);
+        pthread_sigmask(SIG_BLOCK, &block, &thread->guard_saved_mask);
+    }
+}
+
+static void guard_end(struct shim_thread *thread)
+{
+    if (--thread->guard == 0)
+        pthread_sigmask(SIG_SETMASK, &thread->guard_saved_mask, NULL);
+}
+
 static bool decide_recording(struct shim_thread *thread)
 {
     if (thread->guard || thread->resolving)
@@ -303,11 +331,11 @@ static bool decide_recording(struct shim_thread *thread)
     if (__atomic_compare_exchange_n(&record_state, &state, RECORD_INITIALISING, 0, __ATOMIC_ACQ_REL,
                                     __ATOMIC_ACQUIRE)) {
         int saved_errno = errno;
-        thread->guard++;
+        guard_begin(thread);
         if (!__atomic_load_n(&real_resolved, __ATOMIC_ACQUIRE))
             resolve_real();
         bool on = start_recording();
-        thread->guard--;
+        guard_end(thread);
         errno = saved_errno;
         __atomic_store_n(&record_state, on ? RECORD_ON : RECORD_OFF, __ATOMIC_RELEASE);
         return on;
@@ -342,9 +370,9 @@ static void stop_recording(void)
 static void arm_exit_check(void)
 {
     struct shim_thread *thread = &this_thread;
-    thread->guard++; /* __cxa_atexit may allocate: not the program's */
+    guard_begin(thread); /* __cxa_atexit may allocate: not the program's */
     shm_exit_check_arm(__atomic_load_n(&record_state, __ATOMIC_ACQUIRE) == RECORD_ON, tracer_pid);
-    thread->guard--;
+    guard_end(thread);
 }
 
 __attribute__((constructor)) static void shim_constructor(void)
@@ -360,13 +388,13 @@ static bool ensure_slot(struct shim_thread *thread)
     if (LIKELY(thread->producer.slot != NULL))
         return true;
     int saved_errno = errno;
-    thread->guard++;
+    guard_begin(thread);
     bool claimed = ring_claim_slot(region, &thread->producer, (uint32_t)syscall(SYS_gettid));
     if (claimed)
         pthread_setspecific(thread_exit_key, (void *)1); /* arms thread_exit_destructor */
     else
         thread->no_slot = 1;
-    thread->guard--;
+    guard_end(thread);
     errno = saved_errno;
     return claimed;
 }
@@ -389,7 +417,7 @@ static void fork_child(void)
     struct shim_thread *thread = &this_thread;
     if (__atomic_load_n(&record_state, __ATOMIC_ACQUIRE) != RECORD_ON)
         return;
-    thread->guard++;
+    guard_begin(thread);
     close(region_fd);
     munmap(region, SHM_TOTAL_SIZE);
     region_fd = -1;
@@ -397,7 +425,7 @@ static void fork_child(void)
     if (no_follow && no_follow[0] == '1') {
         region = NULL;
         stop_recording();
-        thread->guard--;
+        guard_end(thread);
         return;
     }
     memset(&thread->producer, 0, sizeof thread->producer);
@@ -410,7 +438,7 @@ static void fork_child(void)
         stop_recording();
     else
         send_region();
-    thread->guard--;
+    guard_end(thread);
 }
 
 /* ---- events ------------------------------------------------------------------ */
@@ -617,14 +645,14 @@ static inline __attribute__((always_inline)) uint32_t capture_stack(struct shim_
     };
     /* From cached rules, nothing is allocated or locked: a signal handler
      * that allocates meanwhile is recorded like any code. Only a rule
-     * lookup or libunwind (which allocate) run under the guard, and a
-     * handler's allocation during them gets no backtrace. */
+     * lookup or libunwind (which allocate) run under the guard, with the
+     * program's signals held until it drops (guard_begin). */
     struct fast_unwind_memo *memo = thread->capturing == 1 ? &thread->unwind_memo : NULL;
     struct fast_unwind_result unwound = {.frames = frames};
     int got = fast_unwind(&start, start.sp + FAST_UNWIND_STACK_SPAN, frames, (int)max_frames, 0, memo, &unwound);
     bool hashed = got > 0; /* unwound.hash covers all got frames */
     if (UNLIKELY(got < 0)) {
-        thread->guard++;
+        guard_begin(thread);
         if (got == FAST_UNWIND_NEEDS_LOOKUP)
             got = fast_unwind(&start, start.sp + FAST_UNWIND_STACK_SPAN, frames, (int)max_frames, 1, memo,
                               &unwound);
@@ -633,7 +661,7 @@ static inline __attribute__((always_inline)) uint32_t capture_stack(struct shim_
             got = unw_backtrace((void **)frames, (int)(max_frames + SHIM_FRAME_SLACK));
             unwound.frames = frames;
         }
-        thread->guard--;
+        guard_end(thread);
     }
     errno = saved_errno;
     uint32_t id = SHM_STACK_NONE;
