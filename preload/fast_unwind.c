@@ -250,14 +250,6 @@ static inline uint64_t read_stack_word(uint64_t address)
     return *(const uint64_t *)(uintptr_t)address;
 }
 
-static uint64_t hash_frames(const uint64_t *frames, int count)
-{
-    uint64_t hash = STACK_HASH_SEED;
-    for (int i = count; i-- > 0;)
-        hash = stack_hash_fold(hash, frames[i]);
-    return hash;
-}
-
 /* Copies of a few words, inline: libc's memcpy for them cost more than
  * the unwind it saved (a call per copy, and on AVX-512 machines its vector
  * path showed as 11% of the benchmark's time). The empty asm hides the
@@ -388,7 +380,7 @@ static void set_result(struct fast_unwind_result *result, const struct fast_unwi
         result->hash = memo->frame[0].suffix_hash;
     } else {
         result->frames = buffer;
-        result->hash = hash_frames(buffer, count);
+        result->hash = stack_hash_unfinished(buffer, (uint32_t)count);
     }
 }
 

@@ -44,12 +44,19 @@ static inline uint64_t stack_hash_finish(uint64_t hash, uint32_t depth)
     return hash ? hash : 1;
 }
 
-static inline uint64_t stack_hash(const uint64_t *frames, uint32_t depth)
+/* stack_hash_fold over frames[depth-1] down to frames[0] from the seed:
+ * the hash before stack_hash_finish. */
+static inline uint64_t stack_hash_unfinished(const uint64_t *frames, uint32_t depth)
 {
     uint64_t hash = STACK_HASH_SEED;
     for (uint32_t i = depth; i-- > 0;)
         hash = stack_hash_fold(hash, frames[i]);
-    return stack_hash_finish(hash, depth);
+    return hash;
+}
+
+static inline uint64_t stack_hash(const uint64_t *frames, uint32_t depth)
+{
+    return stack_hash_finish(stack_hash_unfinished(frames, depth), depth);
 }
 
 /*
