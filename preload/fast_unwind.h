@@ -27,6 +27,18 @@ struct fast_unwind_regs {
     uint64_t ip, sp, bp;
 };
 
+/* The registers to unwind from the caller of the function this expands
+ * in, taken from that function's frame: it must keep a frame pointer
+ * (-fno-omit-frame-pointer, as the shim and the unit tests are built), and
+ * the macro must expand in it, not in a helper it calls. */
+#define FAST_UNWIND_CALLER_REGS()                                                                       \
+    __extension__({                                                                                     \
+        const uint64_t *frame_pointer_ = __builtin_frame_address(0);                                    \
+        (struct fast_unwind_regs){.ip = (uint64_t)(uintptr_t)__builtin_return_address(0),               \
+                                  .sp = (uint64_t)(uintptr_t)(frame_pointer_ + 2),                      \
+                                  .bp = frame_pointer_[0]};                                             \
+    })
+
 #define FAST_UNWIND_UNSUPPORTED (-1)
 #define FAST_UNWIND_NEEDS_LOOKUP (-2)
 

@@ -637,12 +637,7 @@ static inline __attribute__((always_inline)) uint32_t capture_stack(struct shim_
     int saved_errno = errno;
     /* Inlined into the interposer, whose frame (the shim is built with
      * frame pointers) gives the program's frame to start from. */
-    const uint64_t *frame_pointer = __builtin_frame_address(0);
-    struct fast_unwind_regs start = {
-        .ip = (uint64_t)(uintptr_t)__builtin_return_address(0),
-        .sp = (uint64_t)(uintptr_t)(frame_pointer + 2),
-        .bp = frame_pointer[0],
-    };
+    struct fast_unwind_regs start = FAST_UNWIND_CALLER_REGS();
     /* From cached rules, nothing is allocated or locked: a signal handler
      * that allocates meanwhile is recorded like any code. Only a rule
      * lookup or libunwind (which allocate) run under the guard, with the

@@ -28,12 +28,7 @@ struct capture {
 /* Both unwinders from the caller of this function. */
 static __attribute__((noinline)) void capture_here(struct capture *c)
 {
-    const uint64_t *frame_pointer = __builtin_frame_address(0);
-    struct fast_unwind_regs start = {
-        .ip = (uint64_t)(uintptr_t)__builtin_return_address(0),
-        .sp = (uint64_t)(uintptr_t)(frame_pointer + 2),
-        .bp = frame_pointer[0],
-    };
+    struct fast_unwind_regs start = FAST_UNWIND_CALLER_REGS();
     c->fast_count = fast_unwind(&start, start.sp + (256u << 20), c->fast, MAX, 1, NULL, NULL);
     if (c->memo) {
         uint64_t buffer[MAX];
@@ -115,12 +110,7 @@ static void without_lookup_only_cached_rules(void **state)
     (void)state;
     struct capture c = {0};
     recurse(&c, 3); /* caches every rule on this path */
-    const uint64_t *frame_pointer = __builtin_frame_address(0);
-    struct fast_unwind_regs start = {
-        .ip = (uint64_t)(uintptr_t)__builtin_return_address(0),
-        .sp = (uint64_t)(uintptr_t)(frame_pointer + 2),
-        .bp = frame_pointer[0],
-    };
+    struct fast_unwind_regs start = FAST_UNWIND_CALLER_REGS();
     uint64_t frames[MAX];
     int n = fast_unwind(&start, start.sp + (256u << 20), frames, MAX, 0, NULL, NULL);
     assert_true(n > 0 || n == FAST_UNWIND_NEEDS_LOOKUP);
@@ -234,12 +224,7 @@ static __attribute__((noinline)) void unwind_deep(struct fast_unwind_memo *memo,
         __asm__ volatile("" ::"r"(pad[0]) : "memory");
         return;
     }
-    const uint64_t *frame_pointer = __builtin_frame_address(0);
-    struct fast_unwind_regs start = {
-        .ip = (uint64_t)(uintptr_t)__builtin_return_address(0),
-        .sp = (uint64_t)(uintptr_t)(frame_pointer + 2),
-        .bp = frame_pointer[0],
-    };
+    struct fast_unwind_regs start = FAST_UNWIND_CALLER_REGS();
     *plain_count = fast_unwind(&start, start.sp + (256u << 20), plain, DEEP_MAX, 1, NULL, NULL);
     uint64_t buffer[DEEP_MAX];
     struct fast_unwind_result result;
