@@ -219,14 +219,19 @@ static void thread_exit_destructor(void *value);
 static void fork_child(void);
 static bool kernel_clock_is_tsc(void);
 
-/* Hands the region to the tracer the moment it exists: a process that
- * execs or ends at once (or one the tracer cannot ptrace) still has every
- * event drained. */
-static void send_region(void)
+/* Creates this process image's region and hands it to the tracer the
+ * moment it exists: a process that execs or ends at once (or one the
+ * tracer cannot ptrace) still has every event drained. */
+static bool create_region(void)
 {
+    region = shm_region_create(&region_fd, (uint32_t)getpid(), max_frames, sample_rate,
+                               clock_is_tsc ? SHM_CLOCK_TSC : SHM_CLOCK_MONOTONIC_NS);
+    if (!region)
+        return false;
     uint64_t socket_fd = shm_parse_u64(getenv(SHM_ENV_SOCKET), UINT64_MAX);
     if (socket_fd < 1024)
         shm_send_region_fd((int)socket_fd, region_fd);
+    return true;
 }
 
 /* The executable PT_LOAD of this library: leading backtrace frames in it are
@@ -284,11 +289,8 @@ static bool start_recording(void)
     if (pthread_key_create(&thread_exit_key, thread_exit_destructor) != 0)
         return false;
     clock_is_tsc = kernel_clock_is_tsc();
-    region = shm_region_create(&region_fd, (uint32_t)getpid(), max_frames, sample_rate,
-                               clock_is_tsc ? SHM_CLOCK_TSC : SHM_CLOCK_MONOTONIC_NS);
-    if (!region)
+    if (!create_region())
         return false;
-    send_region();
     /* Registered this early, our child handler runs before any the program
      * registers later (child handlers run in registration order), so the
      * child never writes into the parent's region. */
@@ -432,12 +434,8 @@ static void fork_child(void)
     memset(thread->stack_cache, 0, sizeof thread->stack_cache);
     thread->stamps_to_reuse = 0; /* the child's first event reads the clock, not a stamp from before the fork */
     thread->no_slot = 0;
-    region = shm_region_create(&region_fd, (uint32_t)getpid(), max_frames, sample_rate,
-                               clock_is_tsc ? SHM_CLOCK_TSC : SHM_CLOCK_MONOTONIC_NS);
-    if (!region)
+    if (!create_region())
         stop_recording();
-    else
-        send_region();
     guard_end(thread);
 }
 
