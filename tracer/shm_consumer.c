@@ -242,12 +242,8 @@ static void recycle_if_retired(struct shm_thread_slot *slot)
  * ring are already in order; across rings the stamps order a free before
  * the allocation that reused its address (see shm_layout.h). */
 static size_t merge_cursors(struct shm_consumer *consumer, struct recorder *recorder, struct ring_cursor *cursors,
-                            size_t count)
+                            size_t count, int tsc)
 {
-    const struct shm_header *header = consumer->base;
-    int tsc = __atomic_load_n(&header->clock_source, __ATOMIC_RELAXED) == SHM_CLOCK_TSC;
-    if (tsc)
-        calibrate_clock(consumer);
     size_t consumed = 0;
     for (;;) {
         struct ring_cursor *next = NULL;
@@ -286,10 +282,13 @@ size_t shm_consumer_drain(struct shm_consumer *consumer, struct recorder *record
         refresh_active_slots(consumer);
         consumer->last_full_scan_ns = now;
     }
+    /* The clock is read before the rings' write positions: see drain_floor.
+     * Events published after that reading convert to times after now_ns. */
     const struct shm_header *header = consumer->base;
-    /* read before the rings' write positions: see drain_floor */
-    uint64_t clock_now = __atomic_load_n(&header->clock_source, __ATOMIC_RELAXED) == SHM_CLOCK_TSC ? read_ticks()
-                                                                                                : monotonic_ns();
+    int tsc = __atomic_load_n(&header->clock_source, __ATOMIC_RELAXED) == SHM_CLOCK_TSC;
+    if (tsc)
+        calibrate_clock(consumer);
+    uint64_t clock_now = tsc ? consumer->now_ticks : now;
     struct ring_cursor cursors[SHM_MAX_THREADS];
     size_t count = 0;
     for (size_t i = 0; i < consumer->active_count; i++) {
@@ -300,7 +299,7 @@ size_t shm_consumer_drain(struct shm_consumer *consumer, struct recorder *record
             position = end - SHM_RING_EVENTS;
         cursors[count++] = (struct ring_cursor){slot, position, end};
     }
-    size_t consumed = merge_cursors(consumer, recorder, cursors, count);
+    size_t consumed = merge_cursors(consumer, recorder, cursors, count, tsc);
     if (clock_now > consumer->drain_floor)
         consumer->drain_floor = clock_now;
     for (size_t i = 0; i < count; i++) {
