@@ -25,23 +25,7 @@
 
 #include "../../preload/ring_writer.h"
 #include "../../preload/shm_region.h"
-
-static int setup_region(void **state)
-{
-    void *base = mmap(NULL, SHM_TOTAL_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                      -1, 0);
-    if (base == MAP_FAILED)
-        return -1;
-    shm_region_init_header(base, (uint32_t)getpid(), 64, 0, SHM_CLOCK_MONOTONIC_NS);
-    *state = base;
-    return 0;
-}
-
-static int teardown_region(void **state)
-{
-    munmap(*state, SHM_TOTAL_SIZE);
-    return 0;
-}
+#include "test_region.h"
 
 static struct shm_event event_numbered(uint64_t n)
 {

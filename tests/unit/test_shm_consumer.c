@@ -10,7 +10,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -20,6 +19,7 @@
 #include "../../preload/shm_region.h"
 #include "../../tracer/recorder.h"
 #include "../../tracer/shm_consumer.h"
+#include "test_region.h"
 
 static uint64_t monotonic_ns(void)
 {
@@ -32,22 +32,6 @@ static void sleep_ms(long ms)
 {
     struct timespec pause = {0, ms * 1000000L};
     nanosleep(&pause, NULL);
-}
-
-static int set_up(void **state)
-{
-    void *base = mmap(NULL, SHM_TOTAL_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (base == MAP_FAILED)
-        return -1;
-    shm_region_init_header(base, (uint32_t)getpid(), 64, 0, SHM_CLOCK_MONOTONIC_NS);
-    *state = base;
-    return 0;
-}
-
-static int tear_down(void **state)
-{
-    munmap(*state, SHM_TOTAL_SIZE);
-    return 0;
 }
 
 static void write_alloc(struct ring_producer *producer, uint64_t stamp, uint16_t flags, uint64_t address,
@@ -123,8 +107,8 @@ static void test_repeated_stamp_not_before_previous_drain(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_producers_counted, set_up, tear_down),
-        cmocka_unit_test_setup_teardown(test_repeated_stamp_not_before_previous_drain, set_up, tear_down),
+        cmocka_unit_test_setup_teardown(test_producers_counted, setup_region, teardown_region),
+        cmocka_unit_test_setup_teardown(test_repeated_stamp_not_before_previous_drain, setup_region, teardown_region),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,33 @@
+/*
+ * test_region.h - a shared-memory region in this process, as the shim
+ * makes it, for cmocka setups (state = the region's base). Shared by the
+ * ring and consumer tests (included, not linked: each test is its own
+ * program).
+ */
+#ifndef MEMSLOPE_TEST_REGION_H
+#define MEMSLOPE_TEST_REGION_H
+
+#include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "../../preload/shm_region.h"
+
+static int setup_region(void **state)
+{
+    void *base = mmap(NULL, SHM_TOTAL_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                      -1, 0);
+    if (base == MAP_FAILED)
+        return -1;
+    shm_region_init_header(base, (uint32_t)getpid(), 64, 0, SHM_CLOCK_MONOTONIC_NS);
+    *state = base;
+    return 0;
+}
+
+static int teardown_region(void **state)
+{
+    munmap(*state, SHM_TOTAL_SIZE);
+    return 0;
+}
+
+#endif
