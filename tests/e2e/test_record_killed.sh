@@ -23,21 +23,32 @@ check_killed() { # NAME [SIGNAL-NUMBER]
 record_and_report raise -- "$FIXTURES/killed"
 check_killed raise
 
-# 2. kill -9 (and kill -TERM) from outside, once the fixture has allocated
-# (it writes its pid to a file).
-kill_from_outside() { # NAME SIGNAL-NAME SIGNAL-NUMBER
+# The fixture writes its pid to a file once it has allocated: wait up to
+# 30 s for it, else kill the background job $bg and fail.
+wait_for_pidfile() { # FILE
+    _i=0
+    while [ ! -s "$1" ] && [ $_i -lt 300 ]; do
+        sleep 0.1
+        _i=$((_i + 1))
+    done
+    [ -s "$1" ] || { kill -9 $bg 2>/dev/null; fail "the target never wrote $1 within 30 s"; }
+}
+
+# `killed` under memslope record in the background, to be signalled from
+# outside; sets bg (memslope) and target (the fixture's pid).
+record_killed_in_background() { # NAME
     PIDFILE=$WORK/$1.pid
-    log "\$ memslope record -o $WORK/$1.trace -- killed $PIDFILE &  (then kill -$2 the target)"
     timeout -k 5 "$RECORD_TIMEOUT" "$MEMSLOPE" record -o "$WORK/$1.trace" -- "$FIXTURES/killed" "$PIDFILE" \
         >"$WORK/rec.out" 2>"$WORK/rec.err" &
     bg=$!
-    i=0
-    while [ ! -s "$PIDFILE" ] && [ $i -lt 300 ]; do
-        sleep 0.1
-        i=$((i + 1))
-    done
-    [ -s "$PIDFILE" ] || { kill -9 $bg 2>/dev/null; fail "the target never wrote $PIDFILE (not started under memslope record?)"; }
+    wait_for_pidfile "$PIDFILE"
     target=$(cat "$PIDFILE")
+}
+
+# 2. kill -9 (and kill -TERM) from outside, once the fixture has allocated.
+kill_from_outside() { # NAME SIGNAL-NAME SIGNAL-NUMBER
+    log "\$ memslope record -o $WORK/$1.trace -- killed $WORK/$1.pid &  (then kill -$2 the target)"
+    record_killed_in_background "$1"
     expect_ne "$1: target pid is not memslope's" "$bg" "$target"
     kill -"$2" "$target"
     wait $bg
@@ -66,18 +77,8 @@ wait_state() { # PID STATES: wait up to 5 s for the process to be in one of STAT
     done
     return 1
 }
-PIDFILE=$WORK/stop.pid
-log "\$ memslope record -o $WORK/stop.trace -- killed $PIDFILE &  (then kill -STOP, -CONT, -TERM)"
-timeout -k 5 "$RECORD_TIMEOUT" "$MEMSLOPE" record -o "$WORK/stop.trace" -- "$FIXTURES/killed" "$PIDFILE" \
-    >"$WORK/rec.out" 2>"$WORK/rec.err" &
-bg=$!
-i=0
-while [ ! -s "$PIDFILE" ] && [ $i -lt 300 ]; do
-    sleep 0.1
-    i=$((i + 1))
-done
-[ -s "$PIDFILE" ] || { kill -9 $bg 2>/dev/null; fail "the target never wrote $PIDFILE"; }
-target=$(cat "$PIDFILE")
+log "\$ memslope record -o $WORK/stop.trace -- killed $WORK/stop.pid &  (then kill -STOP, -CONT, -TERM)"
+record_killed_in_background stop
 kill -STOP "$target"
 # Under ptrace a group-stopped process shows "t" (tracing stop), not "T".
 if wait_state "$target" Tt; then st=stopped; else st=$(proc_state "$target"); fi
@@ -108,12 +109,7 @@ signal.signal(signal.SIGINT, signal.SIG_DFL)
 os.setsid()
 os.execv(sys.argv[1], sys.argv[1:])' "$@" >"$WORK/rec.out" 2>"$WORK/rec.err" &
     bg=$!
-    _i=0
-    while [ ! -s "$_pf" ] && [ $_i -lt 300 ]; do
-        sleep 0.1
-        _i=$((_i + 1))
-    done
-    [ -s "$_pf" ] || { kill -9 $bg 2>/dev/null; fail "the target never wrote $_pf"; }
+    wait_for_pidfile "$_pf"
 }
 launch "$WORK/plain.pid" "$FIXTURES/killed" "$WORK/plain.pid"
 plain_sets=$(sigsets "$(cat "$WORK/plain.pid")")
