@@ -151,14 +151,12 @@ static int run_check(const struct scan_source *source, const struct recorder *re
         snprintf(err, err_size, "out of memory for %zu blocks", live->count);
         goto out;
     }
-    size_t n = 0;
-    for (size_t i = 0; i < live->capacity; i++) {
-        const struct live_block *block = &live->slots[i];
-        if (!block->address)
-            continue;
-        blocks[n] = (struct leakscan_block){block->address, block->size, (uint32_t)n, 0};
-        checked[n] = (struct checked_block){block->case_id, recorder->sites[block->site].stack_id, 0,
-                                            block->iteration, block->size};
+    size_t n = 0, position = 0;
+    struct live_block block;
+    while (live_table_next(live, &position, &block)) {
+        blocks[n] = (struct leakscan_block){block.address, block.size, (uint32_t)n, 0};
+        checked[n] = (struct checked_block){block.case_id, recorder->sites[block.site].stack_id, 0,
+                                            block.iteration, block.size};
         n++;
     }
     struct leakscan_totals totals;

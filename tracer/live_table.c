@@ -4,6 +4,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* slot.size for a block of SIZE_IN_CONTEXT bytes or more: its context
+ * (its own, unshared) holds the size. */
+#define SIZE_IN_CONTEXT UINT32_MAX
+#define NO_CONTEXT UINT32_MAX
+
+struct live_slot {
+    uint64_t address; /* 0 = empty */
+    uint32_t size;
+    uint32_t context; /* index into contexts */
+};
+
+struct live_context {
+    uint64_t size; /* a big block's size; 0 for a shared context; free: next free index + 1 */
+    uint32_t site, iteration, case_id;
+    uint32_t refs; /* blocks plus the cache word holding it; 0 = on the free list */
+};
+
 static size_t home_slot(const struct live_table *table, uint64_t address)
 {
     /* Blocks are 16-byte aligned: drop the constant low bits, then mix. */
@@ -16,7 +33,7 @@ void live_table_init(struct live_table *table)
     memset(table, 0, sizeof *table);
 }
 
-static void insert_unchecked(struct live_table *table, const struct live_block *block)
+static void insert_unchecked(struct live_table *table, const struct live_slot *block)
 {
     size_t mask = table->capacity - 1;
     size_t i = home_slot(table, block->address);
@@ -29,10 +46,10 @@ static void insert_unchecked(struct live_table *table, const struct live_block *
 static int grow(struct live_table *table)
 {
     size_t capacity = table->capacity ? table->capacity * 2 : 1024;
-    struct live_block *slots = calloc(capacity, sizeof *slots);
+    struct live_slot *slots = calloc(capacity, sizeof *slots);
     if (!slots)
         return -1;
-    struct live_block *old = table->slots;
+    struct live_slot *old = table->slots;
     size_t old_capacity = table->capacity;
     table->slots = slots;
     table->capacity = capacity;
@@ -44,7 +61,7 @@ static int grow(struct live_table *table)
     while (start < old_capacity && old[start].address)
         start++;
     for (size_t n = 0; n < old_capacity; n++) {
-        struct live_block *block = &old[(start + n) & (old_capacity - 1)];
+        struct live_slot *block = &old[(start + n) & (old_capacity - 1)];
         if (block->address)
             insert_unchecked(table, block);
     }
@@ -52,13 +69,85 @@ static int grow(struct live_table *table)
     return 0;
 }
 
-int live_table_insert(struct live_table *table, const struct live_block *block)
+/* A new context with one reference, or NO_CONTEXT without memory. */
+static uint32_t context_new(struct live_table *table, const struct live_block *block, uint64_t own_size)
+{
+    uint32_t id;
+    if (table->free_contexts) {
+        id = table->free_contexts - 1;
+        table->free_contexts = (uint32_t)table->contexts[id].size;
+    } else {
+        if (table->context_count == table->context_capacity) {
+            uint32_t capacity = table->context_capacity ? table->context_capacity * 2 : 64;
+            if (capacity <= table->context_capacity || capacity == NO_CONTEXT)
+                return NO_CONTEXT;
+            struct live_context *grown = realloc(table->contexts, capacity * sizeof *grown);
+            if (!grown)
+                return NO_CONTEXT;
+            table->contexts = grown;
+            table->context_capacity = capacity;
+        }
+        id = table->context_count++;
+    }
+    table->contexts[id] = (struct live_context){own_size, block->site, block->iteration, block->case_id, 1};
+    return id;
+}
+
+static void context_release(struct live_table *table, uint32_t id)
+{
+    struct live_context *context = &table->contexts[id];
+    if (--context->refs == 0) {
+        context->size = table->free_contexts;
+        table->free_contexts = id + 1;
+    }
+}
+
+/* The site's cached context when the block's case and iteration are still
+ * its own, else a new one, which becomes the cached one. */
+static uint32_t shared_context(struct live_table *table, const struct live_block *block, uint32_t *cache)
+{
+    if (cache && *cache) {
+        struct live_context *cached = &table->contexts[*cache - 1];
+        if (cached->site == block->site && cached->iteration == block->iteration &&
+            cached->case_id == block->case_id) {
+            cached->refs++;
+            return *cache - 1;
+        }
+    }
+    uint32_t id = context_new(table, block, 0);
+    if (id != NO_CONTEXT && cache) {
+        if (*cache)
+            context_release(table, *cache - 1);
+        table->contexts[id].refs++;
+        *cache = id + 1;
+    }
+    return id;
+}
+
+int live_table_insert(struct live_table *table, const struct live_block *block, uint32_t *context_cache)
 {
     /* Load factor at most 1/2 keeps probe chains short. */
     if ((table->count + 1) * 2 > table->capacity && grow(table) < 0)
         return -1;
-    insert_unchecked(table, block);
+    int big = block->size >= SIZE_IN_CONTEXT;
+    uint32_t context = big ? context_new(table, block, block->size) : shared_context(table, block, context_cache);
+    if (context == NO_CONTEXT)
+        return -1;
+    struct live_slot slot = {block->address, big ? SIZE_IN_CONTEXT : (uint32_t)block->size, context};
+    insert_unchecked(table, &slot);
     return 0;
+}
+
+static void slot_view(const struct live_table *table, const struct live_slot *slot, struct live_block *block)
+{
+    const struct live_context *context = &table->contexts[slot->context];
+    *block = (struct live_block){
+        .address = slot->address,
+        .size = slot->size == SIZE_IN_CONTEXT ? context->size : slot->size,
+        .site = context->site,
+        .iteration = context->iteration,
+        .case_id = context->case_id,
+    };
 }
 
 /* Backward-shift deletion: pull later members of the chain into the hole. */
@@ -89,8 +178,20 @@ int live_table_remove(struct live_table *table, uint64_t address, struct live_bl
     for (size_t i = home_slot(table, address); table->slots[i].address; i = (i + 1) & mask) {
         if (table->slots[i].address == address) {
             if (removed)
-                *removed = table->slots[i];
+                slot_view(table, &table->slots[i], removed);
+            context_release(table, table->slots[i].context);
             delete_slot(table, i);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int live_table_next(const struct live_table *table, size_t *position, struct live_block *block)
+{
+    for (; *position < table->capacity; (*position)++) {
+        if (table->slots[*position].address) {
+            slot_view(table, &table->slots[(*position)++], block);
             return 1;
         }
     }
@@ -100,19 +201,31 @@ int live_table_remove(struct live_table *table, uint64_t address, struct live_bl
 int live_table_copy(struct live_table *to, const struct live_table *from)
 {
     live_table_init(to);
-    if (!from->capacity)
-        return 0;
-    to->slots = malloc(from->capacity * sizeof *to->slots);
-    if (!to->slots)
-        return -1;
-    memcpy(to->slots, from->slots, from->capacity * sizeof *to->slots);
-    to->capacity = from->capacity;
-    to->count = from->count;
+    if (from->capacity) {
+        to->slots = malloc(from->capacity * sizeof *to->slots);
+        if (!to->slots)
+            return -1;
+        memcpy(to->slots, from->slots, from->capacity * sizeof *to->slots);
+        to->capacity = from->capacity;
+        to->count = from->count;
+    }
+    if (from->context_capacity) {
+        to->contexts = malloc(from->context_capacity * sizeof *to->contexts);
+        if (!to->contexts) {
+            live_table_free(to);
+            return -1;
+        }
+        memcpy(to->contexts, from->contexts, from->context_count * sizeof *to->contexts);
+        to->context_count = from->context_count;
+        to->context_capacity = from->context_capacity;
+        to->free_contexts = from->free_contexts;
+    }
     return 0;
 }
 
 void live_table_free(struct live_table *table)
 {
     free(table->slots);
+    free(table->contexts);
     live_table_init(table);
 }

@@ -8,6 +8,14 @@
  * the same address (see tracer/recorder.c). Linear probing keeps duplicates
  * in insertion order, so live_table_remove() removes the oldest one, which is
  * the one the free belongs to.
+ *
+ * Every event probes this table at a random place, so its size decides how
+ * often that probe misses the cache: a slot is 16 bytes (address, size,
+ * context). A context holds what many blocks share (site, case, iteration)
+ * and is counted by reference; the caller keeps one context per site in a
+ * cache word, so an allocation reuses its site's context while the case
+ * and iteration are unchanged. Sizes of 4 GiB and more get a context of
+ * their own. Memory stays bounded by live blocks plus cached contexts.
  */
 #ifndef MEMSLOPE_LIVE_TABLE_H
 #define MEMSLOPE_LIVE_TABLE_H
@@ -15,30 +23,40 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A live block as callers see it. */
 struct live_block {
-    uint64_t address; /* 0 = empty slot (malloc never returns 0 for a live block) */
+    uint64_t address; /* never 0 (malloc never returns 0 for a live block) */
     uint64_t size;
     uint32_t site;      /* index of the allocating site in the recorder */
     uint32_t iteration; /* iteration of the current case when allocated (0: outside iterations) */
     uint32_t case_id;   /* case open when allocated */
-    uint32_t reserved;
 };
 
+struct live_slot;
+struct live_context;
+
 struct live_table {
-    struct live_block *slots;
+    struct live_slot *slots;
     size_t capacity; /* power of two, or 0 before the first insert */
     size_t count;
+    struct live_context *contexts;
+    uint32_t context_count, context_capacity;
+    uint32_t free_contexts; /* head of the free list, index + 1; 0 = empty */
 };
 
 void live_table_init(struct live_table *table);
-/* Returns 0, or -1 when memory for growing the table is exhausted. */
-int live_table_insert(struct live_table *table, const struct live_block *block);
+/* Inserts a block. context_cache: the caller's word for the block's site
+ * (0 at first, then left to the table; NULL for none); it holds a reference
+ * to the site's latest context until live_table_free. Returns 0, or -1 when
+ * memory is exhausted. */
+int live_table_insert(struct live_table *table, const struct live_block *block, uint32_t *context_cache);
 /* Removes the oldest block at address into *removed; returns 1 if found, 0 if not. */
 int live_table_remove(struct live_table *table, uint64_t address, struct live_block *removed);
-/* Deep copy (a fork child starts with its parent's live blocks). */
+/* Walks the blocks: *position starts at 0; returns 0 after the last one. */
+int live_table_next(const struct live_table *table, size_t *position, struct live_block *block);
+/* Deep copy (a fork child starts with its parent's live blocks; copying the
+ * parent's context_cache words along with it keeps their references). */
 int live_table_copy(struct live_table *to, const struct live_table *from);
 void live_table_free(struct live_table *table);
-
-/* Iteration over live blocks: for (i = 0; i < t->capacity; i++) if (t->slots[i].address) ... */
 
 #endif

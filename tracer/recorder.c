@@ -174,7 +174,7 @@ void recorder_alloc(struct recorder *recorder, uint64_t time_ns, uint64_t addres
         .iteration = (uint32_t)recorder->iteration,
         .case_id = recorder->open_case,
     };
-    if (live_table_insert(&recorder->live, &block) < 0) {
+    if (live_table_insert(&recorder->live, &block, &site->live_context) < 0) {
         recorder->out_of_memory = 1;
         return;
     }
@@ -369,6 +369,7 @@ int recorder_init_fork_child(struct recorder *child, const struct recorder *pare
         to->live_bytes = from->live_bytes;
         to->live_blocks = from->live_blocks;
         to->max_live_bytes = from->live_bytes;
+        to->live_context = from->live_context; /* its reference was copied with the table */
         if (from->depth) {
             to->frames = malloc(from->depth * sizeof *to->frames);
             if (!to->frames)

@@ -24,6 +24,7 @@ struct recorder_site {
     uint64_t max_live_bytes;
     uint64_t peak_live_bytes; /* live bytes when the process last peaked (valid for peak_epoch) */
     uint64_t peak_epoch;
+    uint32_t live_context; /* the live table's context cache word for this site */
 };
 
 struct recorder_snapshot {

@@ -1,0 +1,174 @@
+/* The tracer's table of live blocks (tracer/live_table.h): every block
+ * reads back with its own size, site, case and iteration however contexts
+ * are shared, and contexts do not pile up across iterations. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "../../tracer/live_table.h"
+
+static void assert_block(const struct live_block *got, const struct live_block *want)
+{
+    assert_int_equal(got->address, want->address);
+    assert_int_equal(got->size, want->size);
+    assert_int_equal(got->site, want->site);
+    assert_int_equal(got->iteration, want->iteration);
+    assert_int_equal(got->case_id, want->case_id);
+}
+
+static void one_site_shares_one_context(void **state)
+{
+    (void)state;
+    struct live_table table;
+    live_table_init(&table);
+    uint32_t cache = 0;
+    for (uint64_t i = 1; i <= 100; i++) {
+        struct live_block block = {i * 16, i, 3, 7, 2};
+        assert_int_equal(live_table_insert(&table, &block, &cache), 0);
+    }
+    assert_int_equal(table.context_count, 1);
+    struct live_block got;
+    assert_int_equal(live_table_remove(&table, 50 * 16, &got), 1);
+    assert_block(&got, &(struct live_block){50 * 16, 50, 3, 7, 2});
+    live_table_free(&table);
+}
+
+/* A benchmark's thousand iterations, each allocating at two sites and
+ * freeing the previous iteration's blocks: the contexts in use stay a few. */
+static void contexts_are_recycled_across_iterations(void **state)
+{
+    (void)state;
+    struct live_table table;
+    live_table_init(&table);
+    uint32_t caches[2] = {0, 0};
+    for (uint32_t iteration = 1; iteration <= 1000; iteration++) {
+        for (uint32_t site = 0; site < 2; site++) {
+            struct live_block block = {((uint64_t)iteration * 2 + site) * 32, 100 + site, site, iteration, 1};
+            assert_int_equal(live_table_insert(&table, &block, &caches[site]), 0);
+        }
+        if (iteration > 1) {
+            for (uint32_t site = 0; site < 2; site++) {
+                struct live_block got;
+                uint64_t address = ((uint64_t)(iteration - 1) * 2 + site) * 32;
+                assert_int_equal(live_table_remove(&table, address, &got), 1);
+                assert_block(&got, &(struct live_block){address, 100 + site, site, iteration - 1, 1});
+            }
+        }
+    }
+    assert_int_equal(table.count, 2);
+    assert_true(table.context_count <= 4);
+    live_table_free(&table);
+}
+
+static void sizes_of_4_gib_and_more_are_exact(void **state)
+{
+    (void)state;
+    struct live_table table;
+    live_table_init(&table);
+    uint32_t cache = 0;
+    const uint64_t sizes[] = {UINT32_MAX - 1, UINT32_MAX, (uint64_t)UINT32_MAX + 1, 5ull << 40};
+    for (size_t i = 0; i < 4; i++) {
+        struct live_block block = {0x10000 + i * 16, sizes[i], 1, 0, 0};
+        assert_int_equal(live_table_insert(&table, &block, &cache), 0);
+    }
+    for (size_t i = 0; i < 4; i++) {
+        struct live_block got;
+        assert_int_equal(live_table_remove(&table, 0x10000 + i * 16, &got), 1);
+        assert_int_equal(got.size, sizes[i]);
+        assert_int_equal(got.site, 1);
+    }
+    assert_int_equal(table.count, 0);
+    live_table_free(&table);
+}
+
+/* Two live blocks at one address (a free committed late, see the header):
+ * the oldest goes first. */
+static void duplicates_leave_oldest_first(void **state)
+{
+    (void)state;
+    struct live_table table;
+    live_table_init(&table);
+    uint32_t caches[2] = {0, 0};
+    struct live_block first = {0x5000, 10, 0, 1, 0}, second = {0x5000, 20, 1, 2, 0};
+    assert_int_equal(live_table_insert(&table, &first, &caches[0]), 0);
+    assert_int_equal(live_table_insert(&table, &second, &caches[1]), 0);
+    struct live_block got;
+    assert_int_equal(live_table_remove(&table, 0x5000, &got), 1);
+    assert_block(&got, &first);
+    assert_int_equal(live_table_remove(&table, 0x5000, &got), 1);
+    assert_block(&got, &second);
+    assert_int_equal(live_table_remove(&table, 0x5000, &got), 0);
+    live_table_free(&table);
+}
+
+/* Random inserts and removes through several growths, against a plain
+ * array; then the walk and a copy see exactly the blocks left. */
+#define MODEL_BLOCKS 20000
+
+static void matches_a_plain_model(void **state)
+{
+    (void)state;
+    struct live_table table;
+    live_table_init(&table);
+    struct live_block *model = calloc(MODEL_BLOCKS, sizeof *model);
+    assert_non_null(model);
+    uint32_t caches[8] = {0};
+    uint64_t rng = 42;
+    uint32_t iteration = 0, case_id = 0;
+    for (int step = 0; step < 200000; step++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        uint32_t r = (uint32_t)(rng >> 33);
+        if (r % 1000 == 0)
+            iteration++;
+        if (r % 7919 == 0)
+            case_id++;
+        size_t i = (r >> 4) % MODEL_BLOCKS;
+        if (model[i].address) {
+            struct live_block got;
+            assert_int_equal(live_table_remove(&table, model[i].address, &got), 1);
+            assert_block(&got, &model[i]);
+            memset(&model[i], 0, sizeof model[i]);
+        } else {
+            uint32_t site = r % 8;
+            uint64_t size = r % 97 == 0 ? (uint64_t)r << 8 : r % 4096;
+            model[i] = (struct live_block){(i + 1) * 64, size, site, iteration, case_id};
+            assert_int_equal(live_table_insert(&table, &model[i], &caches[site]), 0);
+        }
+    }
+    struct live_table copy;
+    assert_int_equal(live_table_copy(&copy, &table), 0);
+    live_table_free(&table);
+    size_t position = 0, walked = 0;
+    struct live_block got;
+    while (live_table_next(&copy, &position, &got)) {
+        size_t i = got.address / 64 - 1;
+        assert_true(i < MODEL_BLOCKS);
+        assert_block(&got, &model[i]);
+        walked++;
+    }
+    size_t live = 0;
+    for (size_t i = 0; i < MODEL_BLOCKS; i++)
+        live += model[i].address != 0;
+    assert_int_equal(walked, live);
+    assert_int_equal(copy.count, live);
+    /* never more contexts at once than blocks, plus one cached per site */
+    assert_true(copy.context_count <= MODEL_BLOCKS + 8);
+    live_table_free(&copy);
+    free(model);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(one_site_shares_one_context),
+        cmocka_unit_test(contexts_are_recycled_across_iterations),
+        cmocka_unit_test(sizes_of_4_gib_and_more_are_exact),
+        cmocka_unit_test(duplicates_leave_oldest_first),
+        cmocka_unit_test(matches_a_plain_model),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
