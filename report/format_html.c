@@ -137,10 +137,10 @@ static void write_command(struct json_writer *json, const struct report *report)
     json_array_end(json);
 }
 
-static void write_totals(struct json_writer *json, const struct trace_model_process *process)
+static void write_totals(struct json_writer *json, const struct report *report)
 {
     struct trace_process zero = {0};
-    const struct trace_process *info = process ? &process->info : &zero;
+    const struct trace_process *info = report->primary ? &report->primary->info : &zero;
     json_key(json, "totals");
     json_object_begin(json);
     json_member_uint(json, "allocations", info->allocations);
@@ -150,6 +150,7 @@ static void write_totals(struct json_writer *json, const struct trace_model_proc
     json_member_double(json, "peak_ms", ms_since(info->peak_time_ns, info->start_ns));
     json_member_uint(json, "live_bytes", info->live_bytes);
     json_member_double(json, "end_ms", ms_since(info->end_ns, info->start_ns));
+    json_member_uint(json, "sample_rate", report_sample_rate(report)); /* 0: sites exact */
     json_object_end(json);
 }
 
@@ -269,7 +270,7 @@ static void write_data(struct json_writer *json, struct html_frames *frames, con
     json_member_string(json, "trace", report->trace_name);
     write_command(json, report);
     json_member_string(json, "exit", exit_text(report->primary, exit_buffer, sizeof exit_buffer));
-    write_totals(json, report->primary);
+    write_totals(json, report);
     write_leaks(json, "leaks_at_exit", report->exit_leaks);
     write_timeline(json, report->primary);
     json_key(json, "cases");

@@ -210,6 +210,7 @@ static const char html_template_after_data[] =
     "      card(s, 'leaks', 'not checked');\n"
     "    }\n"
     "    var w = document.getElementById('warnings');\n"
+    "    if (t.sample_rate) el('div', {'class': 'warn'}, w, 'Sampled trace: per-site figures are estimates from allocations sampled every ' + human(t.sample_rate) + ' on average; totals, the leak summary and case figures are exact.');\n"
     "    D.warnings.forEach(function (text) { el('div', {'class': 'warn'}, w, text); });\n"
     "  }\n"
     "\n"

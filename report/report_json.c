@@ -50,6 +50,19 @@ static void write_totals(struct json_writer *json, const struct trace_model_proc
     json_object_end(json);
 }
 
+/* Present only for a sampled trace: the sites' figures are then estimates. */
+static void write_sampling(struct json_writer *json, const struct report *report)
+{
+    uint64_t rate = report_sample_rate(report);
+    if (!rate)
+        return;
+    json_key(json, "sampling");
+    json_object_begin(json);
+    json_member_uint(json, "mean_interval_bytes", rate);
+    json_member_string(json, "site_figures", "estimated");
+    json_object_end(json);
+}
+
 static void write_amount(struct json_writer *json, const char *key, uint64_t bytes, uint64_t blocks)
 {
     json_key(json, key);
@@ -199,6 +212,7 @@ void report_write_json(const struct report *report, FILE *out)
     write_command(&json, report);
     write_exit(&json, report->primary);
     write_totals(&json, report->primary);
+    write_sampling(&json, report);
     write_leaks(&json, "leaks_at_exit", report->exit_leaks);
     json_key(&json, "cases");
     json_array_begin(&json);

@@ -627,3 +627,8 @@ void report_free(struct report *report)
     free(report->cases);
     memset(report, 0, sizeof *report);
 }
+
+uint64_t report_sample_rate(const struct report *report)
+{
+    return report->model->has_info ? report->model->info.sample_rate : 0;
+}

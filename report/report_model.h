@@ -72,6 +72,12 @@ void report_free(struct report *report);
  * traced command's exec chain did at least a tenth as many. */
 const struct trace_model_process *report_primary_process(const struct trace_model *model);
 
+/* The trace's --sample-rate: 0 when every allocation had its backtrace.
+ * Otherwise per-site figures (sites, loss records, per-site growth) are
+ * estimates scaled up from the sampled allocations; totals, the leak
+ * summary and case figures stay exact. */
+uint64_t report_sample_rate(const struct report *report);
+
 /* A frame is shown unless it is an allocator entry point. */
 int report_frame_visible(const struct trace_model_frame *frame);
 

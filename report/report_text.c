@@ -140,6 +140,21 @@ static void write_leak_summary(FILE *out, const struct trace_leaks *leaks)
                 with_commas(leaks->blocks[c], blocks, 32));
 }
 
+/* "~" before a per-site figure of a sampled trace: an estimate. */
+static const char *estimated(const struct report *report)
+{
+    return report_sample_rate(report) ? "~" : "";
+}
+
+/* The line under a heading of per-site figures, for a sampled trace. */
+static void write_sampling_note(FILE *out, const struct report *report)
+{
+    char rate[32];
+    if (report_sample_rate(report))
+        fprintf(out, "(~: estimated from allocations sampled every %s on average; totals are exact)\n\n",
+                report_human_bytes(report_sample_rate(report), rate, sizeof rate));
+}
+
 /* Loss records that are lost (still reachable ones are only summed), largest first. */
 static void write_loss_records(FILE *out, const struct report *report, const struct trace_leaks *leaks)
 {
@@ -152,16 +167,20 @@ static void write_loss_records(FILE *out, const struct report *report, const str
         qsort(lost, n, sizeof *lost, compare_records);
     char bytes[32], blocks[32];
     for (size_t i = 0; i < n && i < TOP_SITES; i++) {
-        fprintf(out, "%s bytes in %s blocks are %s in loss record %zu of %zu\n",
-                with_commas(lost[i]->bytes, bytes, 32), with_commas(lost[i]->blocks, blocks, 32),
+        fprintf(out, "%s%s bytes in %s%s blocks are %s in loss record %zu of %zu\n", estimated(report),
+                with_commas(lost[i]->bytes, bytes, 32), estimated(report), with_commas(lost[i]->blocks, blocks, 32),
                 category_names[lost[i]->category], i + 1, n);
         write_stack(out, report, lost[i]->stack_id);
         fputc('\n', out);
     }
     if (n > TOP_SITES)
         fprintf(out, "(%zu more loss records; --format json lists every site)\n\n", n - TOP_SITES);
-    if (n == 0)
+    if (n == 0 && leaks->blocks[TRACE_LEAK_DEFINITE] + leaks->blocks[TRACE_LEAK_INDIRECT] +
+                          leaks->blocks[TRACE_LEAK_POSSIBLE] ==
+                      0)
         fputs("No leaks: every block still allocated at exit was reachable.\n\n", out);
+    else if (n == 0)
+        fputs("No lost block was sampled: the summary below counts them all.\n\n", out);
     free(lost);
 }
 
@@ -204,10 +223,12 @@ static void write_not_freed(FILE *out, const struct report *report)
     const struct trace_site **sites = sorted_sites(report->primary, &n, compare_by_live);
     char live[32], blocks[48], allocations[48];
     fputs("Top sites by bytes not freed at exit\n\n", out);
+    write_sampling_note(out, report);
     size_t shown = 0;
     for (size_t i = 0; i < n && shown < TOP_SITES && sites[i]->live_bytes; i++, shown++) {
-        fprintf(out, "%s in %s not freed, from %s\n", report_human_bytes(sites[i]->live_bytes, live, 32),
-                plural(sites[i]->live_blocks, "block", blocks, 32),
+        fprintf(out, "%s%s in %s%s not freed, from %s%s\n", estimated(report),
+                report_human_bytes(sites[i]->live_bytes, live, 32), estimated(report),
+                plural(sites[i]->live_blocks, "block", blocks, 32), estimated(report),
                 plural(sites[i]->allocations, "allocation", allocations, 32));
         write_stack(out, report, sites[i]->stack_id);
         fputc('\n', out);
@@ -223,10 +244,12 @@ static void write_top_allocations(FILE *out, const struct report *report)
     const struct trace_site **sites = sorted_sites(report->primary, &n, compare_by_allocations);
     char allocations[48], allocated[32], live[32];
     fputs("Top sites by allocations\n\n", out);
+    write_sampling_note(out, report);
+    const char *mark = estimated(report);
     for (size_t i = 0; i < n && i < TOP_SITES && sites[i]->allocations; i++) {
-        fprintf(out, "%s, %s allocated, %s live at exit\n",
-                plural(sites[i]->allocations, "allocation", allocations, sizeof allocations),
-                report_human_bytes(sites[i]->allocated_bytes, allocated, 32),
+        fprintf(out, "%s%s, %s%s allocated, %s%s live at exit\n", mark,
+                plural(sites[i]->allocations, "allocation", allocations, sizeof allocations), mark,
+                report_human_bytes(sites[i]->allocated_bytes, allocated, 32), mark,
                 report_human_bytes(sites[i]->live_bytes, live, 32));
         write_stack(out, report, sites[i]->stack_id);
         fputc('\n', out);
@@ -291,6 +314,7 @@ void report_write_text(const struct report *report, FILE *out)
     fputc('\n', out);
     if (report->exit_leaks) {
         fputs("Leaks at exit, largest first (memcheck's categories)\n\n", out);
+        write_sampling_note(out, report);
         write_loss_records(out, report, report->exit_leaks);
         write_leak_summary(out, report->exit_leaks);
         fputc('\n', out);

@@ -1,6 +1,7 @@
 /* leak_check.c - see leak_check.h. */
 #include "leak_check.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@ struct checked_block {
     uint32_t case_id, stack_id, category;
     uint32_t iteration;
     uint64_t size;
+    double weight; /* blocks it stands for in loss records (--sample-rate); 0: in none, only in totals */
 };
 
 static int compare_checked(const void *a, const void *b)
@@ -24,15 +26,25 @@ static int compare_checked(const void *a, const void *b)
     return x->category < y->category ? -1 : x->category > y->category;
 }
 
-/* Loss records of the blocks in [first, last) (sorted by stack, category). */
+/* Loss records of the blocks in [first, last) (sorted by stack, category).
+ * The category totals count every block exactly; with --sample-rate a
+ * record's figures are its sampled blocks scaled by their weights. */
 static int build_check(const struct checked_block *blocks, size_t first, size_t last, struct trace_leaks *check)
 {
     struct trace_loss_record *records = calloc(last - first + 1, sizeof *records);
-    if (!records)
+    double *scaled = calloc(2 * (last - first + 1), sizeof *scaled); /* bytes, blocks per record */
+    if (!records || !scaled) {
+        free(records);
+        free(scaled);
         return -1;
+    }
     uint32_t count = 0;
     for (size_t i = first; i < last; i++) {
         const struct checked_block *block = &blocks[i];
+        check->bytes[block->category] += block->size;
+        check->blocks[block->category]++;
+        if (block->weight == 0)
+            continue;
         struct trace_loss_record *record = count ? &records[count - 1] : NULL;
         if (!record || record->stack_id != block->stack_id || record->category != block->category) {
             record = &records[count++];
@@ -40,13 +52,16 @@ static int build_check(const struct checked_block *blocks, size_t first, size_t 
             record->category = block->category;
             record->first_iteration = block->iteration;
         }
-        record->bytes += block->size;
-        record->blocks++;
+        scaled[2 * (count - 1)] += block->weight * (double)block->size;
+        scaled[2 * (count - 1) + 1] += block->weight;
         if (block->iteration < record->first_iteration)
             record->first_iteration = block->iteration;
-        check->bytes[block->category] += block->size;
-        check->blocks[block->category]++;
     }
+    for (uint32_t r = 0; r < count; r++) {
+        records[r].bytes = (uint64_t)llround(scaled[2 * r]);
+        records[r].blocks = (uint64_t)llround(scaled[2 * r + 1]);
+    }
+    free(scaled);
     check->records = records;
     check->count = count;
     return 0;
@@ -154,9 +169,10 @@ static int run_check(const struct scan_source *source, const struct recorder *re
     size_t n = 0, position = 0;
     struct live_block block;
     while (live_table_next(live, &position, &block)) {
+        const struct recorder_site *site = &recorder->sites[block.site];
+        double weight = !recorder_site_shown(site) ? 0 : recorder_sample_weight(recorder->sample_rate, block.size);
         blocks[n] = (struct leakscan_block){block.address, block.size, (uint32_t)n, 0};
-        checked[n] = (struct checked_block){block.case_id, recorder->sites[block.site].stack_id, 0,
-                                            block.iteration, block.size};
+        checked[n] = (struct checked_block){block.case_id, site->stack_id, 0, block.iteration, block.size, weight};
         n++;
     }
     struct leakscan_totals totals;

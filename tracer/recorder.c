@@ -1,6 +1,7 @@
 /* recorder.c - see recorder.h. */
 #include "recorder.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uthash.h>
@@ -69,6 +70,7 @@ static struct recorder_site *site_for_stack(struct recorder *recorder, uint32_t 
     struct recorder_site *site = &recorder->sites[recorder->site_count];
     memset(site, 0, sizeof *site);
     site->stack_id = stack_id;
+    site->unsampled = recorder->sample_rate && stack_id == RECORDER_UNSAMPLED;
     const uint64_t *frames = NULL;
     uint32_t depth = lookup ? lookup(context, stack_id, &frames) : 0;
     if (depth && frames) {
@@ -123,6 +125,26 @@ static struct case_site_counter *case_site(struct recorder *recorder, uint32_t c
     return counter;
 }
 
+double recorder_sample_weight(uint64_t sample_rate, uint64_t size)
+{
+    if (!sample_rate)
+        return 1.0;
+    /* -expm1(-x) is 1 - exp(-x), exact for small x too */
+    double probability = -expm1(-(double)size / (double)sample_rate);
+    return probability > 0 ? 1.0 / probability : 1.0;
+}
+
+/* Whether the site's figures are scaled up from samples. */
+static int site_is_scaled(const struct recorder *recorder, const struct recorder_site *site)
+{
+    return recorder->sample_rate && !site->unsampled;
+}
+
+static uint64_t rounded(double value)
+{
+    return value > 0 ? (uint64_t)llround(value) : 0;
+}
+
 /* Counts an allocation (and, when already_freed, its free) for the open case. */
 static void count_in_open_case(struct recorder *recorder, const struct recorder_site *site, uint64_t size,
                                int already_freed)
@@ -132,9 +154,67 @@ static void count_in_open_case(struct recorder *recorder, const struct recorder_
     struct case_site_counter *counter = case_site(recorder, recorder->open_case, (size_t)(site - recorder->sites));
     if (!counter)
         return;
+    if (site_is_scaled(recorder, site)) {
+        double weight = recorder_sample_weight(recorder->sample_rate, size);
+        counter->scaled_allocations += weight;
+        counter->scaled_bytes += weight * (double)size;
+        counter->scaled_frees += already_freed ? weight : 0;
+        counter->allocations = rounded(counter->scaled_allocations);
+        counter->allocated_bytes = rounded(counter->scaled_bytes);
+        counter->frees = rounded(counter->scaled_frees);
+        return;
+    }
     counter->allocations++;
     counter->allocated_bytes += size;
     counter->frees += already_freed != 0;
+}
+
+static void count_free_in_case(struct recorder *recorder, const struct recorder_site *site, uint32_t case_id,
+                               uint64_t size)
+{
+    if (case_id == TRACE_NONE)
+        return;
+    struct case_site_counter *counter = case_site(recorder, case_id, (size_t)(site - recorder->sites));
+    if (!counter)
+        return;
+    if (site_is_scaled(recorder, site)) {
+        counter->scaled_frees += recorder_sample_weight(recorder->sample_rate, size);
+        counter->frees = rounded(counter->scaled_frees);
+    } else {
+        counter->frees++;
+    }
+}
+
+/* A site's figures after one of its blocks was allocated (live: +1), freed
+ * (-1), or allocated and freed at once (0). Scaled by the block's sample
+ * weight with --sample-rate, from sums kept unrounded. */
+static void site_count(struct recorder *recorder, struct recorder_site *site, uint64_t size, int allocated, int live)
+{
+    if (!site_is_scaled(recorder, site)) {
+        site->allocations += allocated;
+        site->allocated_bytes += allocated ? size : 0;
+        site->frees += live <= 0;
+        site->live_bytes += (uint64_t)live * size; /* wraps back for -1, as unsigned arithmetic does */
+        site->live_blocks += (uint64_t)live;
+    } else {
+        struct site_scaled *scaled = &site->scaled;
+        double weight = recorder_sample_weight(recorder->sample_rate, size);
+        scaled->allocations += allocated ? weight : 0;
+        scaled->allocated_bytes += allocated ? weight * (double)size : 0;
+        scaled->frees += live <= 0 ? weight : 0;
+        scaled->sampled_live += (uint64_t)live;
+        scaled->live_bytes += live * weight * (double)size;
+        scaled->live_blocks += live * weight;
+        if (!scaled->sampled_live)
+            scaled->live_bytes = scaled->live_blocks = 0; /* no rounding residue once none is left */
+        site->allocations = rounded(scaled->allocations);
+        site->allocated_bytes = rounded(scaled->allocated_bytes);
+        site->frees = rounded(scaled->frees);
+        site->live_bytes = rounded(scaled->live_bytes);
+        site->live_blocks = rounded(scaled->live_blocks);
+    }
+    if (site->live_bytes > site->max_live_bytes)
+        site->max_live_bytes = site->live_bytes;
 }
 
 /* Whether this allocation's free was already seen: then count both. */
@@ -148,9 +228,7 @@ static int cancels_pending_free(struct recorder *recorder, struct recorder_site 
     HASH_DEL(recorder->pending_frees, pending);
     free(pending);
     recorder->unmatched_frees--;
-    site->allocations++;
-    site->allocated_bytes += size;
-    site->frees++;
+    site_count(recorder, site, size, 1, 0);
     count_in_open_case(recorder, site, size, 1);
     recorder->allocations++;
     recorder->allocated_bytes += size;
@@ -180,12 +258,7 @@ void recorder_alloc(struct recorder *recorder, uint64_t time_ns, uint64_t addres
     }
     site_remember_peak(recorder, site);
     count_in_open_case(recorder, site, size, 0);
-    site->allocations++;
-    site->allocated_bytes += size;
-    site->live_bytes += size;
-    site->live_blocks++;
-    if (site->live_bytes > site->max_live_bytes)
-        site->max_live_bytes = site->live_bytes;
+    site_count(recorder, site, size, 1, 1);
 
     recorder->allocations++;
     recorder->allocated_bytes += size;
@@ -218,14 +291,8 @@ void recorder_free_block(struct recorder *recorder, uint64_t time_ns, uint64_t a
     }
     struct recorder_site *site = &recorder->sites[block.site];
     site_remember_peak(recorder, site);
-    site->frees++;
-    if (block.case_id != TRACE_NONE) {
-        struct case_site_counter *counter = case_site(recorder, block.case_id, block.site);
-        if (counter)
-            counter->frees++;
-    }
-    site->live_bytes -= block.size;
-    site->live_blocks--;
+    count_free_in_case(recorder, site, block.case_id, block.size);
+    site_count(recorder, site, block.size, 0, -1);
     recorder->live_bytes -= block.size;
     recorder->live_blocks--;
     sample_timeline(recorder, time_ns);
@@ -240,7 +307,7 @@ void recorder_snapshot(struct recorder *recorder, uint32_t kind, uint64_t time_n
     }
     size_t count = 0;
     for (size_t i = 0; i < recorder->site_count; i++)
-        count += recorder->sites[i].live_blocks > 0;
+        count += recorder->sites[i].live_blocks > 0 && recorder_site_shown(&recorder->sites[i]);
     struct trace_snapshot_entry *entries = malloc((count ? count : 1) * sizeof *entries);
     if (!entries) {
         recorder->out_of_memory = 1;
@@ -249,7 +316,7 @@ void recorder_snapshot(struct recorder *recorder, uint32_t kind, uint64_t time_n
     size_t n = 0;
     for (size_t i = 0; i < recorder->site_count; i++) {
         const struct recorder_site *site = &recorder->sites[i];
-        if (site->live_blocks > 0)
+        if (site->live_blocks > 0 && recorder_site_shown(site))
             entries[n++] = (struct trace_snapshot_entry){site->stack_id, site->live_bytes, site->live_blocks};
     }
     struct recorder_snapshot *snapshot = &recorder->snapshots[recorder->snapshot_count++];
@@ -352,6 +419,7 @@ int recorder_init_fork_child(struct recorder *child, const struct recorder *pare
 {
     recorder_init(child, parent->interval_ns);
     child->snapshots_limit = parent->snapshots_limit;
+    child->sample_rate = parent->sample_rate;
     if (live_table_copy(&child->live, &parent->live) < 0)
         return -1;
     child->sites = calloc(parent->site_count ? parent->site_count : 1, sizeof *child->sites);
@@ -370,6 +438,9 @@ int recorder_init_fork_child(struct recorder *child, const struct recorder *pare
         to->live_blocks = from->live_blocks;
         to->max_live_bytes = from->live_bytes;
         to->live_context = from->live_context; /* its reference was copied with the table */
+        to->unsampled = from->unsampled;
+        to->scaled = from->scaled;
+        to->scaled.allocations = to->scaled.allocated_bytes = to->scaled.frees = 0;
         if (from->depth) {
             to->frames = malloc(from->depth * sizeof *to->frames);
             if (!to->frames)

@@ -25,6 +25,13 @@ struct recorder_site {
     uint64_t peak_live_bytes; /* live bytes when the process last peaked (valid for peak_epoch) */
     uint64_t peak_epoch;
     uint32_t live_context; /* the live table's context cache word for this site */
+    uint8_t unsampled;     /* with --sample-rate: the allocations without a backtrace */
+    /* With --sample-rate, what this site's sampled allocations stand for
+     * (see recorder_sample_weight); the figures above are these, rounded. */
+    struct site_scaled {
+        double allocations, allocated_bytes, frees, live_bytes, live_blocks;
+        uint64_t sampled_live; /* sampled blocks still live: at 0 the live sums are exactly 0 */
+    } scaled;
 };
 
 struct recorder_snapshot {
@@ -45,6 +52,7 @@ struct pending_free;
 struct case_site_counter {
     uint64_t key; /* case_id << 32 | site index */
     uint64_t allocations, allocated_bytes, frees;
+    double scaled_allocations, scaled_bytes, scaled_frees; /* with --sample-rate; the above rounded */
     UT_hash_handle hh;
 };
 
@@ -77,7 +85,16 @@ struct recorder {
     uint64_t snapshot_stride; /* keep iterations 1, 1+stride, 1+2*stride, ... of the open case */
     uint64_t iteration_snapshots; /* kept for the open case */
     int out_of_memory;        /* the tracer ran out of memory: figures are incomplete */
+    /* --sample-rate (0: every allocation has its backtrace). Totals stay
+     * exact; a site's figures are scaled up from its sampled allocations,
+     * and the unsampled ones (stack RECORDER_UNSAMPLED) form a site that is
+     * not shown (recorder_site_shown). */
+    uint64_t sample_rate;
 };
+
+/* The stack id of an allocation without a backtrace (the shim's
+ * SHM_STACK_NONE): with --sample-rate, the unsampled ones. */
+#define RECORDER_UNSAMPLED 0u
 
 /* Looks up the frames of a stack id the first time a site is seen. Returns
  * the depth (0 when unknown) and points *frames at a buffer the recorder
@@ -88,6 +105,18 @@ void recorder_init(struct recorder *recorder, uint64_t interval_ns);
 /* A fork child starts as a copy of its parent's live heap (counters from 0). */
 int recorder_init_fork_child(struct recorder *child, const struct recorder *parent);
 void recorder_free(struct recorder *recorder);
+
+/* How many allocations a sampled one of `size` bytes stands for: each byte
+ * is a sample point with probability 1/sample_rate, so it was sampled with
+ * probability 1 - exp(-size/sample_rate) (pprof scales tcmalloc's samples
+ * the same way). 1 without sampling. */
+double recorder_sample_weight(uint64_t sample_rate, uint64_t size);
+
+/* Whether a site is shown: with --sample-rate, not the unsampled remainder. */
+static inline int recorder_site_shown(const struct recorder_site *site)
+{
+    return !site->unsampled;
+}
 
 void recorder_alloc(struct recorder *recorder, uint64_t time_ns, uint64_t address, uint64_t size,
                     uint32_t stack_id, recorder_stack_lookup lookup, void *context);

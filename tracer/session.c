@@ -90,6 +90,7 @@ static struct traced_process *process_create(struct session *session, pid_t pid,
     process->state = PROCESS_RUNNING;
     recorder_init(&process->recorder, session->options.interval_ns);
     process->recorder.snapshots_limit = session->options.snapshots_limit;
+    process->recorder.sample_rate = session->options.sample_rate;
     shm_consumer_init(&process->shm);
     session->processes[session->process_count++] = process;
     return process;

@@ -152,6 +152,8 @@ int shm_consumer_attach(struct shm_consumer *consumer, pid_t pid, uint64_t skip_
     return found;
 }
 
+_Static_assert(SHM_STACK_NONE == RECORDER_UNSAMPLED, "the recorder knows the shim's id of no backtrace");
+
 struct stack_lookup_context {
     void *base;
 };

@@ -127,10 +127,13 @@ static int write_sites(struct trace_writer *writer, const struct traced_process 
     struct trace_site *sites = calloc(recorder->site_count + 1, sizeof *sites);
     if (!sites)
         return -1;
+    uint32_t count = 0;
     for (size_t s = 0; s < recorder->site_count; s++) {
         const struct recorder_site *site = &recorder->sites[s];
+        if (!recorder_site_shown(site))
+            continue;
         uint64_t at_peak = site->peak_epoch == recorder->peak_epoch ? site->peak_live_bytes : site->live_bytes;
-        sites[s] = (struct trace_site){
+        sites[count++] = (struct trace_site){
             .stack_id = site->stack_id,
             .allocations = site->allocations,
             .allocated_bytes = site->allocated_bytes,
@@ -141,7 +144,7 @@ static int write_sites(struct trace_writer *writer, const struct traced_process 
             .max_live_bytes = site->max_live_bytes,
         };
     }
-    int rc = trace_write_sites(writer, process->process_id, sites, (uint32_t)recorder->site_count);
+    int rc = trace_write_sites(writer, process->process_id, sites, count);
     free(sites);
     return rc;
 }
@@ -161,7 +164,8 @@ static int write_case_sites(struct trace_writer *writer, const struct traced_pro
     size_t n = 0;
     for (const struct case_site_counter *c = recorder->case_sites; c; c = c->hh.next) {
         size_t site_index = (uint32_t)c->key;
-        if ((uint32_t)(c->key >> 32) != case_id || site_index >= recorder->site_count)
+        if ((uint32_t)(c->key >> 32) != case_id || site_index >= recorder->site_count ||
+            !recorder_site_shown(&recorder->sites[site_index]))
             continue;
         sites[n++] = (struct trace_case_site){recorder->sites[site_index].stack_id, c->allocations,
                                              c->allocated_bytes, c->frees};

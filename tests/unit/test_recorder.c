@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <math.h>
 #include <cmocka.h>
 
 #include "../../tracer/recorder.h"
@@ -123,6 +124,59 @@ static void iteration_snapshots_are_thinned_evenly(void **state)
     recorder_free(&r);
 }
 
+/* An allocation of exactly the mean interval is sampled with probability
+ * 1 - 1/e; one much larger than it always is. */
+static void sample_weight_is_the_inverse_probability(void **state)
+{
+    (void)state;
+    assert_true(fabs(recorder_sample_weight(1024, 1024) - 1.0 / (1.0 - exp(-1.0))) < 1e-12);
+    assert_true(fabs(recorder_sample_weight(1 << 20, 16) - (1 << 20) / 16.0) < 1.0);
+    assert_true(recorder_sample_weight(1024, 1 << 30) == 1.0);
+    assert_true(recorder_sample_weight(0, 48) == 1.0);
+}
+
+/* --sample-rate: totals count every block; the sampled site's figures are
+ * scaled by their weights; the unsampled remainder (stack 0) is no site
+ * that is shown, not in snapshots either; a sampled site whose blocks are
+ * all freed goes back to exactly 0 live. */
+static void sampled_sites_are_scaled_and_totals_exact(void **state)
+{
+    (void)state;
+    struct recorder r;
+    recorder_init(&r, 0);
+    r.sample_rate = 256;
+    double w48 = recorder_sample_weight(256, 48), w1000 = recorder_sample_weight(256, 1000);
+    recorder_alloc(&r, 1, 0x1000, 48, 7, lookup, NULL);   /* sampled */
+    recorder_alloc(&r, 2, 0x2000, 48, 0, lookup, NULL);   /* unsampled */
+    recorder_alloc(&r, 3, 0x3000, 48, 0, lookup, NULL);   /* unsampled */
+    recorder_alloc(&r, 4, 0x4000, 1000, 7, lookup, NULL); /* sampled */
+    assert_int_equal(r.allocations, 4);
+    assert_int_equal(r.allocated_bytes, 48 * 3 + 1000);
+    assert_int_equal(r.live_bytes, 48 * 3 + 1000);
+    assert_int_equal(r.site_count, 2);
+    const struct recorder_site *sampled = r.sites[0].stack_id == 7 ? &r.sites[0] : &r.sites[1];
+    const struct recorder_site *rest = sampled == &r.sites[0] ? &r.sites[1] : &r.sites[0];
+    assert_true(recorder_site_shown(sampled));
+    assert_false(recorder_site_shown(rest));
+    assert_int_equal(sampled->allocations, llround(w48 + w1000));
+    assert_int_equal(sampled->allocated_bytes, llround(48 * w48 + 1000 * w1000));
+    assert_int_equal(sampled->live_bytes, llround(48 * w48 + 1000 * w1000));
+    recorder_snapshot(&r, TRACE_SNAP_EXIT, 5);
+    assert_int_equal(r.snapshots[0].header.count, 1);
+    assert_int_equal(r.snapshots[0].entries[0].stack_id, 7);
+    assert_int_equal(r.snapshots[0].header.live_bytes, 48 * 3 + 1000);
+    recorder_free_block(&r, 6, 0x1000);
+    recorder_free_block(&r, 7, 0x2000);
+    assert_int_equal(sampled->frees, llround(w48));
+    assert_int_equal(sampled->live_bytes, llround(1000 * w1000));
+    recorder_free_block(&r, 8, 0x4000);
+    assert_int_equal(sampled->live_bytes, 0);
+    assert_int_equal(sampled->live_blocks, 0);
+    assert_int_equal(r.live_bytes, 48);
+    assert_int_equal(r.frees, 3);
+    recorder_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -131,6 +185,8 @@ int main(void)
         cmocka_unit_test(old_free_does_not_cancel_a_later_allocation),
         cmocka_unit_test(reuse_read_before_the_free),
         cmocka_unit_test(iteration_snapshots_are_thinned_evenly),
+        cmocka_unit_test(sample_weight_is_the_inverse_probability),
+        cmocka_unit_test(sampled_sites_are_scaled_and_totals_exact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
