@@ -27,6 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 BARS = {1: 2.0, 2: 2.5}  # memslope/plain wall-time ratio, by thread count
+SAMPLED_BAR = 1.1  # memslope-512K/plain wall-time ratio (issue 8), any thread count
 HEAPTRACK_FRACTION = 0.5  # memslope ratio <= this x heaptrack ratio
 TIME = "/usr/bin/time" if os.access("/usr/bin/time", os.X_OK) else None
 
@@ -143,6 +144,11 @@ def overhead(args, memslope, bench, out_dir, threads, sample_ok):
     n = args.ops
     base = [bench, "-t", str(threads), "-n", str(n)]
     configs = [("plain", lambda tr: base, None)]
+    # The shim loaded but recording nothing (no tracer): what interposing
+    # malloc and free costs by itself, the floor of any LD_PRELOAD recorder.
+    shim = os.path.join(os.path.dirname(memslope), "..", "lib", "memslope", "libmemslope.so")
+    if os.path.exists(shim):
+        configs.append(("shim-only", lambda tr: ["env", "LD_PRELOAD=" + os.path.abspath(shim)] + base, None))
     configs.append(("memslope", lambda tr: [memslope, "record", "-o", tr, "--"] + base, ".trace"))
     if sample_ok:
         configs.append(("memslope-512K",
@@ -522,9 +528,9 @@ def main():
             r = tr["rss"].get(name, {})
             print("  %-14s %9.3f %8.2f %8.2f %9.3f %8.2f %12s %12s %12s"
                   % (name, c["wall"], c["wall_ratio"], c["paired_wall_ratio"], c["cpu"], c["cpu_ratio"],
-                     fmt_bytes(c["trace_bytes"]) if name != "plain" else "-",
-                     fmt_bytes(r.get("tracer_kib", 0) * 1024) if name != "plain" else "-",
-                     fmt_bytes(r.get("target_kib", 0) * 1024)))
+                     fmt_bytes(c["trace_bytes"]) if c["trace_bytes"] else "-",
+                     fmt_bytes(r["tracer_kib"] * 1024) if r.get("tracer_kib") else "-",
+                     fmt_bytes(r["target_kib"] * 1024) if r.get("target_kib") else "-"))
         ms = tr["configs"]["memslope"]["wall_ratio"]
         bar = BARS.get(threads)
         verdicts = []
@@ -538,6 +544,13 @@ def main():
                             % (ms, ht, rel, "<=" if rel <= HEAPTRACK_FRACTION else ">",
                                HEAPTRACK_FRACTION, "MEETS" if rel <= HEAPTRACK_FRACTION else "MISSES"))
             tr["memslope_over_heaptrack"] = rel
+        if "memslope-512K" in tr["configs"]:
+            sr = tr["configs"]["memslope-512K"]["wall_ratio"]
+            floor = tr["configs"].get("shim-only", {}).get("wall_ratio")
+            verdicts.append("memslope-512K/plain %.2f %s %.1f: %s%s"
+                            % (sr, "<=" if sr <= SAMPLED_BAR else ">", SAMPLED_BAR,
+                               "MEETS" if sr <= SAMPLED_BAR else "MISSES",
+                               "" if floor is None else " (interposition alone, shim-only: %.2f)" % floor))
         for v in verdicts:
             print("  bar: " + v)
         print("  counts: %s" % ("exact" if tr["counts"]["exact"] else "MISMATCH"),
