@@ -112,6 +112,13 @@ static const struct report_site *top_leaking_site(const struct report_case *c)
     return top;
 }
 
+/* "~" before a top site's figures in a sampled trace: they are estimates,
+ * while the case's figure the limit applies to is exact. */
+static const char *estimate_mark(const struct report *report)
+{
+    return report_sample_rate(report) ? "~" : "";
+}
+
 static int check_growth(const struct report *report, const struct report_case *c, const struct gate_limits *limits)
 {
     char figure[64], limit[64], where[512];
@@ -123,10 +130,10 @@ static int check_growth(const struct report *report, const struct report_case *c
     if (c->growth.bytes_per_iteration <= (double)limits->max_growth)
         return 0;
     const struct report_site *top = c->site_count ? &c->sites[0] : NULL;
-    printf("memslope gate: FAIL case '%s': growth %s per iteration > limit %s; top site %s (%.1f B/iteration)\n",
+    printf("memslope gate: FAIL case '%s': growth %s per iteration > limit %s; top site %s (%s%.1f B/iteration)\n",
            c->name, units_format_bytes(c->growth.bytes_per_iteration, figure, sizeof figure),
            units_format_bytes((double)limits->max_growth, limit, sizeof limit), site_name(report, top, where, sizeof where),
-           top && top->growth.known ? top->growth.bytes_per_iteration : 0.0);
+           estimate_mark(report), top && top->growth.known ? top->growth.bytes_per_iteration : 0.0);
     return 1;
 }
 
@@ -143,16 +150,16 @@ static int check_leaks(const struct report *report, const struct report_case *c,
     const struct report_site *top = top_leaking_site(c);
     int failures = 0;
     if (limits->has_leaked && bytes > limits->max_leaked) {
-        printf("memslope gate: FAIL case '%s': leaked %s > limit %s; top site %s (%" PRIu64 " bytes in %" PRIu64
+        printf("memslope gate: FAIL case '%s': leaked %s > limit %s; top site %s (%s%" PRIu64 " bytes in %s%" PRIu64
                " blocks)\n", c->name, units_format_bytes((double)bytes, figure, sizeof figure),
                units_format_bytes((double)limits->max_leaked, limit, sizeof limit), site_name(report, top, where, sizeof where),
-               top ? top->leaked_bytes : 0, top ? top->leaked_blocks : 0);
+               estimate_mark(report), top ? top->leaked_bytes : 0, estimate_mark(report), top ? top->leaked_blocks : 0);
         failures++;
     }
     if (limits->has_leaked_blocks && blocks > limits->max_leaked_blocks) {
-        printf("memslope gate: FAIL case '%s': leaked %" PRIu64 " blocks > limit %" PRIu64 "; top site %s (%" PRIu64
+        printf("memslope gate: FAIL case '%s': leaked %" PRIu64 " blocks > limit %" PRIu64 "; top site %s (%s%" PRIu64
                " blocks)\n", c->name, blocks, limits->max_leaked_blocks, site_name(report, top, where, sizeof where),
-               top ? top->leaked_blocks : 0);
+               estimate_mark(report), top ? top->leaked_blocks : 0);
         failures++;
     }
     return failures;

@@ -64,4 +64,10 @@ log "\$ memslope report $WORK/demo_leak-sampled.trace"
 expect_match "text report explains the estimates" "estimated from allocations sampled every 64 B" "$WORK/sampled.txt"
 expect_match "loss record marked as an estimate" "^~[0-9,]* bytes in ~[0-9,]* blocks are definitely lost" "$WORK/sampled.txt"
 expect_match "leak summary exact" "definitely lost: 4,800 bytes in 100 blocks" "$WORK/sampled.txt"
+
+log "\$ memslope gate $WORK/demo_leak-sampled.trace --max-leaked 0"
+"$MEMSLOPE" gate "$WORK/demo_leak-sampled.trace" --max-leaked 0 >"$WORK/gate.txt" 2>&1
+expect_eq "gate exit status (4,800 B leaked, exact)" 1 "$?"
+expect_match "gate: the exact case figure, the top site's estimate marked" \
+    "leaked 4.7 KiB > limit 0 B; top site leaky_site .*\(~[0-9]+ bytes in ~[0-9]+ blocks\)" "$WORK/gate.txt"
 finish
