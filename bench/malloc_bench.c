@@ -1,6 +1,6 @@
 /* malloc_bench - a malloc-heavy workload for measuring allocation tracers.
  *
- *   malloc_bench [-t THREADS] [-n OPS] [-w WORKING_SET] [-s SITES] [-S SEED]
+ *   malloc_bench [-t THREADS] [-n OPS] [-w WORKING_SET] [-s SITES] [-S SEED] [-W WORK]
  *
  * Each of THREADS threads (1: the main thread itself, no pthread_create)
  * keeps WORKING_SET slots of live blocks and performs OPS operations. One
@@ -10,7 +10,9 @@
  * through a chain of noinline functions so that the backtrace at malloc is
  * about 11 frames deep (main, run_thread, worker, 7 chain levels, the site).
  * The block is written (first and last byte) and read back before it is
- * freed. At the end every remaining block is freed.
+ * freed. At the end every remaining block is freed. -W WORK adds WORK steps
+ * of the random generator after each operation (about a nanosecond each):
+ * the program's own work between allocations, 0 by default.
  *
  * Random numbers come from a xorshift generator with a fixed seed (per thread:
  * SEED + thread index), so every run performs exactly the same calls.
@@ -71,7 +73,7 @@ LEVEL(6, 7) LEVEL(5, 6) LEVEL(4, 5) LEVEL(3, 4) LEVEL(2, 3) LEVEL(1, 2)
 
 struct worker {
     unsigned index;
-    uint64_t ops, working_set, nsites, seed;
+    uint64_t ops, working_set, nsites, seed, work;
     uint64_t mallocs, frees, checksum;
 };
 
@@ -105,6 +107,10 @@ static NOINLINE void worker_loop(struct worker *w) {
         b->p = level_1(size, site, (unsigned)(r2 >> 16));
         b->size = (uint32_t)size;
         mallocs++;
+        /* -W: the program's own work between allocations (0 by default:
+         * nothing but allocation, the worst case for a recorder) */
+        for (uint64_t k = 0; k < w->work; k++)
+            sum += next_random(&rng) >> 60;
     }
     for (uint64_t j = 0; j < w->working_set; j++) {
         if (slot[j].p) {
@@ -136,18 +142,19 @@ static uint64_t parse_u64(const char *s, const char *what) {
 }
 
 int main(int argc, char **argv) {
-    uint64_t threads = 1, ops = 1000000, working_set = 4096, nsites = 8, seed = 1;
+    uint64_t threads = 1, ops = 1000000, working_set = 4096, nsites = 8, seed = 1, work = 0;
     int c;
-    while ((c = getopt(argc, argv, "t:n:w:s:S:")) != -1) {
+    while ((c = getopt(argc, argv, "t:n:w:s:S:W:")) != -1) {
         switch (c) {
         case 't': threads = parse_u64(optarg, "thread count"); break;
         case 'n': ops = parse_u64(optarg, "operation count"); break;
         case 'w': working_set = parse_u64(optarg, "working set"); break;
         case 's': nsites = parse_u64(optarg, "site count"); break;
         case 'S': seed = parse_u64(optarg, "seed"); break;
+        case 'W': work = parse_u64(optarg, "work per operation"); break;
         default:
             fprintf(stderr, "usage: malloc_bench [-t THREADS] [-n OPS per thread] "
-                            "[-w WORKING_SET] [-s SITES 1-64] [-S SEED]\n");
+                            "[-w WORKING_SET] [-s SITES 1-64] [-S SEED] [-W WORK]\n");
             return 2;
         }
     }
@@ -161,7 +168,7 @@ int main(int argc, char **argv) {
     static pthread_t tids[256];
     for (uint64_t i = 0; i < threads; i++)
         workers[i] = (struct worker){.index = (unsigned)i, .ops = ops, .working_set = working_set,
-                                     .nsites = nsites, .seed = seed};
+                                     .nsites = nsites, .seed = seed, .work = work};
     if (threads == 1) {
         run_thread(&workers[0]);
     } else {

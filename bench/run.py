@@ -142,7 +142,7 @@ def run_polled(cmd, out_dir, tag, period=0.01):
 
 def overhead(args, memslope, bench, out_dir, threads, sample_ok):
     n = args.ops
-    base = [bench, "-t", str(threads), "-n", str(n)]
+    base = [bench, "-t", str(threads), "-n", str(n), "-W", str(args.work)]
     configs = [("plain", lambda tr: base, None)]
     # The shim loaded but recording nothing (no tracer): what interposing
     # malloc and free costs by itself, the floor of any LD_PRELOAD recorder.
@@ -208,7 +208,7 @@ def tracer_rss(args, memslope, bench, out_dir, threads, sample_ok):
     """One polled run per tracer: peak RSS of the tracer's own processes
     (memslope: the memslope process; heaptrack: heaptrack_interpret + zstd)
     and of the target."""
-    base = [bench, "-t", str(threads), "-n", str(args.ops)]
+    base = [bench, "-t", str(threads), "-n", str(args.ops), "-W", str(args.work)]
     out = {}
     cmds = [("plain", base),
             ("memslope", [memslope, "record", "-o", os.path.join(out_dir, "rss.trace"), "--"] + base)]
@@ -452,6 +452,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--ops", type=int, default=2000000, help="operations per thread (default 2000000)")
     ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--work", type=int, default=0,
+                    help="malloc_bench -W: the program's own work per operation (default 0: allocation only)")
     ap.add_argument("--report-allocs", type=int, default=10000000)
     ap.add_argument("--memcheck-ops", type=int, default=100000)
     ap.add_argument("--no-heaptrack", action="store_true")
@@ -480,9 +482,9 @@ def main():
           % (memslope, ident.get("git", "?"),
              ", uncommitted changes in " + " ".join(ident["uncommitted"]) if ident.get("uncommitted") else "",
              ident["memslope_sha256"], ident["shim_sha256"]))
-    print("workload: malloc_bench -t T -n %d (per thread), sizes 16-4096, 8 sites, working set 4096; "
+    print("workload: malloc_bench -t T -n %d (per thread) -W %d, sizes 16-4096, 8 sites, working set 4096; "
           "%d rounds in turns; heaptrack %s; --sample-rate %s"
-          % (args.ops, args.rounds, args.heaptrack or "not found",
+          % (args.ops, args.work, args.rounds, args.heaptrack or "not found",
              "accepted" if sample_ok else "not accepted"), flush=True)
     t_start = time.monotonic()
     results = {"machine": m, "build": ident, "ops": args.ops, "rounds": args.rounds, "threads": {}}
@@ -521,7 +523,7 @@ def main():
     print(" tracer's own processes, target rss = the benchmark's, both VmHWM polled in one extra run)")
     for threads, tr in results["threads"].items():
         print()
-        print("threads=%d, %d ops/thread" % (threads, args.ops))
+        print("threads=%d, %d ops/thread, -W %d" % (threads, args.ops, args.work))
         print("  %-14s %9s %8s %8s %9s %8s %12s %12s %12s" % ("", "wall s", "x plain", "paired", "cpu s",
                                                                 "x plain", "trace", "tracer rss", "target rss"))
         for name, c in tr["configs"].items():
