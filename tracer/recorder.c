@@ -421,11 +421,11 @@ int recorder_init_fork_child(struct recorder *child, const struct recorder *pare
     child->snapshots_limit = parent->snapshots_limit;
     child->sample_rate = parent->sample_rate;
     if (live_table_copy(&child->live, &parent->live) < 0)
-        return -1;
+        goto fail;
     child->sites = calloc(parent->site_count ? parent->site_count : 1, sizeof *child->sites);
     child->site_by_stack = calloc(parent->site_by_stack_size ? parent->site_by_stack_size : 1, sizeof(uint32_t));
     if (!child->sites || !child->site_by_stack)
-        return -1;
+        goto fail;
     /* The child's stack ids are its own (a new shared region); inherited
      * blocks keep their parent's frames under synthetic ids above the
      * shim's range, so they never collide with the child's. */
@@ -444,7 +444,7 @@ int recorder_init_fork_child(struct recorder *child, const struct recorder *pare
         if (from->depth) {
             to->frames = malloc(from->depth * sizeof *to->frames);
             if (!to->frames)
-                return -1;
+                goto fail;
             memcpy(to->frames, from->frames, from->depth * sizeof *to->frames);
             to->depth = from->depth;
         }
@@ -456,6 +456,18 @@ int recorder_init_fork_child(struct recorder *child, const struct recorder *pare
     child->peak_bytes = parent->live_bytes;
     child->peak_blocks = parent->live_blocks;
     return 0;
+fail:
+    /* Out of memory: the child starts with no inherited heap rather than
+     * with blocks that name sites it does not have (the caller marks its
+     * figures incomplete). */
+    for (size_t i = 0; child->sites && i < parent->site_count; i++)
+        free(child->sites[i].frames);
+    free(child->sites);
+    free(child->site_by_stack);
+    child->sites = NULL;
+    child->site_by_stack = NULL;
+    live_table_free(&child->live);
+    return -1;
 }
 
 void recorder_free(struct recorder *recorder)
