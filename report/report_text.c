@@ -179,7 +179,7 @@ static void write_loss_records(FILE *out, const struct report *report, const str
                           leaks->blocks[TRACE_LEAK_POSSIBLE] ==
                       0)
         fputs("No leaks: every block still allocated at exit was reachable.\n\n", out);
-    else if (n == 0)
+    else if (n == 0 && report_sample_rate(report))
         fputs("No lost block was sampled: the summary below counts them all.\n\n", out);
     free(lost);
 }

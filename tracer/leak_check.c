@@ -39,6 +39,7 @@ static int build_check(const struct checked_block *blocks, size_t first, size_t 
         return -1;
     }
     uint32_t count = 0;
+    int any_scaled = 0;
     for (size_t i = first; i < last; i++) {
         const struct checked_block *block = &blocks[i];
         check->bytes[block->category] += block->size;
@@ -52,14 +53,17 @@ static int build_check(const struct checked_block *blocks, size_t first, size_t 
             record->category = block->category;
             record->first_iteration = block->iteration;
         }
+        record->bytes += block->size; /* exact sums, kept when nothing is scaled */
+        record->blocks++;
         scaled[2 * (count - 1)] += block->weight * (double)block->size;
         scaled[2 * (count - 1) + 1] += block->weight;
+        any_scaled |= block->weight != 1.0;
         if (block->iteration < record->first_iteration)
             record->first_iteration = block->iteration;
     }
-    for (uint32_t r = 0; r < count; r++) {
-        records[r].bytes = (uint64_t)llround(scaled[2 * r]);
-        records[r].blocks = (uint64_t)llround(scaled[2 * r + 1]);
+    for (uint32_t r = 0; any_scaled && r < count; r++) {
+        records[r].bytes = scaled[2 * r] > 0 ? (uint64_t)llround(scaled[2 * r]) : 0;
+        records[r].blocks = scaled[2 * r + 1] > 0 ? (uint64_t)llround(scaled[2 * r + 1]) : 0;
     }
     free(scaled);
     check->records = records;
