@@ -84,7 +84,8 @@ static int parse_options(int argc, char **argv, struct gate_limits *limits)
 /* "function (file:line)" of the innermost visible frame of a site. */
 static const char *site_name(const struct report *report, const struct report_site *site, char *buffer, size_t size)
 {
-    snprintf(buffer, size, "an unknown site");
+    /* A sampled trace whose lost blocks were all unsampled has no such site. */
+    snprintf(buffer, size, !site && report_sample_rate(report) ? "none sampled" : "an unknown site");
     for (uint32_t i = 0; site && site->stack && i < site->stack->depth; i++) {
         const struct trace_model_frame *frame = &report->model->frames[site->stack->frame_ids[i]];
         if (!report_frame_visible(frame))

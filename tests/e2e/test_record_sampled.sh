@@ -70,4 +70,14 @@ log "\$ memslope gate $WORK/demo_leak-sampled.trace --max-leaked 0"
 expect_eq "gate exit status (4,800 B leaked, exact)" 1 "$?"
 expect_match "gate: the exact case figure, the top site's estimate marked" \
     "leaked 4.7 KiB > limit 0 B; top site leaky_site .*\(~[0-9]+ bytes in ~[0-9]+ blocks\)" "$WORK/gate.txt"
+
+# At a rate far above the program's whole allocation volume nothing is
+# sampled: the figures stay exact, and the reports say no site was sampled.
+record_and_report demo_leak-none --sample-rate 1G -- "$FIXTURES/demo_leak"
+expect_eq "1G: definitely lost bytes still exact" 4800 \
+    "$(jget "$WORK/demo_leak-none.json" 'd["leaks_at_exit"]["definitely_lost"]["bytes"]')"
+"$MEMSLOPE" report "$WORK/demo_leak-none.trace" >"$WORK/none.txt" 2>&1
+expect_match "1G: text says no lost block was sampled" "^No lost block was sampled" "$WORK/none.txt"
+"$MEMSLOPE" gate "$WORK/demo_leak-none.trace" --max-leaked 0 >"$WORK/gate-none.txt" 2>&1
+expect_match "1G: gate names no site" "top site none sampled" "$WORK/gate-none.txt"
 finish
