@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Compares builds of memslope on malloc_bench, in turns, on a noisy machine.
+
+    python3 bench/compare.py --save NAME
+        copies build/bin and build/lib to build/bench/builds/NAME (a build
+        to compare against later, safe from rebuilds of the tree)
+
+    python3 bench/compare.py [-t THREADS] [-r ROUNDS] [-n OPS] [-W WORK]
+                             [--record-args ARGS] NAME...
+        runs plain and `memslope record` of each saved build NAME (or
+        "tree" for build/ as it is) in turns, ROUNDS times, and prints for
+        each: median wall time, its paired ratio to plain (median over
+        rounds of this run / the same round's plain run), the benchmark's
+        own CPU time (its cpu_s= line) and the tracer's (the whole tree's
+        user + sys minus the benchmark's), with quartiles.
+
+Wall times here move by a third when the host's load changes; the paired
+ratio and the CPU times are the figures to compare. For instruction counts,
+which the noise does not move, use valgrind --tool=callgrind (see
+docs/performance.md).
+"""
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILDS = os.path.join(ROOT, "build", "bench", "builds")
+BENCH = os.path.join(ROOT, "build", "bench", "malloc_bench")
+
+
+def save(name):
+    dest = os.path.join(BUILDS, name)
+    shutil.rmtree(dest, ignore_errors=True)
+    for part in ("bin", "lib"):
+        shutil.copytree(os.path.join(ROOT, "build", part), os.path.join(dest, part))
+    print("saved build/bin and build/lib as %s" % dest)
+
+
+def memslope_of(name):
+    base = os.path.join(ROOT, "build") if name == "tree" else os.path.join(BUILDS, name)
+    path = os.path.join(base, "bin", "memslope")
+    if not os.path.exists(path):
+        sys.exit("compare.py: no build named %r (save one with --save %s)" % (name, name))
+    return path
+
+
+def run_once(cmd):
+    """Wall seconds, the tree's user+sys seconds, the benchmark's cpu_s."""
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.monotonic() - start
+    stderr = proc.stderr.read().decode(errors="replace")
+    proc.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit("compare.py: %s exited %d:\n%s" % (" ".join(cmd), os.waitstatus_to_exitcode(status), stderr))
+    m = re.search(r"cpu_s=([0-9.]+)", stderr)
+    return wall, usage.ru_utime + usage.ru_stime, float(m.group(1)) if m else 0.0
+
+
+def quartiles(values):
+    q = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
+    return "%.3f (%.3f-%.3f)" % (statistics.median(values), q[0], q[2])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--save", metavar="NAME", help="save the current build under NAME and exit")
+    ap.add_argument("-t", "--threads", type=int, default=1)
+    ap.add_argument("-r", "--rounds", type=int, default=9)
+    ap.add_argument("-n", "--ops", type=int, default=2000000)
+    ap.add_argument("-W", "--work", type=int, default=0)
+    ap.add_argument("--record-args", default="", help="extra options for memslope record, e.g. '--sample-rate 512K'")
+    ap.add_argument("builds", nargs="*")
+    args = ap.parse_args()
+    if args.save:
+        save(args.save)
+        return
+    if not args.builds:
+        ap.error("name at least one build (or 'tree')")
+    if not os.path.exists(BENCH):
+        subprocess.run(["make", "-C", os.path.join(ROOT, "bench"), "build"], check=True)
+    bench = [BENCH, "-t", str(args.threads), "-n", str(args.ops), "-W", str(args.work)]
+    trace = os.path.join(ROOT, "build", "bench", "compare.trace")
+    configs = [("plain", bench)] + [
+        (name, [memslope_of(name), "record"] + args.record_args.split() + ["-o", trace, "--"] + bench)
+        for name in args.builds]
+    results = {name: [] for name, _ in configs}
+    for rnd in range(args.rounds):
+        for name, cmd in configs:
+            results[name].append(run_once(cmd))
+        print("round %d/%d: %s" % (rnd + 1, args.rounds, "  ".join(
+            "%s %.3f" % (name, results[name][-1][0]) for name, _ in configs)), flush=True)
+    plain = results["plain"]
+    print("\nmalloc_bench -t %d -n %d -W %d, %d rounds in turns%s"
+          % (args.threads, args.ops, args.work, args.rounds,
+             ", record " + args.record_args if args.record_args else ""))
+    print("%-12s %-22s %-8s %-22s %-22s" % ("", "wall s", "paired", "benchmark cpu s", "tracer cpu s"))
+    for name, _ in configs:
+        r = results[name]
+        paired = statistics.median(w / p[0] for (w, _, _), p in zip(r, plain))
+        tracer = [tree - own for _, tree, own in r]
+        print("%-12s %-22s %-8s %-22s %-22s"
+              % (name, quartiles([x[0] for x in r]), "%.3f" % paired, quartiles([x[2] for x in r]),
+                 "-" if name == "plain" else quartiles(tracer)))
+
+
+if __name__ == "__main__":
+    main()
