@@ -255,6 +255,22 @@ def bench_site_allocations(doc):
     return total
 
 
+def sampled_count_check(memslope, threads, sampled_run, counts):
+    """--sample-rate keeps every allocation and free counted: the sampled
+    run's totals must exceed the benchmark's own counts by exactly what
+    libc adds (the same difference as the unsampled run's)."""
+    bc = bench_counts(sampled_run)
+    tot = report_json(memslope, sampled_run["trace_file"])["totals"]
+    extra_a, extra_f = counts["libc_extra"]
+    ok = tot["allocations"] - bc[0] == extra_a and tot["frees"] - bc[1] == extra_f
+    line = ("t=%d --sample-rate 512K: benchmark made %d allocations, %d frees; memslope counted %d, %d: %s"
+            % (threads, bc[0], bc[1], tot["allocations"], tot["frees"], "exact" if ok else "MISMATCH"))
+    print("  " + line, flush=True)
+    if not ok:
+        problem("count check: " + line)
+    return ok
+
+
 def count_check(args, memslope, bench, out_dir, threads, last_memslope_run):
     """memslope's totals minus the benchmark's own counts must equal the same
     difference for a run that does no operations (libc's own allocations,
@@ -491,6 +507,8 @@ def main():
     for threads in [int(t) for t in args.threads.split(",")]:
         configs, res = overhead(args, memslope, bench, out_dir, threads, sample_ok)
         counts = count_check(args, memslope, bench, out_dir, threads, res["memslope"][-1])
+        if sample_ok:
+            counts["sampled_exact"] = sampled_count_check(memslope, threads, res["memslope-512K"][-1], counts)
         mc = memcheck_check(args, memslope, bench, out_dir, threads)
         rss = tracer_rss(args, memslope, bench, out_dir, threads, sample_ok)
         tr = {"configs": {}, "counts": counts, "memcheck": mc, "rss": rss}
@@ -556,6 +574,8 @@ def main():
         for v in verdicts:
             print("  bar: " + v)
         print("  counts: %s" % ("exact" if tr["counts"]["exact"] else "MISMATCH"),
+              "| sampled counts: %s" % {None: "n/a", True: "exact", False: "MISMATCH"}[
+                  tr["counts"].get("sampled_exact")],
               "| memcheck: %s" % ("n/a" if not tr["memcheck"] else
                                   "equal" if tr["memcheck"]["equal"] else "DIFFERENT"))
     print()
