@@ -113,13 +113,6 @@ static const struct report_site *top_leaking_site(const struct report_case *c)
     return top;
 }
 
-/* "~" before a top site's figures in a sampled trace: they are estimates,
- * while the case's figure the limit applies to is exact. */
-static const char *estimate_mark(const struct report *report)
-{
-    return report_sample_rate(report) ? "~" : "";
-}
-
 static int check_growth(const struct report *report, const struct report_case *c, const struct gate_limits *limits)
 {
     char figure[64], limit[64], where[512];
@@ -134,7 +127,7 @@ static int check_growth(const struct report *report, const struct report_case *c
     printf("memslope gate: FAIL case '%s': growth %s per iteration > limit %s; top site %s (%s%.1f B/iteration)\n",
            c->name, units_format_bytes(c->growth.bytes_per_iteration, figure, sizeof figure),
            units_format_bytes((double)limits->max_growth, limit, sizeof limit), site_name(report, top, where, sizeof where),
-           estimate_mark(report), top && top->growth.known ? top->growth.bytes_per_iteration : 0.0);
+           report_estimate_mark(report), top && top->growth.known ? top->growth.bytes_per_iteration : 0.0);
     return 1;
 }
 
@@ -149,18 +142,19 @@ static int check_leaks(const struct report *report, const struct report_case *c,
     uint64_t blocks = c->leaks->blocks[TRACE_LEAK_DEFINITE] + c->leaks->blocks[TRACE_LEAK_INDIRECT];
     char figure[64], limit[64], where[512];
     const struct report_site *top = top_leaking_site(c);
+    const char *mark = report_estimate_mark(report); /* the site's figures, not the case's */
     int failures = 0;
     if (limits->has_leaked && bytes > limits->max_leaked) {
         printf("memslope gate: FAIL case '%s': leaked %s > limit %s; top site %s (%s%" PRIu64 " bytes in %s%" PRIu64
                " blocks)\n", c->name, units_format_bytes((double)bytes, figure, sizeof figure),
                units_format_bytes((double)limits->max_leaked, limit, sizeof limit), site_name(report, top, where, sizeof where),
-               estimate_mark(report), top ? top->leaked_bytes : 0, estimate_mark(report), top ? top->leaked_blocks : 0);
+               mark, top ? top->leaked_bytes : 0, mark, top ? top->leaked_blocks : 0);
         failures++;
     }
     if (limits->has_leaked_blocks && blocks > limits->max_leaked_blocks) {
         printf("memslope gate: FAIL case '%s': leaked %" PRIu64 " blocks > limit %" PRIu64 "; top site %s (%s%" PRIu64
                " blocks)\n", c->name, blocks, limits->max_leaked_blocks, site_name(report, top, where, sizeof where),
-               estimate_mark(report), top ? top->leaked_blocks : 0);
+               mark, top ? top->leaked_blocks : 0);
         failures++;
     }
     return failures;

@@ -632,3 +632,8 @@ uint64_t report_sample_rate(const struct report *report)
 {
     return report->model->has_info ? report->model->info.sample_rate : 0;
 }
+
+const char *report_estimate_mark(const struct report *report)
+{
+    return report_sample_rate(report) ? "~" : "";
+}

@@ -77,6 +77,8 @@ const struct trace_model_process *report_primary_process(const struct trace_mode
  * estimates scaled up from the sampled allocations; totals, the leak
  * summary and case figures stay exact. */
 uint64_t report_sample_rate(const struct report *report);
+/* "~" to put before a per-site figure of a sampled trace, else "". */
+const char *report_estimate_mark(const struct report *report);
 
 /* A frame is shown unless it is an allocator entry point. */
 int report_frame_visible(const struct trace_model_frame *frame);

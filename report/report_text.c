@@ -140,12 +140,6 @@ static void write_leak_summary(FILE *out, const struct trace_leaks *leaks)
                 with_commas(leaks->blocks[c], blocks, 32));
 }
 
-/* "~" before a per-site figure of a sampled trace: an estimate. */
-static const char *estimated(const struct report *report)
-{
-    return report_sample_rate(report) ? "~" : "";
-}
-
 /* The line under a heading of per-site figures, for a sampled trace. */
 static void write_sampling_note(FILE *out, const struct report *report)
 {
@@ -166,18 +160,19 @@ static void write_loss_records(FILE *out, const struct report *report, const str
     if (lost)
         qsort(lost, n, sizeof *lost, compare_records);
     char bytes[32], blocks[32];
+    const char *mark = report_estimate_mark(report);
     for (size_t i = 0; i < n && i < TOP_SITES; i++) {
-        fprintf(out, "%s%s bytes in %s%s blocks are %s in loss record %zu of %zu\n", estimated(report),
-                with_commas(lost[i]->bytes, bytes, 32), estimated(report), with_commas(lost[i]->blocks, blocks, 32),
+        fprintf(out, "%s%s bytes in %s%s blocks are %s in loss record %zu of %zu\n", mark,
+                with_commas(lost[i]->bytes, bytes, 32), mark, with_commas(lost[i]->blocks, blocks, 32),
                 category_names[lost[i]->category], i + 1, n);
         write_stack(out, report, lost[i]->stack_id);
         fputc('\n', out);
     }
     if (n > TOP_SITES)
         fprintf(out, "(%zu more loss records; --format json lists every site)\n\n", n - TOP_SITES);
-    if (n == 0 && leaks->blocks[TRACE_LEAK_DEFINITE] + leaks->blocks[TRACE_LEAK_INDIRECT] +
-                          leaks->blocks[TRACE_LEAK_POSSIBLE] ==
-                      0)
+    uint64_t lost_blocks =
+        leaks->blocks[TRACE_LEAK_DEFINITE] + leaks->blocks[TRACE_LEAK_INDIRECT] + leaks->blocks[TRACE_LEAK_POSSIBLE];
+    if (n == 0 && lost_blocks == 0)
         fputs("No leaks: every block still allocated at exit was reachable.\n\n", out);
     else if (n == 0 && report_sample_rate(report))
         fputs("No lost block was sampled: the summary below counts them all.\n\n", out);
@@ -224,11 +219,11 @@ static void write_not_freed(FILE *out, const struct report *report)
     char live[32], blocks[48], allocations[48];
     fputs("Top sites by bytes not freed at exit\n\n", out);
     write_sampling_note(out, report);
+    const char *mark = report_estimate_mark(report);
     size_t shown = 0;
     for (size_t i = 0; i < n && shown < TOP_SITES && sites[i]->live_bytes; i++, shown++) {
-        fprintf(out, "%s%s in %s%s not freed, from %s%s\n", estimated(report),
-                report_human_bytes(sites[i]->live_bytes, live, 32), estimated(report),
-                plural(sites[i]->live_blocks, "block", blocks, 32), estimated(report),
+        fprintf(out, "%s%s in %s%s not freed, from %s%s\n", mark, report_human_bytes(sites[i]->live_bytes, live, 32),
+                mark, plural(sites[i]->live_blocks, "block", blocks, 32), mark,
                 plural(sites[i]->allocations, "allocation", allocations, 32));
         write_stack(out, report, sites[i]->stack_id);
         fputc('\n', out);
@@ -245,7 +240,7 @@ static void write_top_allocations(FILE *out, const struct report *report)
     char allocations[48], allocated[32], live[32];
     fputs("Top sites by allocations\n\n", out);
     write_sampling_note(out, report);
-    const char *mark = estimated(report);
+    const char *mark = report_estimate_mark(report);
     for (size_t i = 0; i < n && i < TOP_SITES && sites[i]->allocations; i++) {
         fprintf(out, "%s%s, %s%s allocated, %s%s live at exit\n", mark,
                 plural(sites[i]->allocations, "allocation", allocations, sizeof allocations), mark,

@@ -15,7 +15,8 @@
  * and is counted by reference; the caller keeps one context per site in a
  * cache word, so an allocation reuses its site's context while the case
  * and iteration are unchanged. A size of UINT32_MAX bytes (4 GiB - 1) or
- * more gets a context of its own, which holds it. Memory stays bounded by live blocks plus cached contexts.
+ * more gets a context of its own, which holds it. Memory stays bounded by
+ * live blocks plus cached contexts.
  */
 #ifndef MEMSLOPE_LIVE_TABLE_H
 #define MEMSLOPE_LIVE_TABLE_H
