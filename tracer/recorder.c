@@ -134,73 +134,59 @@ double recorder_sample_weight(uint64_t sample_rate, uint64_t size)
     return probability > 0 ? 1.0 / probability : 1.0;
 }
 
-/* Whether the site's figures are scaled up from samples. */
-static int site_is_scaled(const struct recorder *recorder, const struct recorder_site *site)
-{
-    return recorder->sample_rate && !site->unsampled;
-}
-
 static uint64_t rounded(double value)
 {
     return value > 0 ? (uint64_t)llround(value) : 0;
 }
 
-/* Counts an allocation (and, when already_freed, its free) for the open case. */
-static void count_in_open_case(struct recorder *recorder, const struct recorder_site *site, uint64_t size,
-                               int already_freed)
+/* What one block of `size` bytes at this site counts for in its figures:
+ * its sample weight when the site is scaled (--sample-rate, a sampled
+ * site), 0 when the site counts exactly. Taken once per event. */
+static double block_weight(const struct recorder *recorder, const struct recorder_site *site, uint64_t size)
 {
-    if (recorder->open_case == TRACE_NONE)
-        return;
-    struct case_site_counter *counter = case_site(recorder, recorder->open_case, (size_t)(site - recorder->sites));
-    if (!counter)
-        return;
-    if (site_is_scaled(recorder, site)) {
-        double weight = recorder_sample_weight(recorder->sample_rate, size);
-        counter->scaled_allocations += weight;
-        counter->scaled_bytes += weight * (double)size;
-        counter->scaled_frees += already_freed ? weight : 0;
-        counter->allocations = rounded(counter->scaled_allocations);
-        counter->allocated_bytes = rounded(counter->scaled_bytes);
-        counter->frees = rounded(counter->scaled_frees);
-        return;
-    }
-    counter->allocations++;
-    counter->allocated_bytes += size;
-    counter->frees += already_freed != 0;
+    return recorder->sample_rate && !site->unsampled ? recorder_sample_weight(recorder->sample_rate, size) : 0;
 }
 
-static void count_free_in_case(struct recorder *recorder, const struct recorder_site *site, uint32_t case_id,
-                               uint64_t size)
+/* Counts `allocated` allocations and `freed` frees of a block for case
+ * case_id's share of the site (nothing outside a case). weight: see
+ * block_weight. */
+static void case_count(struct recorder *recorder, const struct recorder_site *site, uint32_t case_id,
+                       uint64_t size, double weight, int allocated, int freed)
 {
     if (case_id == TRACE_NONE)
         return;
     struct case_site_counter *counter = case_site(recorder, case_id, (size_t)(site - recorder->sites));
     if (!counter)
         return;
-    if (site_is_scaled(recorder, site)) {
-        counter->scaled_frees += recorder_sample_weight(recorder->sample_rate, size);
-        counter->frees = rounded(counter->scaled_frees);
-    } else {
-        counter->frees++;
+    if (!weight) {
+        counter->allocations += (uint64_t)allocated;
+        counter->allocated_bytes += allocated ? size : 0;
+        counter->frees += (uint64_t)freed;
+        return;
     }
+    counter->scaled_allocations += allocated * weight;
+    counter->scaled_bytes += allocated * weight * (double)size;
+    counter->scaled_frees += freed * weight;
+    counter->allocations = rounded(counter->scaled_allocations);
+    counter->allocated_bytes = rounded(counter->scaled_bytes);
+    counter->frees = rounded(counter->scaled_frees);
 }
 
 /* A site's figures after one of its blocks was allocated (live: +1), freed
- * (-1), or allocated and freed at once (0). Scaled by the block's sample
- * weight with --sample-rate, from sums kept unrounded. */
-static void site_count(struct recorder *recorder, struct recorder_site *site, uint64_t size, int allocated, int live)
+ * (-1), or allocated and freed at once (0). weight: see block_weight; the
+ * scaled sums are kept unrounded and rounded into the figures. */
+static void site_count(struct recorder_site *site, uint64_t size, double weight, int allocated, int live)
 {
-    if (!site_is_scaled(recorder, site)) {
-        site->allocations += allocated;
+    if (!weight) {
+        site->allocations += (uint64_t)allocated;
         site->allocated_bytes += allocated ? size : 0;
         site->frees += live <= 0;
         site->live_bytes += (uint64_t)live * size; /* wraps back for -1, as unsigned arithmetic does */
         site->live_blocks += (uint64_t)live;
     } else {
         struct site_scaled *scaled = &site->scaled;
-        double weight = recorder_sample_weight(recorder->sample_rate, size);
-        scaled->allocations += allocated ? weight : 0;
-        scaled->allocated_bytes += allocated ? weight * (double)size : 0;
+        scaled->allocations += allocated * weight;
+        scaled->allocated_bytes += allocated * weight * (double)size;
         scaled->frees += live <= 0 ? weight : 0;
         scaled->sampled_live += (uint64_t)live;
         scaled->live_bytes += live * weight * (double)size;
@@ -228,8 +214,9 @@ static int cancels_pending_free(struct recorder *recorder, struct recorder_site 
     HASH_DEL(recorder->pending_frees, pending);
     free(pending);
     recorder->unmatched_frees--;
-    site_count(recorder, site, size, 1, 0);
-    count_in_open_case(recorder, site, size, 1);
+    double weight = block_weight(recorder, site, size);
+    site_count(site, size, weight, 1, 0);
+    case_count(recorder, site, recorder->open_case, size, weight, 1, 1);
     recorder->allocations++;
     recorder->allocated_bytes += size;
     return 1;
@@ -257,8 +244,9 @@ void recorder_alloc(struct recorder *recorder, uint64_t time_ns, uint64_t addres
         return;
     }
     site_remember_peak(recorder, site);
-    count_in_open_case(recorder, site, size, 0);
-    site_count(recorder, site, size, 1, 1);
+    double weight = block_weight(recorder, site, size);
+    case_count(recorder, site, recorder->open_case, size, weight, 1, 0);
+    site_count(site, size, weight, 1, 1);
 
     recorder->allocations++;
     recorder->allocated_bytes += size;
@@ -291,8 +279,9 @@ void recorder_free_block(struct recorder *recorder, uint64_t time_ns, uint64_t a
     }
     struct recorder_site *site = &recorder->sites[block.site];
     site_remember_peak(recorder, site);
-    count_free_in_case(recorder, site, block.case_id, block.size);
-    site_count(recorder, site, block.size, 0, -1);
+    double weight = block_weight(recorder, site, block.size);
+    case_count(recorder, site, block.case_id, block.size, weight, 0, 1);
+    site_count(site, block.size, weight, 0, -1);
     recorder->live_bytes -= block.size;
     recorder->live_blocks--;
     sample_timeline(recorder, time_ns);
