@@ -255,19 +255,28 @@ def bench_site_allocations(doc):
     return total
 
 
+def counts_exceed_by(bc, tot, extra):
+    """Whether memslope's totals exceed the benchmark's own counts bc
+    (allocations, frees) by exactly extra (libc's own, from a -n 0 run)."""
+    return tot["allocations"] - bc[0] == extra[0] and tot["frees"] - bc[1] == extra[1]
+
+
+def report_count_check(line, ok):
+    print("  " + line, flush=True)
+    if not ok:
+        problem("count check: " + line)
+
+
 def sampled_count_check(memslope, threads, sampled_run, counts):
     """--sample-rate keeps every allocation and free counted: the sampled
     run's totals must exceed the benchmark's own counts by exactly what
     libc adds (the same difference as the unsampled run's)."""
     bc = bench_counts(sampled_run)
     tot = report_json(memslope, sampled_run["trace_file"])["totals"]
-    extra_a, extra_f = counts["libc_extra"]
-    ok = tot["allocations"] - bc[0] == extra_a and tot["frees"] - bc[1] == extra_f
-    line = ("t=%d --sample-rate 512K: benchmark made %d allocations, %d frees; memslope counted %d, %d: %s"
-            % (threads, bc[0], bc[1], tot["allocations"], tot["frees"], "exact" if ok else "MISMATCH"))
-    print("  " + line, flush=True)
-    if not ok:
-        problem("count check: " + line)
+    ok = counts_exceed_by(bc, tot, counts["libc_extra"])
+    report_count_check("t=%d --sample-rate 512K: benchmark made %d allocations, %d frees; memslope counted %d, %d: %s"
+                       % (threads, bc[0], bc[1], tot["allocations"], tot["frees"], "exact" if ok else "MISMATCH"),
+                       ok)
     return ok
 
 
@@ -288,15 +297,11 @@ def count_check(args, memslope, bench, out_dir, threads, last_memslope_run):
     extra_a = ztot["allocations"] - zbc[0]
     extra_f = ztot["frees"] - zbc[1]
     at_sites = bench_site_allocations(doc)
-    ok = (tot["allocations"] - bc[0] == extra_a and tot["frees"] - bc[1] == extra_f
-          and at_sites == threads * args.ops)
-    line = ("t=%d: benchmark made %d allocations, %d frees; memslope counted %d allocations, %d frees "
-            "(libc's own at -n 0: %+d, %+d); at the site_NN sites: %d (expected %d): %s"
-            % (threads, bc[0], bc[1], tot["allocations"], tot["frees"], extra_a, extra_f,
-               at_sites, threads * args.ops, "exact" if ok else "MISMATCH"))
-    print("  " + line, flush=True)
-    if not ok:
-        problem("count check: " + line)
+    ok = counts_exceed_by(bc, tot, (extra_a, extra_f)) and at_sites == threads * args.ops
+    report_count_check("t=%d: benchmark made %d allocations, %d frees; memslope counted %d allocations, %d frees "
+                       "(libc's own at -n 0: %+d, %+d); at the site_NN sites: %d (expected %d): %s"
+                       % (threads, bc[0], bc[1], tot["allocations"], tot["frees"], extra_a, extra_f,
+                          at_sites, threads * args.ops, "exact" if ok else "MISMATCH"), ok)
     return {"bench_allocations": bc[0], "bench_frees": bc[1], "memslope_allocations": tot["allocations"],
             "memslope_frees": tot["frees"], "libc_extra": [extra_a, extra_f],
             "site_allocations": at_sites, "exact": ok}
