@@ -26,9 +26,11 @@ import shutil
 import statistics
 import subprocess
 import sys
-import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run as bench_run  # noqa: E402  (run.py, the full benchmark: its way of running a command)
+
+ROOT = bench_run.ROOT
 BUILDS = os.path.join(ROOT, "build", "bench", "builds")
 BENCH = os.path.join(ROOT, "build", "bench", "malloc_bench")
 
@@ -49,18 +51,14 @@ def memslope_of(name):
     return path
 
 
-def run_once(cmd):
-    """Wall seconds, the tree's user+sys seconds, the benchmark's cpu_s."""
-    start = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.monotonic() - start
-    stderr = proc.stderr.read().decode(errors="replace")
-    proc.stderr.close()
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit("compare.py: %s exited %d:\n%s" % (" ".join(cmd), os.waitstatus_to_exitcode(status), stderr))
-    m = re.search(r"cpu_s=([0-9.]+)", stderr)
-    return wall, usage.ru_utime + usage.ru_stime, float(m.group(1)) if m else 0.0
+def run_once(cmd, out_dir, tag):
+    """Wall seconds, the tree's user+sys seconds, the benchmark's cpu_s
+    (run.py's run(), which keeps the output in out_dir)."""
+    res = bench_run.run(cmd, out_dir, tag)
+    if res["status"] != 0:
+        sys.exit("compare.py: %s exited %d:\n%s" % (" ".join(cmd), res["status"], res["stderr"]))
+    m = re.search(r"cpu_s=([0-9.]+)", res["stderr"])
+    return res["wall"], res["cpu"], float(m.group(1)) if m else 0.0
 
 
 def quartiles(values):
@@ -90,10 +88,12 @@ def main():
     configs = [("plain", bench)] + [
         (name, [memslope_of(name), "record"] + args.record_args.split() + ["-o", trace, "--"] + bench)
         for name in args.builds]
+    out_dir = os.path.join(ROOT, "build", "bench", "compare")
+    os.makedirs(out_dir, exist_ok=True)
     results = {name: [] for name, _ in configs}
     for rnd in range(args.rounds):
         for name, cmd in configs:
-            results[name].append(run_once(cmd))
+            results[name].append(run_once(cmd, out_dir, name))
         print("round %d/%d: %s" % (rnd + 1, args.rounds, "  ".join(
             "%s %.3f" % (name, results[name][-1][0]) for name, _ in configs)), flush=True)
     plain = results["plain"]
