@@ -54,19 +54,24 @@ static void calibrate_clock(struct shm_consumer *consumer)
     do {
         consumer->now_ns = monotonic_ns();
         consumer->now_ticks = read_ticks();
-    } while (consumer->now_ns - consumer->base_ns < 500000 && !consumer->ns_per_tick);
+    } while (consumer->now_ns - consumer->base_ns < 500000 && !consumer->ns_per_tick_q32);
     if (consumer->now_ticks > consumer->base_ticks)
-        consumer->ns_per_tick =
-            (double)(consumer->now_ns - consumer->base_ns) / (double)(consumer->now_ticks - consumer->base_ticks);
+        consumer->ns_per_tick_q32 = (uint64_t)((double)(consumer->now_ns - consumer->base_ns) * 4294967296.0 /
+                                               (double)(consumer->now_ticks - consumer->base_ticks));
 }
 
-/* An event's time in CLOCK_MONOTONIC nanoseconds. */
+/* An event's time in CLOCK_MONOTONIC nanoseconds: the calibration point
+ * minus the ticks since the event, at the calibrated rate. In integers
+ * (the rate in 32.32 fixed point): this runs for every event, and the
+ * floating-point version took a quarter of the drain's instructions. A
+ * stamp may be later than the calibration (published since). */
 static uint64_t event_time_ns(const struct shm_consumer *consumer, int tsc, uint64_t raw)
 {
     if (!tsc)
         return raw;
-    double ago = ((double)consumer->now_ticks - (double)raw) * consumer->ns_per_tick;
-    double ns = (double)consumer->now_ns - ago;
+    int64_t ticks_ago = (int64_t)(consumer->now_ticks - raw);
+    int64_t ns_ago = (int64_t)(((__int128)ticks_ago * (__int128)consumer->ns_per_tick_q32) >> 32);
+    int64_t ns = (int64_t)consumer->now_ns - ns_ago;
     return ns > 0 ? (uint64_t)ns : 0;
 }
 
@@ -240,38 +245,67 @@ static void recycle_if_retired(struct shm_thread_slot *slot)
         __atomic_compare_exchange_n(&slot->state, &retired, SHM_SLOT_FREE, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 }
 
+/* Where the event at the cursor's head goes in time: its stamp, but a
+ * repeated stamp no earlier than the previous drain (see drain_floor). */
+static uint64_t head_time(const struct shm_consumer *consumer, const struct ring_cursor *cursor)
+{
+    const struct shm_event *head = &cursor->slot->ring[cursor->position & (SHM_RING_EVENTS - 1)];
+    uint64_t t = head->time_ns;
+    if ((head->flags & SHM_EVENT_STAMP_REPEATED) && t < consumer->drain_floor)
+        t = consumer->drain_floor;
+    return t;
+}
+
+/* Applies the events of one cursor from its head while they come no later
+ * than `until`, the earliest head of the other cursors. */
+static size_t consume_run(struct shm_consumer *consumer, struct recorder *recorder, struct ring_cursor *cursor,
+                          uint64_t time, uint64_t until, int tsc)
+{
+    size_t consumed = 0;
+    for (;;) {
+        /* a copy: the target may write over its ring while the bounds of
+         * the copied fields are checked */
+        struct shm_event event = cursor->slot->ring[cursor->position & (SHM_RING_EVENTS - 1)];
+        cursor->position++;
+        apply_event(consumer, recorder, &event, event_time_ns(consumer, tsc, time));
+        consumed++;
+        /* Give room back as we go: a producer waiting on a full ring
+         * resumes after a few thousand events, not after the whole batch. */
+        if ((cursor->position & (RELEASE_EVERY - 1)) == 0)
+            release_ring(cursor->slot, cursor->position);
+        if (cursor->position == cursor->end || (time = head_time(consumer, cursor)) > until)
+            return consumed;
+    }
+}
+
 /* Merges the committed events of every cursor by time stamp. Events of one
  * ring are already in order; across rings the stamps order a free before
- * the allocation that reused its address (see shm_layout.h). */
+ * the allocation that reused its address (see shm_layout.h). Runs of one
+ * ring that come before every other ring's head are applied without
+ * looking at the others again. */
 static size_t merge_cursors(struct shm_consumer *consumer, struct recorder *recorder, struct ring_cursor *cursors,
                             size_t count, int tsc)
 {
     size_t consumed = 0;
     for (;;) {
         struct ring_cursor *next = NULL;
-        uint64_t next_time = 0;
+        uint64_t next_time = 0, until = UINT64_MAX;
         for (size_t i = 0; i < count; i++) {
             struct ring_cursor *c = &cursors[i];
             if (c->position == c->end)
                 continue;
-            const struct shm_event *head = &c->slot->ring[c->position & (SHM_RING_EVENTS - 1)];
-            uint64_t t = head->time_ns;
-            if ((head->flags & SHM_EVENT_STAMP_REPEATED) && t < consumer->drain_floor)
-                t = consumer->drain_floor;
-            if (!next || t < next_time)
+            uint64_t t = head_time(consumer, c);
+            if (!next || t < next_time) {
+                if (next)
+                    until = next_time;
                 next = c, next_time = t;
+            } else if (t < until) {
+                until = t;
+            }
         }
         if (!next)
             return consumed;
-        struct shm_event event = next->slot->ring[next->position & (SHM_RING_EVENTS - 1)];
-        event.time_ns = next_time;
-        next->position++;
-        /* Give room back as we go: a producer waiting on a full ring
-         * resumes after a few thousand events, not after the whole batch. */
-        if ((next->position & (RELEASE_EVERY - 1)) == 0)
-            release_ring(next->slot, next->position);
-        apply_event(consumer, recorder, &event, event_time_ns(consumer, tsc, event.time_ns));
-        consumed++;
+        consumed += consume_run(consumer, recorder, next, next_time, until, tsc);
     }
 }
 

@@ -25,7 +25,7 @@ struct shm_consumer {
      * (ticks, ns) pair taken at attach, and the latest one with its rate. */
     uint64_t base_ticks, base_ns;
     uint64_t now_ticks, now_ns;
-    double ns_per_tick;
+    uint64_t ns_per_tick_q32; /* nanoseconds per tick, 32.32 fixed point; 0 before calibration */
     /* The region's clock (ticks or ns, as its events are stamped) read at
      * the start of the previous drain: an event found since whose stamp
      * repeats an earlier one (SHM_EVENT_STAMP_REPEATED) happened after it,

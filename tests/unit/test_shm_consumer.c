@@ -12,6 +12,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 #include <cmocka.h>
 
@@ -40,6 +43,25 @@ static void write_alloc(struct ring_producer *producer, uint64_t stamp, uint16_t
     struct shm_event event = {.time_ns = stamp, .addr = address, .size = size, .stack_id = SHM_STACK_NONE,
                               .kind = SHM_EV_ALLOC, .flags = flags};
     assert_true(ring_write(producer, &event, getpid()));
+}
+
+static void write_free(struct ring_producer *producer, uint64_t stamp, uint64_t address)
+{
+    struct shm_event event = {.time_ns = stamp, .addr = address, .stack_id = SHM_STACK_NONE, .kind = SHM_EV_FREE};
+    assert_true(ring_write(producer, &event, getpid()));
+}
+
+static void consumer_on(struct shm_consumer *consumer, void *base)
+{
+    shm_consumer_init(consumer);
+    consumer->base = base;
+    consumer->size = SHM_TOTAL_SIZE;
+}
+
+static void consumer_off(struct shm_consumer *consumer)
+{
+    consumer->base = NULL; /* not the consumer's mapping */
+    shm_consumer_detach(consumer);
 }
 
 static void test_producers_counted(void **state)
@@ -104,11 +126,82 @@ static void test_repeated_stamp_not_before_previous_drain(void **state)
     shm_consumer_detach(&consumer);
 }
 
+/* Two threads' rings, drained together, are applied in stamp order: the
+ * peak (the one figure that depends on the order) is that of the
+ * interleaving, not of either ring taken whole. Ring A's first three
+ * allocations form a run before ring B's head; ring B's two allocations
+ * come between ring A's last allocation and its frees. */
+static void test_rings_merged_by_stamp(void **state)
+{
+    void *base = *state;
+    struct ring_producer a = {0}, b = {0};
+    assert_true(ring_claim_slot(base, &a, 300));
+    assert_true(ring_claim_slot(base, &b, 301));
+    for (uint64_t i = 0; i < 3; i++)
+        write_alloc(&a, 10 + i, 0, 0x1000 + 0x100 * i, 100); /* t 10 11 12 */
+    write_alloc(&a, 30, 0, 0x1300, 100);                      /* t 30 */
+    for (uint64_t i = 0; i < 4; i++)
+        write_free(&a, 40 + i, 0x1000 + 0x100 * i);           /* t 40..43 */
+    write_alloc(&b, 20, 0, 0x2000, 1000);                     /* t 20 */
+    write_alloc(&b, 35, 0, 0x2100, 1000);                     /* t 35: peak 2,400 B */
+    write_free(&b, 50, 0x2000);
+    write_free(&b, 51, 0x2100);
+
+    struct shm_consumer consumer;
+    consumer_on(&consumer, base);
+    struct recorder recorder;
+    recorder_init(&recorder, 0);
+    assert_int_equal(shm_consumer_drain(&consumer, &recorder, 1), 12);
+    assert_int_equal(recorder.peak_bytes, 2400);
+    assert_int_equal(recorder.peak_blocks, 6);
+    assert_int_equal(recorder.peak_time_ns, 35);
+    assert_int_equal(recorder.live_blocks, 0);
+    assert_int_equal(recorder.unmatched_frees, 0);
+    recorder_free(&recorder);
+    consumer_off(&consumer);
+}
+
+#if defined(__x86_64__)
+/* With the TSC as the region's clock, stamps become CLOCK_MONOTONIC
+ * nanoseconds: an event stamped between two clock readings lands between
+ * them (the conversion is calibrated at every drain). */
+static void test_tsc_stamps_converted(void **state)
+{
+    void *base = *state;
+    ((struct shm_header *)base)->clock_source = SHM_CLOCK_TSC;
+    struct ring_producer producer = {0};
+    assert_true(ring_claim_slot(base, &producer, 400));
+    struct shm_consumer consumer;
+    consumer_on(&consumer, base);
+    consumer.base_ns = monotonic_ns();
+    consumer.base_ticks = __rdtsc();
+    struct recorder recorder;
+    recorder_init(&recorder, 0);
+    for (uint64_t i = 0; i < 3; i++) {
+        sleep_ms(2);
+        uint64_t before = monotonic_ns();
+        write_alloc(&producer, __rdtsc(), 0, 0x10000 + 0x100 * i, 100);
+        uint64_t after = monotonic_ns();
+        sleep_ms(2);
+        assert_int_equal(shm_consumer_drain(&consumer, &recorder, 1), 1);
+        /* a microsecond of slack for the calibration's rounding */
+        assert_true(recorder.peak_time_ns + 1000 >= before);
+        assert_true(recorder.peak_time_ns <= after + 1000);
+    }
+    recorder_free(&recorder);
+    consumer_off(&consumer);
+}
+#endif
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_producers_counted, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_repeated_stamp_not_before_previous_drain, setup_region, teardown_region),
+        cmocka_unit_test_setup_teardown(test_rings_merged_by_stamp, setup_region, teardown_region),
+#if defined(__x86_64__)
+        cmocka_unit_test_setup_teardown(test_tsc_stamps_converted, setup_region, teardown_region),
+#endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
