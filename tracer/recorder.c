@@ -96,11 +96,8 @@ static void site_remember_peak(struct recorder *recorder, struct recorder_site *
     }
 }
 
-static void sample_timeline(struct recorder *recorder, uint64_t time_ns)
+static void timeline_append(struct recorder *recorder, uint64_t time_ns)
 {
-    recorder->last_time_ns = time_ns;
-    if (!recorder->interval_ns || time_ns < recorder->next_sample_ns)
-        return;
     if (ensure_capacity((void **)&recorder->timeline, &recorder->timeline_capacity, recorder->timeline_count + 1,
                         sizeof *recorder->timeline) < 0) {
         recorder->out_of_memory = 1;
@@ -109,6 +106,14 @@ static void sample_timeline(struct recorder *recorder, uint64_t time_ns)
     recorder->timeline[recorder->timeline_count++] =
         (struct trace_timeline_point){time_ns, recorder->live_bytes, recorder->live_blocks};
     recorder->next_sample_ns = time_ns - time_ns % recorder->interval_ns + recorder->interval_ns;
+}
+
+/* Inline: every event asks, one in thousands appends. */
+static inline void sample_timeline(struct recorder *recorder, uint64_t time_ns)
+{
+    recorder->last_time_ns = time_ns;
+    if (recorder->interval_ns && time_ns >= recorder->next_sample_ns)
+        timeline_append(recorder, time_ns);
 }
 
 static struct case_site_counter *case_site(struct recorder *recorder, uint32_t case_id, size_t site_index)
@@ -147,14 +152,9 @@ static double block_weight(const struct recorder *recorder, const struct recorde
     return recorder->sample_rate && !site->unsampled ? recorder_sample_weight(recorder->sample_rate, size) : 0;
 }
 
-/* Counts `allocated` allocations and `freed` frees of a block for case
- * case_id's share of the site (nothing outside a case). weight: see
- * block_weight. */
-static void case_count(struct recorder *recorder, const struct recorder_site *site, uint32_t case_id,
-                       uint64_t size, double weight, int allocated, int freed)
+static void case_count_in_case(struct recorder *recorder, const struct recorder_site *site, uint32_t case_id,
+                               uint64_t size, double weight, int allocated, int freed)
 {
-    if (case_id == TRACE_NONE)
-        return;
     struct case_site_counter *counter = case_site(recorder, case_id, (size_t)(site - recorder->sites));
     if (!counter)
         return;
@@ -172,32 +172,49 @@ static void case_count(struct recorder *recorder, const struct recorder_site *si
     counter->frees = rounded(counter->scaled_frees);
 }
 
-/* A site's figures after one of its blocks was allocated (live: +1), freed
- * (-1), or allocated and freed at once (0). weight: see block_weight; the
- * scaled sums are kept unrounded and rounded into the figures. */
-static void site_count(struct recorder_site *site, uint64_t size, double weight, int allocated, int live)
+/* site_count for a scaled site: the sums are kept unrounded and rounded
+ * into the figures. */
+static void site_count_scaled(struct recorder_site *site, uint64_t size, double weight, int allocated, int live)
 {
-    if (!weight) {
+    struct site_scaled *scaled = &site->scaled;
+    scaled->allocations += allocated * weight;
+    scaled->allocated_bytes += allocated * weight * (double)size;
+    scaled->frees += live <= 0 ? weight : 0;
+    scaled->sampled_live += (uint64_t)live;
+    scaled->live_bytes += live * weight * (double)size;
+    scaled->live_blocks += live * weight;
+    if (!scaled->sampled_live)
+        scaled->live_bytes = scaled->live_blocks = 0; /* no rounding residue once none is left */
+    site->allocations = rounded(scaled->allocations);
+    site->allocated_bytes = rounded(scaled->allocated_bytes);
+    site->frees = rounded(scaled->frees);
+    site->live_bytes = rounded(scaled->live_bytes);
+    site->live_blocks = rounded(scaled->live_blocks);
+}
+
+/* Counts `allocated` allocations and `freed` frees of a block for case
+ * case_id's share of the site (nothing outside a case). weight: see
+ * block_weight. Inline: most events are outside any case. */
+static inline void case_count(struct recorder *recorder, const struct recorder_site *site, uint32_t case_id,
+                              uint64_t size, double weight, int allocated, int freed)
+{
+    if (case_id != TRACE_NONE)
+        case_count_in_case(recorder, site, case_id, size, weight, allocated, freed);
+}
+
+/* A site's figures after one of its blocks was allocated (live: +1), freed
+ * (-1), or allocated and freed at once (0). weight: see block_weight.
+ * Inline: it runs for every event, with constant allocated and live. */
+static inline void site_count(struct recorder_site *site, uint64_t size, double weight, int allocated, int live)
+{
+    if (__builtin_expect(weight != 0, 0)) {
+        site_count_scaled(site, size, weight, allocated, live);
+    } else {
         site->allocations += (uint64_t)allocated;
         site->allocated_bytes += allocated ? size : 0;
         site->frees += live <= 0;
         site->live_bytes += (uint64_t)live * size; /* wraps back for -1, as unsigned arithmetic does */
         site->live_blocks += (uint64_t)live;
-    } else {
-        struct site_scaled *scaled = &site->scaled;
-        scaled->allocations += allocated * weight;
-        scaled->allocated_bytes += allocated * weight * (double)size;
-        scaled->frees += live <= 0 ? weight : 0;
-        scaled->sampled_live += (uint64_t)live;
-        scaled->live_bytes += live * weight * (double)size;
-        scaled->live_blocks += live * weight;
-        if (!scaled->sampled_live)
-            scaled->live_bytes = scaled->live_blocks = 0; /* no rounding residue once none is left */
-        site->allocations = rounded(scaled->allocations);
-        site->allocated_bytes = rounded(scaled->allocated_bytes);
-        site->frees = rounded(scaled->frees);
-        site->live_bytes = rounded(scaled->live_bytes);
-        site->live_blocks = rounded(scaled->live_blocks);
     }
     if (site->live_bytes > site->max_live_bytes)
         site->max_live_bytes = site->live_bytes;
