@@ -90,9 +90,7 @@ static void test_repeated_stamp_not_before_previous_drain(void **state)
     struct ring_producer producer = {0};
     assert_true(ring_claim_slot(base, &producer, 200));
     struct shm_consumer consumer;
-    shm_consumer_init(&consumer);
-    consumer.base = base;
-    consumer.size = SHM_TOTAL_SIZE;
+    consumer_on(&consumer, base);
     struct recorder recorder;
     recorder_init(&recorder, 0);
 
@@ -122,8 +120,7 @@ static void test_repeated_stamp_not_before_previous_drain(void **state)
     assert_int_equal(shm_consumer_drain(&consumer, &recorder, 1), 1);
     assert_int_equal(recorder.peak_time_ns, later);
     recorder_free(&recorder);
-    consumer.base = NULL; /* not the consumer's mapping */
-    shm_consumer_detach(&consumer);
+    consumer_off(&consumer);
 }
 
 /* Two threads' rings, drained together, are applied in stamp order: the
