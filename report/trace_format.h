@@ -97,6 +97,11 @@ enum trace_leak_check { TRACE_LEAK_CHECK_END = 0, TRACE_LEAK_CHECK_ITERATIONS = 
 enum trace_frame_flags {
     TRACE_FRAME_INLINED = 1u << 0,   /* inlined into the next (outer) frame of the stack */
     TRACE_FRAME_ALLOCATOR = 1u << 1, /* an allocator entry point (operator new, ...): hidden in reports */
+    /* A Python frame that stands in place of the interpreter's C frame which
+     * ran it: function is the code object's qualified name, file and line
+     * its source; module_id is TRACE_NONE, address is the shim's frame word
+     * (see preload/python_frames.h) and module_offset the bytecode offset. */
+    TRACE_FRAME_PYTHON = 1u << 2,
 };
 
 enum trace_process_flags {
