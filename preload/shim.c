@@ -50,6 +50,7 @@
 
 #include "exit_check.h"
 #include "fast_unwind.h"
+#include "python_runtime.h"
 #include "ring_writer.h"
 #include "shm_layout.h"
 #include "shm_region.h"
@@ -377,10 +378,13 @@ static void arm_exit_check(void)
     guard_end(thread);
 }
 
+static void start_python(void);
+
 __attribute__((constructor)) static void shim_constructor(void)
 {
     should_record(&this_thread);
     arm_exit_check();
+    start_python();
 }
 
 /* ---- threads and fork ----------------------------------------------------- */
@@ -666,6 +670,15 @@ static inline __attribute__((always_inline)) uint32_t capture_stack(struct shim_
         if (depth > max_frames)
             depth = max_frames;
         const uint64_t *kept = unwound.frames + skip;
+        uint64_t merged[SHM_MAX_FRAMES_LIMIT];
+        if (python_frames_enabled && thread->capturing == 1) {
+            /* Python frames in place of the interpreter's C frames; not
+             * from a signal handler, which may have interrupted the
+             * interpreter while it links a frame */
+            depth = python_merge_frames(region, kept, depth, merged, max_frames);
+            kept = merged;
+            hashed = false;
+        }
         uint64_t hash = hashed && skip == 0 && depth == (uint32_t)got ? stack_hash_finish(unwound.hash, depth)
                                                                      : stack_hash(kept, depth);
         struct stack_cache_entry *cached = &thread->stack_cache[hash & (STACK_CACHE_ENTRIES - 1)];
@@ -871,6 +884,81 @@ SHIM_EXPORT void *pvalloc(size_t size)
     return pointer;
 }
 
+/* ---- CPython's allocator domains ------------------------------------------- */
+
+/* The MEM and OBJ domains' wrappers (python_runtime.h): pymalloc keeps
+ * serving the objects, and each is recorded as the interposers record a
+ * malloc. The guard is raised around the wrapped allocator, whose own
+ * calls to malloc (large objects, arenas' bookkeeping) are part of the
+ * object being recorded; a signal handler that allocates in that window
+ * goes unrecorded (the window is pymalloc's own code, a few instructions
+ * for a small object). */
+static void *python_hook_malloc(void *ctx, size_t size);
+static void *python_hook_calloc(void *ctx, size_t count, size_t size);
+static void *python_hook_realloc(void *ctx, void *old, size_t size);
+static void python_hook_free(void *ctx, void *pointer);
+
+#define PYTHON_WRAPPER {NULL, python_hook_malloc, python_hook_calloc, python_hook_realloc, python_hook_free}
+static struct python_domain python_mem_domain = {.wrapper = PYTHON_WRAPPER, .alloc_fn = SHM_FN_PYMEM};
+static struct python_domain python_object_domain = {.wrapper = PYTHON_WRAPPER, .alloc_fn = SHM_FN_PYOBJECT};
+
+static inline void python_after_allocation(const struct python_domain *domain)
+{
+    if (UNLIKELY(python_profile_wanted) && domain == &python_object_domain)
+        python_install_profile();
+}
+
+static void *python_hook_malloc(void *ctx, size_t size)
+{
+    struct python_domain *domain = ctx;
+    struct shim_thread *thread = &this_thread;
+    thread->guard++;
+    void *pointer = domain->inner.malloc(domain->inner.ctx, size);
+    thread->guard--;
+    if (LIKELY(pointer != NULL) && should_record(thread))
+        record_alloc(pointer, size, (enum shm_alloc_fn)domain->alloc_fn);
+    python_after_allocation(domain);
+    return pointer;
+}
+
+static void *python_hook_calloc(void *ctx, size_t count, size_t size)
+{
+    struct python_domain *domain = ctx;
+    struct shim_thread *thread = &this_thread;
+    thread->guard++;
+    void *pointer = domain->inner.calloc(domain->inner.ctx, count, size);
+    thread->guard--;
+    if (LIKELY(pointer != NULL) && should_record(thread))
+        record_alloc(pointer, count * size, (enum shm_alloc_fn)domain->alloc_fn);
+    python_after_allocation(domain);
+    return pointer;
+}
+
+static void *python_hook_realloc(void *ctx, void *old, size_t size)
+{
+    struct python_domain *domain = ctx;
+    struct shim_thread *thread = &this_thread;
+    bool recording = should_record(thread);
+    struct stamp free_time = recording && old ? event_stamp(thread) : (struct stamp){0, 0};
+    thread->guard++;
+    void *moved = domain->inner.realloc(domain->inner.ctx, old, size);
+    thread->guard--;
+    if (recording)
+        record_realloc(old, moved, size, free_time, (enum shm_alloc_fn)domain->alloc_fn);
+    return moved;
+}
+
+static void python_hook_free(void *ctx, void *pointer)
+{
+    struct python_domain *domain = ctx;
+    struct shim_thread *thread = &this_thread;
+    if (pointer && should_record(thread))
+        record_free(pointer, event_stamp(thread)); /* before the real free: see shm_event */
+    thread->guard++;
+    domain->inner.free(domain->inner.ctx, pointer);
+    thread->guard--;
+}
+
 /* ---- the marker API ------------------------------------------------------- */
 
 /* noinline and with a body each: the tracer plants breakpoints on them. */
@@ -907,6 +995,27 @@ SHIM_EXPORT __attribute__((noinline)) void memslope_iteration(void)
 SHIM_EXPORT __attribute__((noinline)) void memslope_case_end(void)
 {
     record_marker(SHM_EV_CASE_END, 0, 0);
+}
+
+static void mark_python_iteration(void)
+{
+    record_marker(SHM_EV_ITERATION, 0, 0);
+}
+
+/* A CPython in the image (python_runtime.h): from the constructor, after
+ * every library the program was linked with is loaded and before the
+ * interpreter initialises, the one moment its allocator domains can be
+ * wrapped before any object exists. */
+static void start_python(void)
+{
+    struct shim_thread *thread = &this_thread;
+    if (__atomic_load_n(&record_state, __ATOMIC_ACQUIRE) != RECORD_ON)
+        return;
+    static const struct python_runtime_hooks hooks = {
+        .mem = &python_mem_domain, .object = &python_object_domain, .mark_iteration = mark_python_iteration};
+    guard_begin(thread); /* dlsym and the interpreter's registration calls may allocate */
+    python_runtime_start(region, &hooks);
+    guard_end(thread);
 }
 
 /* ---- _exit ------------------------------------------------------------------ */

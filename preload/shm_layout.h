@@ -20,6 +20,9 @@
  *   stack table                   SHM_STACK_TABLE_ENTRIES x struct shm_stack_entry
  *   frame pool                    SHM_FRAME_POOL_FRAMES x uint64_t
  *   name pool                     SHM_NAME_POOL_BYTES bytes of case names
+ *   Python code table             SHM_PYTHON_CODE_ENTRIES x struct shm_python_code
+ *   Python text pool              SHM_PYTHON_TEXT_BYTES bytes: code objects' names,
+ *                                 file names and line tables
  *
  * Concurrency: every ring has exactly one producer (the thread that owns the
  * slot) and one consumer (the tracer). Stack entries are inserted lock-free by
@@ -32,7 +35,7 @@
 #include <stdint.h>
 
 #define SHM_MAGIC 0x4d454d534c4f5045ull /* "MEMSLOPE" */
-#define SHM_VERSION 2u
+#define SHM_VERSION 3u
 #define SHM_MEMFD_NAME "memslope"
 
 /* Environment the tracer passes to the target. */
@@ -45,6 +48,8 @@
 #define SHM_ENV_SOCKET "MEMSLOPE_SOCKET"         /* no-ptrace mode: a unix socket on which the shim sends
                                                     its region's memfd (SCM_RIGHTS) as soon as it exists:
                                                     the tracer has it even if the process ends at once */
+#define SHM_ENV_PY_ITERATION "MEMSLOPE_PY_ITERATION" /* --iteration py:[MODULE:]QUALNAME: every call of that
+                                                        Python function is an iteration marker */
 
 #define SHM_DEFAULT_MAX_FRAMES 64u
 #define SHM_MAX_FRAMES_LIMIT 256u
@@ -72,6 +77,8 @@ enum shm_alloc_fn {
     SHM_FN_MALLOC = 0, SHM_FN_CALLOC, SHM_FN_REALLOC, SHM_FN_REALLOCARRAY,
     SHM_FN_POSIX_MEMALIGN, SHM_FN_ALIGNED_ALLOC, SHM_FN_MEMALIGN, SHM_FN_VALLOC,
     SHM_FN_PVALLOC,
+    SHM_FN_PYMEM,    /* CPython's PyMem_Malloc family (the MEM domain, hooked) */
+    SHM_FN_PYOBJECT, /* CPython's PyObject_Malloc family (the OBJ domain, hooked) */
 };
 
 /* 32 bytes. time_ns is CLOCK_MONOTONIC nanoseconds, or TSC ticks (see
@@ -156,6 +163,17 @@ struct shm_header {
     uint32_t name_pool_used;    /* atomic fetch-add by producers */
     uint32_t clock_source;      /* enum shm_clock_source of every event's time_ns */
     uint32_t pad_clock;
+    /* CPython, when the image runs it (see preload/python_runtime.h). */
+    uint32_t python_version;    /* PY_VERSION_HEX of the interpreter; 0: none found */
+    uint32_t python_mode;       /* enum shm_python_mode */
+    uint32_t python_frames;     /* 1: Python frames are read into backtraces */
+    uint32_t python_codes_dropped; /* frames left unnamed: the code table or text pool was full */
+    uint64_t python_code_offset;
+    uint32_t python_code_entries;
+    uint32_t python_text_bytes;
+    uint64_t python_text_offset;
+    uint32_t python_text_used;  /* atomic fetch-add by producers */
+    uint32_t pad_python;
     /* Threads that hold a slot (claims minus retirements). Read by every
      * event while it is 1 (see the shim's event_stamp), written only when a
      * thread starts or stops recording: a cache line of its own. */
@@ -195,6 +213,71 @@ struct shm_exit_check_request {
     uint64_t registers[SHM_EXIT_CHECK_REGISTERS];
 };
 
+/* How the image's Python objects reach the recording. */
+enum shm_python_mode {
+    SHM_PYTHON_NONE = 0,           /* no CPython found in the image */
+    SHM_PYTHON_HOOKED = 1,         /* the MEM and OBJ allocator domains are wrapped: every object is
+                                      recorded, pymalloc still serves them */
+    SHM_PYTHON_MALLOC = 2,         /* the user set PYTHONMALLOC=malloc (or malloc_debug): objects
+                                      come from malloc, recorded there */
+    SHM_PYTHON_USER_ALLOCATOR = 3, /* the user set another PYTHONMALLOC: left alone, so objects
+                                      served by pymalloc are not recorded */
+};
+
+/*
+ * Python frames. A backtrace word whose top four bits are SHM_PYTHON_WORD_TAG
+ * is a Python frame, not a return address (user-space addresses never have
+ * them set): bits 32-59 index the code table, bits 0-31 are the source line
+ * the frame was at (0: unknown). The shim puts Python frames in place of
+ * the interpreter's C frame (_PyEval_EvalFrameDefault) that ran them, and
+ * names a frame by its line rather than its instruction, so allocations
+ * from one line share a stack.
+ *
+ * A code table entry describes one code object, copied out of the process
+ * when the shim first sees it, so a code object freed since (a module's
+ * top-level code after its import) still has its name: claimed by CAS of
+ * key (a hash of the object's address and identity, 0 = empty), filled,
+ * then published with a release store of state READY. Strings are UTF-8,
+ * not NUL-terminated; the line table is CPython's co_linetable, which the
+ * shim reads lines from (the tracer needs only the line in the word).
+ * Entry 0 is never used: a frame word naming it is a frame whose code was
+ * not copied.
+ */
+#define SHM_PYTHON_WORD_TAG 0xfull
+#define SHM_PYTHON_CODE_ENTRIES (1u << 18) /* power of two */
+#define SHM_PYTHON_TEXT_BYTES (16u << 20)
+
+static inline int shm_is_python_word(uint64_t word)
+{
+    return (word >> 60) == SHM_PYTHON_WORD_TAG;
+}
+
+static inline uint64_t shm_python_word(uint32_t code_index, uint32_t line)
+{
+    return SHM_PYTHON_WORD_TAG << 60 | (uint64_t)(code_index & 0x0fffffffu) << 32 | line;
+}
+
+static inline uint32_t shm_python_word_code(uint64_t word)
+{
+    return (uint32_t)(word >> 32) & 0x0fffffffu;
+}
+
+static inline uint32_t shm_python_word_line(uint64_t word)
+{
+    return (uint32_t)word;
+}
+
+struct shm_python_code {
+    uint64_t key;           /* 0 = empty; claimed by CAS */
+    uint64_t code_address;  /* the code object, and what told it apart from another at the */
+    uint64_t identity;      /* same address: the producer's own check; the tracer ignores both */
+    uint32_t state;         /* enum shm_stack_state, READY stored with release */
+    uint32_t first_line;
+    uint32_t qualname_offset, qualname_length;   /* in the Python text pool */
+    uint32_t filename_offset, filename_length;
+    uint32_t linetable_offset, linetable_length;
+};
+
 /* The shim stamps events with the CPU's time-stamp counter when the kernel
  * itself trusts it as its clock source (synchronised across CPUs): half the
  * cost of clock_gettime. The tracer converts ticks to nanoseconds. */
@@ -208,7 +291,10 @@ enum shm_clock_source { SHM_CLOCK_MONOTONIC_NS = 0, SHM_CLOCK_TSC = 1 };
     (SHM_STACK_TABLE_OFFSET + (uint64_t)SHM_STACK_TABLE_ENTRIES * sizeof(struct shm_stack_entry))
 #define SHM_NAME_POOL_OFFSET (SHM_FRAME_POOL_OFFSET + (uint64_t)SHM_FRAME_POOL_FRAMES * sizeof(uint64_t))
 #define SHM_NAME_POOL_BYTES (1u << 20)
-#define SHM_TOTAL_SIZE (SHM_NAME_POOL_OFFSET + SHM_NAME_POOL_BYTES)
+#define SHM_PYTHON_CODE_OFFSET (SHM_NAME_POOL_OFFSET + SHM_NAME_POOL_BYTES)
+#define SHM_PYTHON_TEXT_OFFSET \
+    (SHM_PYTHON_CODE_OFFSET + (uint64_t)SHM_PYTHON_CODE_ENTRIES * sizeof(struct shm_python_code))
+#define SHM_TOTAL_SIZE (SHM_PYTHON_TEXT_OFFSET + SHM_PYTHON_TEXT_BYTES)
 
 static inline struct shm_thread_slot *shm_slot(void *base, uint32_t index)
 {
@@ -228,6 +314,16 @@ static inline uint64_t *shm_frame_pool(void *base)
 static inline char *shm_name_pool(void *base)
 {
     return (char *)base + SHM_NAME_POOL_OFFSET;
+}
+
+static inline struct shm_python_code *shm_python_code_table(void *base)
+{
+    return (struct shm_python_code *)((char *)base + SHM_PYTHON_CODE_OFFSET);
+}
+
+static inline char *shm_python_text_pool(void *base)
+{
+    return (char *)base + SHM_PYTHON_TEXT_OFFSET;
 }
 
 #endif

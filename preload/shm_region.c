@@ -19,6 +19,8 @@ _Static_assert(sizeof(struct shm_header) <= SHM_HEADER_SIZE, "header fits its pa
 _Static_assert(sizeof(struct shm_event) == 32, "event ABI is 32 bytes");
 _Static_assert((SHM_RING_EVENTS & (SHM_RING_EVENTS - 1)) == 0, "ring size is a power of two");
 _Static_assert((SHM_STACK_TABLE_ENTRIES & (SHM_STACK_TABLE_ENTRIES - 1)) == 0, "table size is a power of two");
+_Static_assert((SHM_PYTHON_CODE_ENTRIES & (SHM_PYTHON_CODE_ENTRIES - 1)) == 0, "code table size is a power of two");
+_Static_assert(SHM_PYTHON_CODE_ENTRIES <= 0x10000000u, "a code index fits a Python frame word");
 
 void shm_region_init_header(void *base, uint32_t pid, uint32_t max_frames, uint64_t sample_rate,
                             uint32_t clock_source)
@@ -42,6 +44,10 @@ void shm_region_init_header(void *base, uint32_t pid, uint32_t max_frames, uint6
     header->name_pool_offset = SHM_NAME_POOL_OFFSET;
     header->name_pool_bytes = SHM_NAME_POOL_BYTES;
     header->clock_source = clock_source;
+    header->python_code_offset = SHM_PYTHON_CODE_OFFSET;
+    header->python_code_entries = SHM_PYTHON_CODE_ENTRIES;
+    header->python_text_offset = SHM_PYTHON_TEXT_OFFSET;
+    header->python_text_bytes = SHM_PYTHON_TEXT_BYTES;
     __atomic_store_n(&header->ready, 1, __ATOMIC_RELEASE);
 }
 

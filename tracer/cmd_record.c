@@ -1,6 +1,7 @@
 /*
  * cmd_record.c - `memslope record [options] [--] COMMAND [ARG...]`.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <libgen.h>
@@ -22,6 +23,22 @@ static int usage_error(const char *message, const char *argument)
         fprintf(stderr, "memslope record: %s%s%s\n", message, argument ? ": " : "", argument ? argument : "");
     fputs(command_usage("record"), stderr);
     return 2;
+}
+
+/* [MODULE:]QUALNAME as --iteration py: takes it: a dotted module name and a
+ * qualified name ("Bench.run", "outer.<locals>.inner"), each shorter than
+ * the shim's 256-byte buffers. */
+static int python_function_name_valid(const char *name)
+{
+    const char *colon = strchr(name, ':');
+    const char *qualname = colon ? colon + 1 : name;
+    if (!*qualname || strlen(qualname) >= 256 || strchr(qualname, ':') || (colon && (colon == name || colon - name >= 256)))
+        return 0;
+    for (const char *c = name; *c; c++)
+        if (*c != ':' && *c != '.' && *c != '_' && *c != '<' && *c != '>' && !isalnum((unsigned char)*c) &&
+            !((unsigned char)*c & 0x80))
+            return 0;
+    return 1;
 }
 
 /* The shim sits at ../lib/memslope/libmemslope.so from the memslope binary,
@@ -95,7 +112,15 @@ static int parse_options(int argc, char **argv, struct record_options *options)
         case OPT_ITERATION:
             if (!*optarg)
                 return usage_error("--iteration takes a function name", NULL);
-            options->iteration_symbol = optarg;
+            if (strncmp(optarg, "py:", 3) == 0) {
+                if (!python_function_name_valid(optarg + 3))
+                    return usage_error("--iteration py: takes a Python function as QUALNAME or MODULE:QUALNAME "
+                                       "(e.g. py:step, py:Bench.run or py:mybench:step), not",
+                                       optarg);
+                options->python_iteration = optarg + 3;
+            } else {
+                options->iteration_symbol = optarg;
+            }
             break;
         case OPT_LEAK_CHECK:
             if (parse_leak_check(optarg, &options->leak_check) < 0)

@@ -28,9 +28,9 @@ extern char **environ;
      PTRACE_O_TRACEVFORK)
 
 /* environ plus LD_PRELOAD (the shim first, then what was there) and the
- * shim's settings; the strings this makes are put in owned[0..3], for the
+ * shim's settings; the strings this makes are put in owned[0..4], for the
  * caller to free once the child has exec'd. */
-static char **target_environment(const struct session *session, const char *shim_path, char *owned[4])
+static char **target_environment(const struct session *session, const char *shim_path, char *owned[5])
 {
     size_t count = 0;
     while (environ[count])
@@ -64,6 +64,16 @@ static char **target_environment(const struct session *session, const char *shim
     env[n++] = owned[1] = tracer;
     env[n++] = owned[2] = frames;
     env[n++] = owned[3] = sample;
+    if (session->options.python_iteration) {
+        if (asprintf(&owned[4], "%s=%s", SHM_ENV_PY_ITERATION, session->options.python_iteration) < 0) {
+            owned[4] = NULL;
+            for (int i = 0; i < 4; i++)
+                free(owned[i]);
+            free(env);
+            return NULL;
+        }
+        env[n++] = owned[4];
+    }
     env[n] = NULL;
     return env;
 }
@@ -139,7 +149,7 @@ static void abandon_child(pid_t child)
 int session_launch(struct session *session, const char *shim_path)
 {
     const char *command = session->options.command[0];
-    char *owned[4] = {NULL, NULL, NULL, NULL};
+    char *owned[5] = {NULL, NULL, NULL, NULL, NULL};
     char **env = target_environment(session, shim_path, owned);
     int go[2], error[2], sockets[2];
     if (!env || pipe2(go, O_CLOEXEC) < 0 || pipe2(error, O_CLOEXEC) < 0 ||
@@ -206,7 +216,7 @@ int session_launch(struct session *session, const char *shim_path)
     while (n < 0 && errno == EINTR);
     close(error[0]);
     /* The child has exec'd (or failed to): its copy of env is gone. */
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         free(owned[i]);
     free(env);
     if (n == (ssize_t)sizeof exec_error) {

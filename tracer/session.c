@@ -91,6 +91,7 @@ static struct traced_process *process_create(struct session *session, pid_t pid,
     recorder_init(&process->recorder, session->options.interval_ns);
     process->recorder.snapshots_limit = session->options.snapshots_limit;
     process->recorder.sample_rate = session->options.sample_rate;
+    python_frames_init(&process->python);
     shm_consumer_init(&process->shm);
     session->processes[session->process_count++] = process;
     return process;
@@ -256,17 +257,24 @@ static void process_refresh_maps(struct traced_process *process)
     old->count = count;
 }
 
-/* New sites: if any frame lies outside the known mappings, the image mapped
- * something new (dlopen): read the maps while the process is alive. */
+/* New sites: their Python frames are named now, while the region that
+ * holds the code table is mapped; if any other frame lies outside the
+ * known mappings, the image mapped something new (dlopen): read the maps
+ * while the process is alive. */
 static void process_check_new_sites(struct traced_process *process)
 {
     struct recorder *recorder = &process->recorder;
     for (; process->sites_checked < recorder->site_count; process->sites_checked++) {
         const struct recorder_site *site = &recorder->sites[process->sites_checked];
+        int refreshed = 0;
         for (uint32_t f = 0; f < site->depth; f++) {
-            if (!proc_maps_find(&process->maps, site->frames[f])) {
+            uint64_t word = site->frames[f];
+            if (shm_is_python_word(word)) {
+                if (python_frames_add(&process->python, process->shm.base, word) < 0)
+                    recorder->out_of_memory = 1;
+            } else if (!refreshed && !proc_maps_find(&process->maps, word)) {
                 process_refresh_maps(process);
-                break;
+                refreshed = 1;
             }
         }
     }
@@ -351,7 +359,8 @@ static uint64_t *site_frame_addresses(const struct recorder *recorder, size_t *c
     *count = 0;
     for (size_t i = 0; addresses && i < recorder->site_count; i++)
         for (uint32_t f = 0; f < recorder->sites[i].depth; f++)
-            addresses[(*count)++] = recorder->sites[i].frames[f];
+            if (!shm_is_python_word(recorder->sites[i].frames[f]))
+                addresses[(*count)++] = recorder->sites[i].frames[f];
     return addresses;
 }
 
@@ -415,6 +424,17 @@ static void process_final_snapshot(struct session *session, struct traced_proces
         process_leak_check(session, process, stopped_tid, kind);
 }
 
+/* What --iteration py: found, for warn_iterations_missed. */
+static void count_python_image(struct session *session, const struct traced_process *process)
+{
+    if (!process->python.version)
+        return;
+    session->python_interpreters++;
+    session->python_frames_read += process->python.frames_read;
+    for (size_t i = 0; i < process->recorder.case_count; i++)
+        session->python_iterations += process->recorder.cases[i].info.iterations;
+}
+
 static void process_end(struct session *session, struct traced_process *process)
 {
     int was_stopped = process->final_snapshot_taken;
@@ -428,6 +448,9 @@ static void process_end(struct session *session, struct traced_process *process)
         process->leak_check_note = NULL;
     uint32_t stacks_dropped, slots_exhausted;
     shm_consumer_counters(&process->shm, &stacks_dropped, &slots_exhausted);
+    if (process->shm.base)
+        python_frames_read_header(&process->python, process->shm.base);
+    count_python_image(session, process);
     shm_consumer_detach(&process->shm);
     process->end_ns = session_now_ns();
     process->state = PROCESS_ENDED;
@@ -436,6 +459,7 @@ static void process_end(struct session *session, struct traced_process *process)
     if (trace_output_process(session->writer, process, &session->modules_written, stacks_dropped, slots_exhausted) < 0)
         fprintf(stderr, "memslope: %s\n", trace_writer_error(session->writer));
     recorder_free(&process->recorder);
+    python_frames_free(&process->python);
 }
 
 /* ---- ptrace stops -------------------------------------------------------- */
@@ -1339,6 +1363,43 @@ static void end_without_ptrace(struct session *session, struct traced_process *p
 /* ptrace refused: the child is an ordinary child. Each image's shim sends
  * its region over a socket the moment it exists, so even a process that
  * ends at once is recorded; its exit status comes from waitpid. */
+static void warn_whole_trace(struct session *session, const char *message)
+{
+    fprintf(stderr, "memslope: warning: %s\n", message);
+    trace_write_warning(session->writer, TRACE_NONE, message);
+}
+
+/* An --iteration that marked nothing says why, on stderr and in the trace. */
+static void warn_iterations_missed(struct session *session)
+{
+    char message[512];
+    if (session->fatal)
+        return;
+    if (session->options.iteration_symbol && !session->iteration_symbol_found) {
+        snprintf(message, sizeof message,
+                 "--iteration %s: no loaded module defined this function before the program ended; "
+                 "no iterations were recorded",
+                 session->options.iteration_symbol);
+        warn_whole_trace(session, message);
+    }
+    const char *python = session->options.python_iteration;
+    if (!python || session->python_iterations)
+        return;
+    if (!session->python_interpreters)
+        snprintf(message, sizeof message, "--iteration py:%s: no recorded process ran a Python interpreter", python);
+    else if (!session->python_frames_read)
+        snprintf(message, sizeof message,
+                 "--iteration py:%s: memslope cannot read this Python version's frames (it reads CPython 3.11 to "
+                 "3.13); mark iterations with the memslope module instead",
+                 python);
+    else
+        snprintf(message, sizeof message,
+                 "--iteration py:%s: the function was never called (names are qualified names, e.g. "
+                 "Bench.run, optionally after the module: mymodule:Bench.run)",
+                 python);
+    warn_whole_trace(session, message);
+}
+
 static int session_run_without_ptrace(struct session *session, const sigset_t *wait_set)
 {
     struct traced_process *process = process_create(session, session->initial_pid, TRACE_NONE);
@@ -1351,6 +1412,7 @@ static int session_run_without_ptrace(struct session *session, const sigset_t *w
         size_t events = process_drain(process, 0);
         if (got == process->pid) {
             end_without_ptrace(session, process, status);
+            warn_iterations_missed(session);
             return session->exit_code;
         }
         if (got < 0 && errno != EINTR)
@@ -1406,15 +1468,7 @@ int session_run(struct session *session)
     for (size_t i = 0; i < session->process_count; i++)
         if (session->processes[i]->state != PROCESS_ENDED)
             process_end(session, session->processes[i]);
-    if (session->options.iteration_symbol && !session->iteration_symbol_found && !session->fatal) {
-        char message[512];
-        snprintf(message, sizeof message,
-                 "--iteration %s: no loaded module defined this function before the program ended; "
-                 "no iterations were recorded",
-                 session->options.iteration_symbol);
-        fprintf(stderr, "memslope: warning: %s\n", message);
-        trace_write_warning(session->writer, TRACE_NONE, message);
-    }
+    warn_iterations_missed(session);
     return session->fatal ? session->fatal : session->exit_code;
 }
 
@@ -1428,6 +1482,7 @@ void session_destroy(struct session *session)
     for (size_t i = 0; i < session->process_count; i++) {
         struct traced_process *process = session->processes[i];
         recorder_free(&process->recorder);
+        python_frames_free(&process->python);
         shm_consumer_detach(&process->shm);
         proc_maps_free(&process->maps);
         for (uint32_t a = 0; a < process->argc; a++)

@@ -13,6 +13,7 @@
 #include "breakpoint.h"
 #include "leak_check.h"
 #include "proc_maps.h"
+#include "python_frames.h"
 #include "recorder.h"
 #include "shm_consumer.h"
 
@@ -27,7 +28,8 @@ struct record_options {
     uint64_t sample_rate;
     uint32_t leak_check;      /* enum trace_leak_check */
     int follow_children;
-    const char *iteration_symbol; /* --iteration: NULL when not given */
+    const char *iteration_symbol; /* --iteration SYMBOL: NULL when not given */
+    const char *python_iteration; /* --iteration py:[MODULE:]QUALNAME, without "py:"; NULL when not given */
     char *const *command;     /* argv of the target, NULL-terminated */
     int command_argc;
 };
@@ -54,6 +56,7 @@ struct traced_process {
     uint64_t attach_tries;
 
     struct recorder recorder;
+    struct python_frames python; /* the Python frames of its sites, named from the region */
     struct shm_consumer shm;
     uint64_t previous_image_inode; /* region of the image before exec: not ours */
 
@@ -93,6 +96,10 @@ struct session {
     int no_ptrace;             /* ptrace was refused: session_run records without it */
     int region_socket;         /* no-ptrace mode: the shims send their regions' memfds here (-1: none) */
     int iteration_symbol_found;
+    /* images that ran CPython, those whose frames were read, and the
+     * iterations they marked: what --iteration py: found */
+    uint32_t python_interpreters, python_frames_read;
+    uint64_t python_iterations;
     struct pending_detach *detach_pending; /* --no-follow: children to let go */
     size_t detach_count;           /* memslope got SIGTERM/SIGHUP: forwarded to the target */
     int warmups_running;           /* images with a symbolizer warm-up not yet ended (at most 1) */

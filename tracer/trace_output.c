@@ -6,6 +6,7 @@
 #include <string.h>
 #include <uthash.h>
 
+#include "../preload/shm_layout.h"
 #include "session.h"
 #include "symbolize.h"
 #include "trace_writer.h"
@@ -44,9 +45,25 @@ static int batch_append(struct frame_batch *batch, const struct trace_frame *fra
 
 /* Resolves every distinct address of the image's sites. Frame ids are
  * assigned as first_id (the writer's next id) + position in the batch. */
-static struct address_frames *resolve_addresses(struct symbolizer *symbolizer, const struct recorder *recorder,
+/* One frame word into frames: a Python frame from the image's code table,
+ * else a return address through the symbolizer. */
+static size_t resolve_word(struct symbolizer *symbolizer, const struct python_frames *python, uint64_t word,
+                           struct trace_frame *frames)
+{
+    if (shm_is_python_word(word)) {
+        const struct trace_frame *frame = python_frames_find(python, word);
+        frames[0] = frame ? *frame
+                          : (struct trace_frame){.module_id = TRACE_NONE, .function = "<unknown Python function>",
+                                                 .file = "", .address = word, .flags = TRACE_FRAME_PYTHON};
+        return 1;
+    }
+    return symbolizer_resolve(symbolizer, word, 1, frames, MAX_INLINE_DEPTH);
+}
+
+static struct address_frames *resolve_addresses(struct symbolizer *symbolizer, const struct traced_process *process,
                                                 struct frame_batch *batch)
 {
+    const struct recorder *recorder = &process->recorder;
     struct address_frames *by_address = NULL;
     for (size_t s = 0; s < recorder->site_count; s++) {
         const struct recorder_site *site = &recorder->sites[s];
@@ -56,7 +73,7 @@ static struct address_frames *resolve_addresses(struct symbolizer *symbolizer, c
             if (known)
                 continue;
             struct trace_frame frames[MAX_INLINE_DEPTH];
-            size_t count = symbolizer_resolve(symbolizer, site->frames[f], 1, frames, MAX_INLINE_DEPTH);
+            size_t count = resolve_word(symbolizer, &process->python, site->frames[f], frames);
             known = calloc(1, sizeof *known);
             if (!known || batch_append(batch, frames, count) < 0) {
                 free(known);
@@ -206,6 +223,37 @@ static int write_history(struct trace_writer *writer, const struct traced_proces
     return 0;
 }
 
+/* What the image's Python recording could not do, and why. */
+static int write_python_warnings(struct trace_writer *writer, const struct traced_process *process)
+{
+    const struct python_frames *python = &process->python;
+    if (!python->version)
+        return 0;
+    char version[32], message[512];
+    python_version_text(python->version, version, sizeof version);
+    int rc = 0;
+    if (python->mode == SHM_PYTHON_USER_ALLOCATOR) {
+        snprintf(message, sizeof message,
+                 "Python %s runs the allocator the user chose (PYTHONMALLOC or -X dev): objects it serves from "
+                 "pymalloc are not recorded; leave PYTHONMALLOC unset (or set PYTHONMALLOC=malloc) to record them",
+                 version);
+        rc |= trace_write_warning(writer, process->process_id, message);
+    }
+    if (!python->frames_read) {
+        snprintf(message, sizeof message,
+                 "Python %s: its frames are not read (memslope reads CPython 3.11 to 3.13): stacks show the "
+                 "interpreter's C frames only",
+                 version);
+        rc |= trace_write_warning(writer, process->process_id, message);
+    }
+    if (python->codes_dropped) {
+        snprintf(message, sizeof message,
+                 "%u Python functions have no name: the shared code table was full", python->codes_dropped);
+        rc |= trace_write_warning(writer, process->process_id, message);
+    }
+    return rc;
+}
+
 static int write_warnings(struct trace_writer *writer, const struct traced_process *process, uint32_t stacks_dropped,
                           uint32_t slots_exhausted)
 {
@@ -228,6 +276,7 @@ static int write_warnings(struct trace_writer *writer, const struct traced_proce
                  "%u threads found no free ring slot: their allocations were not recorded", slots_exhausted);
         rc |= trace_write_warning(writer, process->process_id, message);
     }
+    rc |= write_python_warnings(writer, process);
     if (recorder->out_of_memory)
         rc |= trace_write_warning(writer, process->process_id,
                                   "memslope ran out of memory while recording: figures are incomplete");
@@ -278,7 +327,7 @@ int trace_output_process(struct trace_writer *writer, struct traced_process *pro
     if (write_process_record(writer, process, stacks_dropped, slots_exhausted) < 0)
         goto out;
     if (symbolizer)
-        by_address = resolve_addresses(symbolizer, &process->recorder, &batch);
+        by_address = resolve_addresses(symbolizer, process, &batch);
     if (symbolizer && write_modules(writer, symbolizer, &batch, module_base) < 0)
         goto out;
     if (batch.count && trace_write_frames(writer, batch.frames, (uint32_t)batch.count, &first_id) < 0)

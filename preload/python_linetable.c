@@ -1,0 +1,77 @@
+/* python_linetable.c - see python_linetable.h. */
+#include "python_linetable.h"
+
+/* The format is CPython's Objects/locations.md: entries of one first byte
+ * (bit 7 set; bits 3-6 a code; bits 0-2 the entry's length in code units,
+ * minus one) and the code's operands, varints of 6-bit chunks, least
+ * significant first, bit 6 set on all but the last. */
+enum location_code {
+    LOCATION_SHORT_MAX = 9,     /* 0-9: same line, one byte of columns */
+    LOCATION_ONE_LINE0 = 10,    /* 10-12: line + 0..2, two bytes of columns */
+    LOCATION_ONE_LINE2 = 12,
+    LOCATION_NO_COLUMNS = 13,   /* signed varint line delta */
+    LOCATION_LONG = 14,         /* signed varint line delta, three varints */
+    LOCATION_NONE = 15,         /* no line */
+};
+
+struct table_reader {
+    const uint8_t *at, *end;
+};
+
+static uint32_t read_varint(struct table_reader *reader)
+{
+    uint32_t value = 0;
+    unsigned shift = 0;
+    while (reader->at < reader->end) {
+        uint8_t chunk = *reader->at++;
+        if (shift < 32)
+            value |= (uint32_t)(chunk & 63) << shift;
+        shift += 6;
+        if (!(chunk & 64))
+            break;
+    }
+    return value;
+}
+
+static int32_t read_signed_varint(struct table_reader *reader)
+{
+    uint32_t value = read_varint(reader);
+    return (value & 1) ? -(int32_t)(value >> 1) : (int32_t)(value >> 1);
+}
+
+/* The line delta of the entry at reader->at (advanced past its first
+ * byte and operands); *no_line when it has no line. */
+static int32_t entry_line_delta(struct table_reader *reader, int *no_line)
+{
+    unsigned code = (*reader->at++ >> 3) & 15;
+    *no_line = code == LOCATION_NONE;
+    int32_t delta = 0;
+    if (code == LOCATION_NO_COLUMNS || code == LOCATION_LONG)
+        delta = read_signed_varint(reader);
+    else if (code >= LOCATION_ONE_LINE0 && code <= LOCATION_ONE_LINE2)
+        delta = (int32_t)code - LOCATION_ONE_LINE0;
+    /* the rest of the operands: skipped up to the next first byte */
+    while (reader->at < reader->end && !(*reader->at & 128))
+        reader->at++;
+    return delta;
+}
+
+int python_linetable_line(const uint8_t *table, size_t length, int first_line, uint32_t byte_offset)
+{
+    struct table_reader reader = {table, table + length};
+    int64_t line = first_line;
+    uint64_t end = 0; /* byte offset just past the entry */
+    while (reader.at < reader.end) {
+        if (!(*reader.at & 128)) {
+            reader.at++; /* not a first byte: a damaged table */
+            continue;
+        }
+        uint64_t units = (*reader.at & 7u) + 1;
+        int no_line;
+        line += entry_line_delta(&reader, &no_line);
+        end += units * 2;
+        if (byte_offset < end)
+            return no_line || line < 0 || line > INT32_MAX ? -1 : (int)line;
+    }
+    return -1;
+}

@@ -1,0 +1,765 @@
+/*
+ * python_runtime.c - see python_runtime.h.
+ *
+ * Python's internal structures are read by offset, as py-spy and memray
+ * do: the offsets below were taken with offsetof() from each version's own
+ * headers (Include/internal/pycore_frame.h, Include/cpython/code.h, ...)
+ * and tests/e2e/test_python_layout.sh checks them again against every
+ * interpreter installed on the machine that runs the tests. Patch releases
+ * of one minor version share a layout (3.11.2 and 3.11.7 checked).
+ */
+#include "python_runtime.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <link.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "python_linetable.h"
+#include "shm_layout.h"
+
+/* ---- the layouts ---------------------------------------------------------- */
+
+#define NO_FIELD 0xffffu
+
+struct python_layout {
+    uint32_t version; /* PY_VERSION_HEX >> 16: 0x030b for 3.11 */
+    /* thread state -> current frame: tstate->cframe->current_frame (3.11,
+     * 3.12) or tstate->current_frame (3.13: tstate_cframe is NO_FIELD) */
+    uint16_t tstate_cframe, current_frame;
+    /* _PyInterpreterFrame */
+    uint16_t frame_code, frame_previous, frame_instr, frame_owner;
+    uint16_t frame_is_entry; /* 3.11: the first frame an evaluation ran; NO_FIELD after */
+    uint16_t frame_function;
+    uint8_t owned_by_cstack; /* 3.12+: the entry frame each evaluation pushes; 0xff before */
+    /* PyCodeObject */
+    uint16_t code_qualname, code_filename, code_first_line, code_linetable, code_bytecode;
+    /* str and bytes */
+    uint16_t str_length, str_state, str_ascii_data, str_compact_data;
+    uint16_t bytes_size, bytes_data;
+    /* PyFrameObject -> its _PyInterpreterFrame; PyFunctionObject.__module__ */
+    uint16_t frame_object_frame, function_module;
+};
+
+static const struct python_layout known_layouts[] = {
+    {.version = 0x030b, .tstate_cframe = 56, .current_frame = 8,
+     .frame_code = 32, .frame_previous = 48, .frame_instr = 56, .frame_owner = 69, .frame_is_entry = 68,
+     .frame_function = 0, .owned_by_cstack = 0xff,
+     .code_qualname = 128, .code_filename = 112, .code_first_line = 72, .code_linetable = 136, .code_bytecode = 184,
+     .str_length = 16, .str_state = 32, .str_ascii_data = 48, .str_compact_data = 72,
+     .bytes_size = 16, .bytes_data = 32, .frame_object_frame = 24, .function_module = 104},
+    {.version = 0x030c, .tstate_cframe = 56, .current_frame = 0,
+     .frame_code = 0, .frame_previous = 8, .frame_instr = 56, .frame_owner = 70, .frame_is_entry = NO_FIELD,
+     .frame_function = 16, .owned_by_cstack = 3,
+     .code_qualname = 128, .code_filename = 112, .code_first_line = 68, .code_linetable = 136, .code_bytecode = 192,
+     .str_length = 16, .str_state = 32, .str_ascii_data = 40, .str_compact_data = 56,
+     .bytes_size = 16, .bytes_data = 32, .frame_object_frame = 24, .function_module = 104},
+    {.version = 0x030d, .tstate_cframe = NO_FIELD, .current_frame = 72,
+     .frame_code = 0, .frame_previous = 8, .frame_instr = 56, .frame_owner = 70, .frame_is_entry = NO_FIELD,
+     .frame_function = 16, .owned_by_cstack = 3,
+     .code_qualname = 128, .code_filename = 112, .code_first_line = 68, .code_linetable = 136, .code_bytecode = 200,
+     .str_length = 16, .str_state = 32, .str_ascii_data = 40, .str_compact_data = 56,
+     .bytes_size = 16, .bytes_data = 32, .frame_object_frame = 24, .function_module = 104},
+};
+
+/* PyASCIIObject.state bits, the same in 3.11 to 3.13 */
+#define STR_KIND_SHIFT 2
+#define STR_KIND_MASK 0x7u
+#define STR_COMPACT 0x20u
+#define STR_ASCII 0x40u
+
+/* Longest string or line table copied (longer ones are cut). */
+#define MAX_NAME_BYTES 1024u
+#define MAX_LINETABLE_BYTES (256u << 10)
+/* Deepest Python stack walked: a bound against a corrupt chain. */
+#define MAX_PYTHON_FRAMES 4096u
+
+/* ---- what was found --------------------------------------------------------- */
+
+typedef void *(*get_thread_state_fn)(void);
+typedef int (*profile_fn)(void *object, void *frame, int what, void *argument);
+
+struct python_symbols {
+    get_thread_state_fn this_thread_state; /* PyGILState_GetThisThreadState */
+    const void *code_type, *str_type, *bytes_type, *function_type;
+    uintptr_t eval_start, eval_end; /* _PyEval_EvalFrameDefault */
+    int (*is_initialized)(void);
+    void (*set_profile)(profile_fn function, void *argument);
+    int (*add_pending_call)(int (*function)(void *), void *argument);
+    void (*get_allocator)(int domain, struct python_allocator *allocator);
+    void (*set_allocator)(int domain, struct python_allocator *allocator);
+    int (*append_inittab)(const char *name, void *(*init)(void));
+    void *(*module_create)(void *definition, int api_version);
+    const char *(*str_as_utf8)(void *str, long *size);
+    char *(*bytes_as_string)(void *bytes);
+    void (*incref)(void *object);
+    void (*set_error)(void *type, const char *message);
+    void **type_error;
+    void *none;
+};
+
+bool python_frames_enabled;
+bool python_profile_wanted;
+
+static struct python_symbols py;
+static const struct python_layout *layout;
+static void (*mark_iteration)(void);
+/* --iteration py:[MODULE:]QUALNAME */
+static char wanted_module[256], wanted_qualname[256];
+static size_t wanted_module_length, wanted_qualname_length;
+
+/* ---- reading the target's objects ---------------------------------------- */
+
+static inline const void *load_pointer(const void *object, uint16_t offset)
+{
+    return *(const void *const *)((const char *)object + offset);
+}
+
+static inline const void *type_of(const void *object)
+{
+    return load_pointer(object, 8); /* ob_type follows ob_refcnt */
+}
+
+/* Code units of a str as UTF-8 into out (at most capacity bytes, whole
+ * characters only); returns the bytes written, or 0 when the object is not
+ * a compact str. */
+static size_t str_to_utf8(const void *str, char *out, size_t capacity)
+{
+    if (!str || type_of(str) != py.str_type)
+        return 0;
+    uint32_t state = *(const uint32_t *)((const char *)str + layout->str_state);
+    long length = *(const long *)((const char *)str + layout->str_length);
+    if (!(state & STR_COMPACT) || length < 0)
+        return 0;
+    unsigned kind = (state >> STR_KIND_SHIFT) & STR_KIND_MASK;
+    const char *data = (const char *)str + ((state & STR_ASCII) ? layout->str_ascii_data : layout->str_compact_data);
+    size_t written = 0;
+    for (long i = 0; i < length; i++) {
+        uint32_t c = kind == 1 ? ((const uint8_t *)data)[i]
+                     : kind == 2 ? ((const uint16_t *)data)[i]
+                                 : ((const uint32_t *)data)[i];
+        char encoded[4];
+        size_t n;
+        if (c < 0x80) {
+            encoded[0] = (char)c, n = 1;
+        } else if (c < 0x800) {
+            encoded[0] = (char)(0xc0 | c >> 6), encoded[1] = (char)(0x80 | (c & 0x3f)), n = 2;
+        } else if (c < 0x10000) {
+            encoded[0] = (char)(0xe0 | c >> 12), encoded[1] = (char)(0x80 | ((c >> 6) & 0x3f));
+            encoded[2] = (char)(0x80 | (c & 0x3f)), n = 3;
+        } else {
+            encoded[0] = (char)(0xf0 | (c >> 18 & 0x7)), encoded[1] = (char)(0x80 | ((c >> 12) & 0x3f));
+            encoded[2] = (char)(0x80 | ((c >> 6) & 0x3f)), encoded[3] = (char)(0x80 | (c & 0x3f)), n = 4;
+        }
+        if (written + n > capacity)
+            break;
+        memcpy(out + written, encoded, n);
+        written += n;
+    }
+    return written;
+}
+
+/* Whether a str equals the UTF-8 text (length bytes). */
+static bool str_equals(const void *str, const char *text, size_t length)
+{
+    char buffer[sizeof wanted_qualname];
+    if (length >= sizeof buffer)
+        return false;
+    return str_to_utf8(str, buffer, length + 1) == length && memcmp(buffer, text, length) == 0;
+}
+
+/* ---- the code table in the region ------------------------------------------ */
+
+/* What tells two code objects at one address apart: a code object holds
+ * its name, file name and line table until it dies, so a new one at the
+ * address of a dead one differs in at least one of them. */
+static inline uint64_t code_identity(const void *code)
+{
+    uint64_t identity = (uint64_t)(uintptr_t)load_pointer(code, layout->code_qualname);
+    identity = (identity ^ (uint64_t)(uintptr_t)load_pointer(code, layout->code_filename)) * 0x100000001b3ull;
+    identity = (identity ^ (uint64_t)(uintptr_t)load_pointer(code, layout->code_linetable)) * 0x100000001b3ull;
+    identity ^= (uint64_t)*(const uint32_t *)((const char *)code + layout->code_first_line);
+    return identity;
+}
+
+static inline uint64_t code_key(uint64_t address, uint64_t identity)
+{
+    uint64_t key = (address ^ identity * 0x9e3779b97f4a7c15ull) * 0xff51afd7ed558ccdull;
+    key ^= key >> 33;
+    return key ? key : 1;
+}
+
+/* Reserves length bytes of the text pool; UINT32_MAX when it is full. */
+static uint32_t text_reserve(void *region, uint32_t length)
+{
+    struct shm_header *header = region;
+    uint32_t start = __atomic_fetch_add(&header->python_text_used, length, __ATOMIC_RELAXED);
+    if ((uint64_t)start + length > SHM_PYTHON_TEXT_BYTES)
+        return UINT32_MAX;
+    return start;
+}
+
+/* Copies a str into the pool; *length 0 when it is not a str or the pool is full. */
+static uint32_t copy_str(void *region, const void *str, uint32_t *length)
+{
+    char buffer[MAX_NAME_BYTES];
+    size_t bytes = str_to_utf8(str, buffer, sizeof buffer);
+    uint32_t offset = bytes ? text_reserve(region, (uint32_t)bytes) : UINT32_MAX;
+    *length = offset == UINT32_MAX ? 0 : (uint32_t)bytes;
+    if (*length)
+        memcpy(shm_python_text_pool(region) + offset, buffer, bytes);
+    return offset == UINT32_MAX ? 0 : offset;
+}
+
+static uint32_t copy_linetable(void *region, const void *bytes, uint32_t *length)
+{
+    *length = 0;
+    if (!bytes || type_of(bytes) != py.bytes_type)
+        return 0;
+    long size = *(const long *)((const char *)bytes + layout->bytes_size);
+    if (size <= 0)
+        return 0;
+    uint32_t wanted = size > (long)MAX_LINETABLE_BYTES ? MAX_LINETABLE_BYTES : (uint32_t)size;
+    uint32_t offset = text_reserve(region, wanted);
+    if (offset == UINT32_MAX)
+        return 0;
+    memcpy(shm_python_text_pool(region) + offset, (const char *)bytes + layout->bytes_data, wanted);
+    *length = wanted;
+    return offset;
+}
+
+static void fill_code_entry(void *region, struct shm_python_code *entry, const void *code, uint64_t identity)
+{
+    entry->code_address = (uint64_t)(uintptr_t)code;
+    entry->identity = identity;
+    entry->first_line = *(const uint32_t *)((const char *)code + layout->code_first_line);
+    entry->qualname_offset = copy_str(region, load_pointer(code, layout->code_qualname), &entry->qualname_length);
+    entry->filename_offset = copy_str(region, load_pointer(code, layout->code_filename), &entry->filename_length);
+    entry->linetable_offset =
+        copy_linetable(region, load_pointer(code, layout->code_linetable), &entry->linetable_length);
+    if (!entry->qualname_length || !entry->linetable_length)
+        __atomic_fetch_add(&((struct shm_header *)region)->python_codes_dropped, 1, __ATOMIC_RELAXED);
+}
+
+/* Spins waiting for another thread to publish an entry; bounded, as
+ * stack_table.c's, so a signal handler never waits on its own thread. */
+static bool code_entry_wait_ready(struct shm_python_code *entry)
+{
+    for (uint32_t spin = 0; spin < 100000u; spin++) {
+        if (__atomic_load_n(&entry->state, __ATOMIC_ACQUIRE) == SHM_STACK_READY)
+            return true;
+        if (spin > 64)
+            sched_yield();
+    }
+    return false;
+}
+
+#define CODE_TABLE_MAX_PROBES 64u
+
+/* The code table index of a code object, copying it in on first sight; 0
+ * when the table is full. Lock-free, as the stack table. */
+static uint32_t code_table_intern(void *region, const void *code, uint64_t identity)
+{
+    struct shm_python_code *table = shm_python_code_table(region);
+    uint64_t address = (uint64_t)(uintptr_t)code, key = code_key(address, identity);
+    uint32_t index = (uint32_t)key & (SHM_PYTHON_CODE_ENTRIES - 1);
+    for (uint32_t probe = 0; probe < CODE_TABLE_MAX_PROBES; probe++) {
+        if (index == 0)
+            index = 1; /* 0 names no code */
+        struct shm_python_code *entry = &table[index];
+        uint64_t found = __atomic_load_n(&entry->key, __ATOMIC_ACQUIRE);
+        if (found == 0) {
+            uint64_t expected = 0;
+            if (__atomic_compare_exchange_n(&entry->key, &expected, key, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+                __atomic_store_n(&entry->state, SHM_STACK_BUSY, __ATOMIC_RELAXED);
+                fill_code_entry(region, entry, code, identity);
+                __atomic_store_n(&entry->state, SHM_STACK_READY, __ATOMIC_RELEASE);
+                return index;
+            }
+            found = expected;
+        }
+        if (found == key && code_entry_wait_ready(entry) && entry->code_address == address &&
+            entry->identity == identity)
+            return index;
+        index = (index + 1) & (SHM_PYTHON_CODE_ENTRIES - 1);
+    }
+    __atomic_fetch_add(&((struct shm_header *)region)->python_codes_dropped, 1, __ATOMIC_RELAXED);
+    return 0;
+}
+
+/* A thread's direct-mapped cache in front of the shared table: a hot code
+ * object costs its identity and one private load. */
+#define CODE_CACHE_ENTRIES 128u
+
+struct code_cache_entry {
+    uint64_t address, identity;
+    uint32_t index;
+};
+
+static __thread struct code_cache_entry code_cache[CODE_CACHE_ENTRIES] __attribute__((tls_model("initial-exec")));
+
+static inline uint32_t code_index(void *region, const void *code)
+{
+    uint64_t address = (uint64_t)(uintptr_t)code, identity = code_identity(code);
+    struct code_cache_entry *cached = &code_cache[(address >> 4 ^ address >> 12) & (CODE_CACHE_ENTRIES - 1)];
+    if (cached->address == address && cached->identity == identity)
+        return cached->index;
+    uint32_t index = code_table_intern(region, code, identity);
+    /* a signal handler that interrupts this sees a torn entry at worst, as
+     * a miss: the address is written last and compared first */
+    cached->address = 0;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    cached->identity = identity;
+    cached->index = index;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    cached->address = address;
+    return index;
+}
+
+/* ---- the thread's Python frames -------------------------------------------- */
+
+static const void *current_frame(void)
+{
+    const void *tstate = py.this_thread_state();
+    if (!tstate)
+        return NULL;
+    if (layout->tstate_cframe != NO_FIELD) {
+        const void *cframe = load_pointer(tstate, layout->tstate_cframe);
+        return cframe ? load_pointer(cframe, layout->current_frame) : NULL;
+    }
+    return load_pointer(tstate, layout->current_frame);
+}
+
+static inline bool is_entry_frame(const void *frame)
+{
+    return *((const uint8_t *)frame + layout->frame_owner) == layout->owned_by_cstack;
+}
+
+/* A thread's cache of lines by (code entry, instruction offset): a line is
+ * read from the entry's copy of the location table once, then costs a
+ * private load. */
+#define LINE_CACHE_ENTRIES 256u
+
+struct line_cache_entry {
+    uint32_t code_index; /* 0: empty (entry 0 names no code) */
+    uint32_t offset;
+    uint32_t line;
+};
+
+static __thread struct line_cache_entry line_cache[LINE_CACHE_ENTRIES] __attribute__((tls_model("initial-exec")));
+
+/* The line of an instruction from the code entry's copy (the shim's own
+ * bytes: the object itself may change its table, never this copy). */
+static uint32_t line_from_entry(void *region, uint32_t code_index, uint32_t offset, bool started)
+{
+    const struct shm_python_code *entry = &shm_python_code_table(region)[code_index];
+    if (!started)
+        return entry->first_line; /* not started yet: its first line, as PyCode_Addr2Line for lasti < 0 */
+    int line = python_linetable_line((const uint8_t *)shm_python_text_pool(region) + entry->linetable_offset,
+                                     entry->linetable_length, (int)entry->first_line, offset);
+    return line > 0 ? (uint32_t)line : 0;
+}
+
+static uint32_t line_of(void *region, uint32_t code_index, uint32_t offset, bool started)
+{
+    if (code_index == 0)
+        return 0;
+    uint32_t key = started ? offset : UINT32_MAX;
+    struct line_cache_entry *cached = &line_cache[(code_index * 0x9e3779b1u ^ key) & (LINE_CACHE_ENTRIES - 1)];
+    if (cached->code_index == code_index && cached->offset == key)
+        return cached->line;
+    uint32_t line = line_from_entry(region, code_index, offset, started);
+    /* code_index last and checked first: a signal handler sees a miss or a whole entry */
+    cached->code_index = 0;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    cached->offset = key;
+    cached->line = line;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    cached->code_index = code_index;
+    return line;
+}
+
+/* The frame word of an interpreter frame; 0 for a frame that runs no code
+ * object (3.13's f_executable may be something else). */
+static uint64_t frame_word(void *region, const void *frame)
+{
+    const void *code = load_pointer(frame, layout->frame_code);
+    if (!code || type_of(code) != py.code_type)
+        return 0;
+    const char *instruction = load_pointer(frame, layout->frame_instr);
+    const char *bytecode = (const char *)code + layout->code_bytecode;
+    /* a frame not started yet points before its first instruction */
+    bool started = instruction >= bytecode && instruction - bytecode < (ptrdiff_t)UINT32_MAX;
+    uint32_t index = code_index(region, code);
+    return shm_python_word(index, line_of(region, index, started ? (uint32_t)(instruction - bytecode) : 0, started));
+}
+
+/* Appends the Python frames one evaluation ran, from *cursor outwards up to
+ * its entry, and leaves *cursor at the next evaluation's frames. */
+static uint32_t append_evaluation(void *region, const void **cursor, uint64_t *out, uint32_t room, uint32_t *walked)
+{
+    uint32_t written = 0;
+    const void *frame = *cursor;
+    while (frame && written < room && (*walked)++ < MAX_PYTHON_FRAMES) {
+        const void *previous = load_pointer(frame, layout->frame_previous);
+        if (layout->frame_is_entry == NO_FIELD && is_entry_frame(frame)) {
+            frame = previous; /* 3.12+: the entry frame closes this evaluation's run */
+            break;
+        }
+        uint64_t word = frame_word(region, frame);
+        if (word)
+            out[written++] = word;
+        bool entry = layout->frame_is_entry != NO_FIELD && *((const uint8_t *)frame + layout->frame_is_entry);
+        frame = previous;
+        if (entry)
+            break;
+    }
+    *cursor = frame;
+    return written;
+}
+
+uint32_t python_merge_frames(void *region, const uint64_t *native, uint32_t native_count, uint64_t *out,
+                             uint32_t max)
+{
+    const void *cursor = current_frame();
+    uint32_t written = 0, walked = 0;
+    for (uint32_t i = 0; i < native_count && written < max; i++) {
+        uint64_t ip = native[i];
+        if (cursor && ip > py.eval_start && ip <= py.eval_end) {
+            uint32_t appended = append_evaluation(region, &cursor, out + written, max - written, &walked);
+            if (appended) {
+                written += appended;
+                continue;
+            }
+        }
+        out[written++] = ip;
+    }
+    return written;
+}
+
+/* ---- finding the interpreter ----------------------------------------------- */
+
+static void *symbol(const char *name)
+{
+    return dlsym(RTLD_DEFAULT, name);
+}
+
+/* PY_VERSION_HEX from Py_GetVersion()'s "3.11.2 (main, ...": a static
+ * buffer formatted without allocating, in every version. */
+static uint32_t interpreter_version(void)
+{
+    const char *(*get_version)(void) = (const char *(*)(void))symbol("Py_GetVersion");
+    if (!get_version)
+        return 0;
+    const char *text = get_version();
+    unsigned parts[3] = {0, 0, 0};
+    for (int i = 0; i < 3 && *text >= '0' && *text <= '9'; i++) {
+        while (*text >= '0' && *text <= '9')
+            parts[i] = parts[i] * 10 + (unsigned)(*text++ - '0');
+        if (*text == '.')
+            text++;
+    }
+    return parts[0] << 24 | (parts[1] & 0xff) << 16 | (parts[2] & 0xff) << 8;
+}
+
+static bool find_eval_function(void)
+{
+    void *start = symbol("_PyEval_EvalFrameDefault");
+    Dl_info info;
+    const ElfW(Sym) *entry = NULL;
+    if (!start || !dladdr1(start, &info, (void **)&entry, RTLD_DL_SYMENT) || !entry || !entry->st_size)
+        return false;
+    /* return addresses: after the call instruction, so (start, end] */
+    py.eval_start = (uintptr_t)start;
+    py.eval_end = (uintptr_t)start + entry->st_size;
+    return true;
+}
+
+static bool find_frame_symbols(void)
+{
+    py.this_thread_state = (get_thread_state_fn)symbol("PyGILState_GetThisThreadState");
+    py.code_type = symbol("PyCode_Type");
+    py.str_type = symbol("PyUnicode_Type");
+    py.bytes_type = symbol("PyBytes_Type");
+    py.function_type = symbol("PyFunction_Type");
+    return py.this_thread_state && py.code_type && py.str_type && py.bytes_type && py.function_type &&
+           find_eval_function();
+}
+
+static void find_api_symbols(void)
+{
+    *(void **)&py.is_initialized = symbol("Py_IsInitialized");
+    *(void **)&py.set_profile = symbol("PyEval_SetProfile");
+    *(void **)&py.add_pending_call = symbol("Py_AddPendingCall");
+    *(void **)&py.get_allocator = symbol("PyMem_GetAllocator");
+    *(void **)&py.set_allocator = symbol("PyMem_SetAllocator");
+    *(void **)&py.append_inittab = symbol("PyImport_AppendInittab");
+    *(void **)&py.module_create = symbol("PyModule_Create2");
+    *(void **)&py.str_as_utf8 = symbol("PyUnicode_AsUTF8AndSize");
+    *(void **)&py.bytes_as_string = symbol("PyBytes_AsString");
+    *(void **)&py.incref = symbol("Py_IncRef");
+    *(void **)&py.set_error = symbol("PyErr_SetString");
+    py.type_error = symbol("PyExc_TypeError");
+    py.none = symbol("_Py_NoneStruct");
+}
+
+static const struct python_layout *layout_for(uint32_t version_hex)
+{
+    for (size_t i = 0; i < sizeof known_layouts / sizeof known_layouts[0]; i++)
+        if (known_layouts[i].version == version_hex >> 16)
+            return &known_layouts[i];
+    return NULL;
+}
+
+/* ---- the allocator domains ---------------------------------------------------- */
+
+enum { PYMEM_DOMAIN_MEM = 1, PYMEM_DOMAIN_OBJ = 2 };
+
+static bool argument_is(const char *argument, const char *a, const char *b)
+{
+    return strcmp(argument, a) == 0 || (b && strcmp(argument, b) == 0);
+}
+
+/* -X dev (or PYTHONDEVMODE) makes the interpreter install its debug
+ * allocator over whatever was there: the user's choice, as PYTHONMALLOC. */
+static bool development_mode(void)
+{
+    const char *env = getenv("PYTHONDEVMODE");
+    if (env && *env)
+        return true;
+    char arguments[4096];
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    ssize_t length = fd < 0 ? -1 : read(fd, arguments, sizeof arguments - 1);
+    if (fd >= 0)
+        close(fd);
+    if (length <= 0)
+        return false;
+    arguments[length] = '\0';
+    bool after_x = false;
+    for (const char *argument = arguments; argument < arguments + length; argument += strlen(argument) + 1) {
+        if ((after_x && argument_is(argument, "dev", NULL)) || argument_is(argument, "-Xdev", NULL))
+            return true;
+        after_x = argument_is(argument, "-X", NULL);
+    }
+    return false;
+}
+
+static uint32_t choose_allocator_mode(void)
+{
+    const char *chosen = getenv("PYTHONMALLOC");
+    if (chosen && *chosen)
+        return strncmp(chosen, "malloc", 6) == 0 ? SHM_PYTHON_MALLOC : SHM_PYTHON_USER_ALLOCATOR;
+    if (development_mode())
+        return SHM_PYTHON_USER_ALLOCATOR;
+    return SHM_PYTHON_HOOKED;
+}
+
+static void wrap_domain(int domain, struct python_domain *wrapped)
+{
+    py.get_allocator(domain, &wrapped->inner);
+    wrapped->wrapper.ctx = wrapped;
+    py.set_allocator(domain, &wrapped->wrapper);
+}
+
+static uint32_t hook_allocators(const struct python_runtime_hooks *hooks)
+{
+    uint32_t mode = choose_allocator_mode();
+    if (mode != SHM_PYTHON_HOOKED)
+        return mode;
+    if (!py.get_allocator || !py.set_allocator)
+        return SHM_PYTHON_USER_ALLOCATOR; /* no domains to wrap (before 3.4) */
+    wrap_domain(PYMEM_DOMAIN_MEM, hooks->mem);
+    wrap_domain(PYMEM_DOMAIN_OBJ, hooks->object);
+    return SHM_PYTHON_HOOKED;
+}
+
+/* ---- the _memslope builtin module ---------------------------------------------- */
+
+/* The stable ABI's PyMethodDef and PyModuleDef. */
+struct method_definition {
+    const char *name;
+    void *function;
+    int flags;
+    const char *doc;
+};
+
+struct module_definition {
+    long refcount;
+    void *type;
+    void *init;
+    long index;
+    void *copy;
+    const char *name, *doc;
+    long size;
+    struct method_definition *methods;
+    void *slots, *traverse, *clear, *free;
+};
+
+#define METH_NOARGS 0x0004
+#define METH_O 0x0008
+#define PYTHON_API_VERSION 1013
+
+void memslope_case_begin(const char *name);
+void memslope_iteration(void);
+void memslope_case_end(void);
+
+static void *none(void)
+{
+    py.incref(py.none);
+    return py.none;
+}
+
+static void *module_case_begin(void *self, void *name)
+{
+    (void)self;
+    const char *text = NULL;
+    long size = 0;
+    if (type_of(name) == py.str_type)
+        text = py.str_as_utf8(name, &size);
+    else if (type_of(name) == py.bytes_type)
+        text = py.bytes_as_string(name);
+    else
+        py.set_error(*py.type_error, "memslope.case_begin: the name must be str or bytes");
+    if (!text)
+        return NULL;
+    memslope_case_begin(text);
+    return none();
+}
+
+static void *module_iteration(void *self, void *unused)
+{
+    (void)self, (void)unused;
+    memslope_iteration();
+    return none();
+}
+
+static void *module_case_end(void *self, void *unused)
+{
+    (void)self, (void)unused;
+    memslope_case_end();
+    return none();
+}
+
+static struct method_definition module_methods[] = {
+    {"case_begin", (void *)module_case_begin, METH_O, "Begins a case (ends any open one)."},
+    {"iteration", (void *)module_iteration, METH_NOARGS, "Marks an iteration boundary."},
+    {"case_end", (void *)module_case_end, METH_NOARGS, "Ends the open case."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct module_definition module_definition = {
+    .refcount = 1,
+    .name = "_memslope",
+    .doc = "memslope's marker API, built into a recorded interpreter (python/memslope.py uses it).",
+    .size = -1,
+    .methods = module_methods,
+};
+
+static void *init_module(void)
+{
+    return py.module_create(&module_definition, PYTHON_API_VERSION);
+}
+
+static void offer_marker_module(void)
+{
+    if (py.append_inittab && py.module_create && py.str_as_utf8 && py.bytes_as_string && py.incref &&
+        py.set_error && py.type_error && py.none)
+        py.append_inittab("_memslope", init_module);
+}
+
+/* ---- --iteration py:NAME ---------------------------------------------------------- */
+
+#define PYTRACE_CALL 0
+
+static bool function_matches(const void *frame)
+{
+    const void *code = load_pointer(frame, layout->frame_code);
+    if (!code || type_of(code) != py.code_type ||
+        !str_equals(load_pointer(code, layout->code_qualname), wanted_qualname, wanted_qualname_length))
+        return false;
+    if (!wanted_module_length)
+        return true;
+    const void *function = load_pointer(frame, layout->frame_function);
+    return function && type_of(function) == py.function_type &&
+           str_equals(load_pointer(function, layout->function_module), wanted_module, wanted_module_length);
+}
+
+static int on_profile_event(void *object, void *frame_object, int what, void *argument)
+{
+    (void)object, (void)argument;
+    if (what != PYTRACE_CALL || !frame_object)
+        return 0;
+    const void *frame = load_pointer(frame_object, layout->frame_object_frame);
+    if (frame && function_matches(frame))
+        mark_iteration();
+    return 0;
+}
+
+static __thread bool profile_installed __attribute__((tls_model("initial-exec")));
+static int main_thread_pending; /* the main thread's install is queued */
+
+static int install_on_main_thread(void *unused)
+{
+    (void)unused;
+    py.set_profile(on_profile_event, NULL);
+    return 0;
+}
+
+/* The main thread's profile is set by a pending call, which the interpreter
+ * runs at a safe point between two instructions; another thread sets its
+ * own at its first object allocation once the interpreter is ready (pending
+ * calls run on the main thread only). */
+void python_install_profile(void)
+{
+    if (profile_installed || !py.is_initialized())
+        return;
+    profile_installed = true;
+    if (getpid() == (pid_t)gettid()) {
+        if (!__atomic_exchange_n(&main_thread_pending, 1, __ATOMIC_ACQ_REL))
+            py.add_pending_call(install_on_main_thread, NULL);
+    } else {
+        py.set_profile(on_profile_event, NULL);
+    }
+}
+
+/* "py:[MODULE:]QUALNAME" from the environment (the tracer checked its form). */
+static void want_iterations(void)
+{
+    const char *name = getenv(SHM_ENV_PY_ITERATION);
+    if (!name || !*name || !py.is_initialized || !py.set_profile || !py.add_pending_call)
+        return;
+    const char *colon = strchr(name, ':');
+    const char *qualname = colon ? colon + 1 : name;
+    size_t module_length = colon ? (size_t)(colon - name) : 0, qualname_length = strlen(qualname);
+    if (module_length >= sizeof wanted_module || qualname_length >= sizeof wanted_qualname || !qualname_length)
+        return;
+    memcpy(wanted_module, name, module_length);
+    memcpy(wanted_qualname, qualname, qualname_length);
+    wanted_module_length = module_length;
+    wanted_qualname_length = qualname_length;
+    python_profile_wanted = true;
+}
+
+/* ---- start -------------------------------------------------------------------------- */
+
+void python_runtime_start(void *region, const struct python_runtime_hooks *hooks)
+{
+    struct shm_header *header = region;
+    uint32_t version = interpreter_version();
+    if (!version)
+        return;
+    header->python_version = version;
+    find_api_symbols();
+    mark_iteration = hooks->mark_iteration;
+    header->python_mode = hook_allocators(hooks);
+    layout = layout_for(version);
+    if (layout && find_frame_symbols()) {
+        python_frames_enabled = true;
+        header->python_frames = 1;
+        want_iterations();
+    }
+    offer_marker_module();
+}

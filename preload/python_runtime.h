@@ -1,0 +1,79 @@
+/*
+ * python_runtime.h - CPython inside the traced process, seen from the shim.
+ *
+ * When the image runs a CPython whose symbols are in the global scope (the
+ * python executable exports its API; a program linked with libpython has
+ * it loaded before the shim's constructor runs), the shim:
+ *
+ *  - wraps the MEM and OBJ allocator domains (PyMem_SetAllocator), so every
+ *    object pymalloc serves is recorded while pymalloc keeps serving it
+ *    (unless the user chose an allocator with PYTHONMALLOC or -X dev, which
+ *    is respected: see enum shm_python_mode);
+ *  - reads the calling thread's Python frames into each backtrace, in place
+ *    of the interpreter's C frames that ran them (3.11 to 3.13, whose frame
+ *    layouts the shim knows; other versions get native frames only);
+ *  - offers the marker API as a builtin module `_memslope`, so
+ *    python/memslope.py needs no ctypes (whose allocations would show as
+ *    the marker module's own leaks);
+ *  - with --iteration py:[MODULE:]QUALNAME, sets a profile function that
+ *    marks an iteration at every call of that function.
+ *
+ * Its state is process-wide (the interpreter is) and set once, in the
+ * shim's constructor, before the interpreter starts: globals of the shim,
+ * as documented in shim.c.
+ */
+#ifndef MEMSLOPE_PYTHON_RUNTIME_H
+#define MEMSLOPE_PYTHON_RUNTIME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* CPython's PyMemAllocatorEx (stable since 3.5). */
+struct python_allocator {
+    void *ctx;
+    void *(*malloc)(void *ctx, size_t size);
+    void *(*calloc)(void *ctx, size_t count, size_t size);
+    void *(*realloc)(void *ctx, void *pointer, size_t size);
+    void (*free)(void *ctx, void *pointer);
+};
+
+/* One wrapped domain: the shim's wrapper functions (their ctx is this
+ * struct) and the allocator they forward to, filled in by
+ * python_runtime_start. */
+struct python_domain {
+    struct python_allocator wrapper;
+    struct python_allocator inner;
+    uint8_t alloc_fn; /* enum shm_alloc_fn of its allocations */
+};
+
+struct python_runtime_hooks {
+    struct python_domain *mem, *object; /* the MEM and OBJ domains */
+    void (*mark_iteration)(void);       /* for --iteration py:NAME */
+};
+
+/* From the shim's constructor, once it records, with its guard up: finds
+ * the interpreter, installs what applies, and says what it found in the
+ * region's header (python_version, python_mode, python_frames). */
+void python_runtime_start(void *region, const struct python_runtime_hooks *hooks);
+
+/* Set once by python_runtime_start when Python frames can be read: the
+ * capture path tests it before anything else. */
+extern bool python_frames_enabled;
+
+/* Merges the calling thread's Python frames into a native backtrace
+ * (innermost first): every frame of the interpreter's evaluation function
+ * is replaced by the Python frames it ran, as frame words (shm_layout.h).
+ * Code objects seen for the first time are copied into the region. Writes
+ * at most max words to out and returns how many; without Python frames,
+ * out is a copy of native. No allocation, no lock. */
+uint32_t python_merge_frames(void *region, const uint64_t *native, uint32_t native_count, uint64_t *out,
+                             uint32_t max);
+
+/* Set when --iteration py:NAME asked for a profile function: every OBJ
+ * allocation then calls python_install_profile, which sets it once per
+ * thread when the interpreter is ready. */
+extern bool python_profile_wanted;
+void python_install_profile(void);
+
+#endif
