@@ -104,7 +104,20 @@ $(B)/fixtures/%: fixtures/%.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) -g -O0 -pthread -Iinclude -o $@ $<
 
-fixtures: $(FIXTURE_BIN)
+# The example Python extension (fixtures/python), built for the system
+# interpreter the Python tests and the walkthrough use; python3-dev (make
+# deps) provides its headers.
+SYSTEM_PYTHON ?= /usr/bin/python3
+PY_INCLUDES := $(shell $(SYSTEM_PYTHON)-config --includes 2>/dev/null)
+PY_EXT_SUFFIX := $(shell $(SYSTEM_PYTHON)-config --extension-suffix 2>/dev/null)
+PY_EXTENSION := $(if $(PY_INCLUDES),$(B)/fixtures/python/leakdemo$(PY_EXT_SUFFIX))
+
+$(B)/fixtures/python/leakdemo$(PY_EXT_SUFFIX): fixtures/python/leakdemo.c
+	@mkdir -p $(dir $@)
+	$(CC) -shared -fPIC -g -O0 -Wall -Wextra -Werror $(PY_INCLUDES) -o $@ $<
+	cp fixtures/python/bench_leakdemo.py $(dir $@)
+
+fixtures: $(FIXTURE_BIN) $(PY_EXTENSION)
 
 $(B)/fuzz-obj/%.o: %.c
 	@mkdir -p $(dir $@)
