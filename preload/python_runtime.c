@@ -95,6 +95,7 @@ struct python_symbols {
     void *(*module_create)(void *definition, int api_version);
     const char *(*str_as_utf8)(void *str, long *size);
     char *(*bytes_as_string)(void *bytes);
+    int (*is_subtype)(const void *type, const void *base);
     void (*incref)(void *object);
     void (*set_error)(void *type, const char *message);
     void **type_error;
@@ -482,8 +483,6 @@ static bool find_frame_symbols(void)
 {
     py.this_thread_state = (get_thread_state_fn)symbol("PyGILState_GetThisThreadState");
     py.code_type = symbol("PyCode_Type");
-    py.str_type = symbol("PyUnicode_Type");
-    py.bytes_type = symbol("PyBytes_Type");
     py.function_type = symbol("PyFunction_Type");
     return py.this_thread_state && py.code_type && py.str_type && py.bytes_type && py.function_type &&
            find_eval_function();
@@ -491,6 +490,9 @@ static bool find_frame_symbols(void)
 
 static void find_api_symbols(void)
 {
+    py.str_type = symbol("PyUnicode_Type");
+    py.bytes_type = symbol("PyBytes_Type");
+    *(void **)&py.is_subtype = symbol("PyType_IsSubtype");
     *(void **)&py.is_initialized = symbol("Py_IsInitialized");
     *(void **)&py.set_profile = symbol("PyEval_SetProfile");
     *(void **)&py.add_pending_call = symbol("Py_AddPendingCall");
@@ -564,13 +566,16 @@ static void wrap_domain(int domain, struct python_domain *wrapped)
     py.set_allocator(domain, &wrapped->wrapper);
 }
 
-static uint32_t hook_allocators(const struct python_runtime_hooks *hooks)
+/* Wrapped before the interpreter starts: from 3.7 on it keeps what it
+ * finds unless told otherwise; 3.6 and older set their default allocators
+ * as they start, and Python 2 has no domains. */
+static uint32_t hook_allocators(uint32_t version, const struct python_runtime_hooks *hooks)
 {
     uint32_t mode = choose_allocator_mode();
     if (mode != SHM_PYTHON_HOOKED)
         return mode;
-    if (!py.get_allocator || !py.set_allocator)
-        return SHM_PYTHON_USER_ALLOCATOR; /* no domains to wrap (before 3.4) */
+    if (version < 0x03070000 || !py.get_allocator || !py.set_allocator)
+        return SHM_PYTHON_NOT_WRAPPED;
     wrap_domain(PYMEM_DOMAIN_MEM, hooks->mem);
     wrap_domain(PYMEM_DOMAIN_OBJ, hooks->object);
     return SHM_PYTHON_HOOKED;
@@ -617,9 +622,9 @@ static void *module_case_begin(void *self, void *name)
     (void)self;
     const char *text = NULL;
     long size = 0;
-    if (type_of(name) == py.str_type)
+    if (py.is_subtype(type_of(name), py.str_type))
         text = py.str_as_utf8(name, &size);
-    else if (type_of(name) == py.bytes_type)
+    else if (py.is_subtype(type_of(name), py.bytes_type))
         text = py.bytes_as_string(name);
     else
         py.set_error(*py.type_error, "memslope.case_begin: the name must be str or bytes");
@@ -665,8 +670,8 @@ static void *init_module(void)
 
 static void offer_marker_module(void)
 {
-    if (py.append_inittab && py.module_create && py.str_as_utf8 && py.bytes_as_string && py.incref &&
-        py.set_error && py.type_error && py.none)
+    if (py.append_inittab && py.module_create && py.str_as_utf8 && py.bytes_as_string && py.is_subtype &&
+        py.str_type && py.bytes_type && py.incref && py.set_error && py.type_error && py.none)
         py.append_inittab("_memslope", init_module);
 }
 
@@ -754,7 +759,7 @@ void python_runtime_start(void *region, const struct python_runtime_hooks *hooks
     header->python_version = version;
     find_api_symbols();
     mark_iteration = hooks->mark_iteration;
-    header->python_mode = hook_allocators(hooks);
+    header->python_mode = hook_allocators(version, hooks);
     layout = layout_for(version);
     if (layout && find_frame_symbols()) {
         python_frames_enabled = true;

@@ -222,6 +222,8 @@ enum shm_python_mode {
                                       come from malloc, recorded there */
     SHM_PYTHON_USER_ALLOCATOR = 3, /* the user set another PYTHONMALLOC: left alone, so objects
                                       served by pymalloc are not recorded */
+    SHM_PYTHON_NOT_WRAPPED = 4,    /* an interpreter whose domains cannot be wrapped before it starts
+                                      (before 3.7): objects served by pymalloc are not recorded */
 };
 
 /*

@@ -239,6 +239,13 @@ static int write_python_warnings(struct trace_writer *writer, const struct trace
                  version);
         rc |= trace_write_warning(writer, process->process_id, message);
     }
+    if (python->mode == SHM_PYTHON_NOT_WRAPPED) {
+        snprintf(message, sizeof message,
+                 "Python %s: memslope wraps the object allocator of CPython 3.7 and later only: objects it serves "
+                 "from pymalloc are not recorded (PYTHONMALLOC=malloc, from 3.6 on, has them recorded as malloc)",
+                 version);
+        rc |= trace_write_warning(writer, process->process_id, message);
+    }
     if (!python->frames_read) {
         snprintf(message, sizeof message,
                  "Python %s: its frames are not read (memslope reads CPython 3.11 to 3.13): stacks show the "
