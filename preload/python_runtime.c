@@ -3,10 +3,7 @@
  *
  * Python's internal structures are read by offset, as py-spy and memray
  * do: the offsets below were taken with offsetof() from each version's own
- * headers (Include/internal/pycore_frame.h, Include/cpython/code.h, ...)
- * and tests/e2e/test_python_layout.sh checks them again against every
- * interpreter installed on the machine that runs the tests. Patch releases
- * of one minor version share a layout (3.11.2 and 3.11.7 checked).
+ * headers (python_layout.h).
  */
 #include "python_runtime.h"
 
@@ -18,58 +15,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "python_layout.h"
 #include "python_linetable.h"
 #include "shm_layout.h"
-
-/* ---- the layouts ---------------------------------------------------------- */
-
-#define NO_FIELD 0xffffu
-
-struct python_layout {
-    uint32_t version; /* PY_VERSION_HEX >> 16: 0x030b for 3.11 */
-    /* thread state -> current frame: tstate->cframe->current_frame (3.11,
-     * 3.12) or tstate->current_frame (3.13: tstate_cframe is NO_FIELD) */
-    uint16_t tstate_cframe, current_frame;
-    /* _PyInterpreterFrame */
-    uint16_t frame_code, frame_previous, frame_instr, frame_owner;
-    uint16_t frame_is_entry; /* 3.11: the first frame an evaluation ran; NO_FIELD after */
-    uint16_t frame_function;
-    uint8_t owned_by_cstack; /* 3.12+: the entry frame each evaluation pushes; 0xff before */
-    /* PyCodeObject */
-    uint16_t code_qualname, code_filename, code_first_line, code_linetable, code_bytecode;
-    /* str and bytes */
-    uint16_t str_length, str_state, str_ascii_data, str_compact_data;
-    uint16_t bytes_size, bytes_data;
-    /* PyFrameObject -> its _PyInterpreterFrame; PyFunctionObject.__module__ */
-    uint16_t frame_object_frame, function_module;
-};
-
-static const struct python_layout known_layouts[] = {
-    {.version = 0x030b, .tstate_cframe = 56, .current_frame = 8,
-     .frame_code = 32, .frame_previous = 48, .frame_instr = 56, .frame_owner = 69, .frame_is_entry = 68,
-     .frame_function = 0, .owned_by_cstack = 0xff,
-     .code_qualname = 128, .code_filename = 112, .code_first_line = 72, .code_linetable = 136, .code_bytecode = 184,
-     .str_length = 16, .str_state = 32, .str_ascii_data = 48, .str_compact_data = 72,
-     .bytes_size = 16, .bytes_data = 32, .frame_object_frame = 24, .function_module = 104},
-    {.version = 0x030c, .tstate_cframe = 56, .current_frame = 0,
-     .frame_code = 0, .frame_previous = 8, .frame_instr = 56, .frame_owner = 70, .frame_is_entry = NO_FIELD,
-     .frame_function = 16, .owned_by_cstack = 3,
-     .code_qualname = 128, .code_filename = 112, .code_first_line = 68, .code_linetable = 136, .code_bytecode = 192,
-     .str_length = 16, .str_state = 32, .str_ascii_data = 40, .str_compact_data = 56,
-     .bytes_size = 16, .bytes_data = 32, .frame_object_frame = 24, .function_module = 104},
-    {.version = 0x030d, .tstate_cframe = NO_FIELD, .current_frame = 72,
-     .frame_code = 0, .frame_previous = 8, .frame_instr = 56, .frame_owner = 70, .frame_is_entry = NO_FIELD,
-     .frame_function = 16, .owned_by_cstack = 3,
-     .code_qualname = 128, .code_filename = 112, .code_first_line = 68, .code_linetable = 136, .code_bytecode = 200,
-     .str_length = 16, .str_state = 32, .str_ascii_data = 40, .str_compact_data = 56,
-     .bytes_size = 16, .bytes_data = 32, .frame_object_frame = 24, .function_module = 104},
-};
-
-/* PyASCIIObject.state bits, the same in 3.11 to 3.13 */
-#define STR_KIND_SHIFT 2
-#define STR_KIND_MASK 0x7u
-#define STR_COMPACT 0x20u
-#define STR_ASCII 0x40u
 
 /* Longest string or line table copied (longer ones are cut). */
 #define MAX_NAME_BYTES 1024u
@@ -510,9 +458,9 @@ static void find_api_symbols(void)
 
 static const struct python_layout *layout_for(uint32_t version_hex)
 {
-    for (size_t i = 0; i < sizeof known_layouts / sizeof known_layouts[0]; i++)
-        if (known_layouts[i].version == version_hex >> 16)
-            return &known_layouts[i];
+    for (size_t i = 0; i < sizeof python_layouts / sizeof python_layouts[0]; i++)
+        if (python_layouts[i].version == version_hex >> 16)
+            return &python_layouts[i];
     return NULL;
 }
 

@@ -92,9 +92,9 @@ need_python() {
     command -v python3 >/dev/null 2>&1 || skip "python3 is not installed (make deps installs it)"
 }
 
-# fixture_line FILE MARKER -> the line that carries the marker comment.
+# fixture_line FILE MARKER -> the line that carries the marker comment (C or Python).
 fixture_line() {
-    _n=$(grep -nE "(/\*|//) $2( \*/|\$)" "$SRC_FIXTURES/$1" | cut -d: -f1)
+    _n=$(grep -nE "(/\*|//|#) $2( \*/|\$)" "$SRC_FIXTURES/$1" | cut -d: -f1)
     case "$_n" in
         ''|*[!0-9]*) fail "marker $2 must be on exactly one line of fixtures/$1 (found: '$_n')" ;;
     esac
