@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "../tracer/commands.h"
+#include "attribution.h"
 #include "report_model.h"
 #include "trace_reader.h"
 #include "units.h"
@@ -81,25 +82,17 @@ static int parse_options(int argc, char **argv, struct gate_limits *limits)
     return 0;
 }
 
-/* "function (file:line)" of the innermost visible frame of a site. */
+/* "function (file:line)" of the frame that names a site: its first in the
+ * user's code (attribution.h). */
 static const char *site_name(const struct report *report, const struct report_site *site, char *buffer, size_t size)
 {
+    const struct trace_model_frame *frame = NULL;
+    if (site)
+        attribution_user_frame(report->model, site->stack, &frame);
+    if (frame)
+        return attribution_frame_name(frame, buffer, size);
     /* A sampled trace whose lost blocks were all unsampled has no such site. */
     snprintf(buffer, size, !site && report_sample_rate(report) ? "none sampled" : "an unknown site");
-    for (uint32_t i = 0; site && site->stack && i < site->stack->depth; i++) {
-        const struct trace_model_frame *frame = &report->model->frames[site->stack->frame_ids[i]];
-        if (!report_frame_visible(frame))
-            continue;
-        const char *file = strrchr(frame->file, '/') ? strrchr(frame->file, '/') + 1 : frame->file;
-        if (*frame->function && frame->line)
-            snprintf(buffer, size, "%s (%s:%u)", frame->function, file, frame->line);
-        else if (*frame->function)
-            snprintf(buffer, size, "%s", frame->function);
-        else
-            snprintf(buffer, size, "0x%" PRIx64 " (%s+0x%" PRIx64 ")", frame->address,
-                     frame->module ? frame->module->path : "?", frame->module_offset);
-        break;
-    }
     return buffer;
 }
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attribution.h"
 #include "html_template.h"
 #include "json_writer.h"
 
@@ -41,8 +42,8 @@ static int64_t frame_index(struct html_frames *frames, uint32_t frame_id)
     return frames->index_of[frame_id];
 }
 
-/* "stack": page frame indexes, root first. */
-static void write_stack(struct json_writer *json, struct html_frames *frames, const struct trace_model_stack *stack)
+/* "stack": page frame indexes, root first. Returns how many. */
+static uint32_t write_stack(struct json_writer *json, struct html_frames *frames, const struct trace_model_stack *stack)
 {
     json_key(json, "stack");
     json_array_begin(json);
@@ -59,6 +60,7 @@ static void write_stack(struct json_writer *json, struct html_frames *frames, co
     for (uint32_t i = 0; i < count; i++)
         json_int(json, frame_index(frames, frames->scratch[i]));
     json_array_end(json);
+    return count;
 }
 
 static void write_frames(struct json_writer *json, const struct html_frames *frames)
@@ -72,7 +74,9 @@ static void write_frames(struct json_writer *json, const struct html_frames *fra
         json_string(json, format_function_name(frame, name, sizeof name));
         json_string(json, frame->file);
         json_uint(json, frame->line);
-        json_string(json, frame->module ? format_base_name(frame->module->path) : "");
+        json_string(json, frame->flags & TRACE_FRAME_PYTHON ? "python"
+                          : frame->module                  ? format_base_name(frame->module->path)
+                                                           : "");
         json_array_end(json);
     }
     json_array_end(json);
@@ -223,8 +227,12 @@ static void write_iteration_snapshots(struct json_writer *json, const struct tra
 
 static void write_case_site(struct json_writer *json, struct html_frames *frames, const struct report_site *site)
 {
+    const struct trace_model_frame *user;
+    int user_frame = attribution_user_frame(frames->model, site->stack, &user);
     json_object_begin(json);
-    write_stack(json, frames, site->stack);
+    uint32_t depth = write_stack(json, frames, site->stack);
+    /* The frame the tables name the site by (attribution.h), as an index into stack (root first). */
+    json_member_int(json, "user", user_frame >= 0 && (uint32_t)user_frame < depth ? (int64_t)depth - 1 - user_frame : -1);
     write_growth(json, "growth", &site->growth);
     json_member_uint(json, "setup", site->setup_bytes);
     json_member_uint(json, "live", site->live_bytes);

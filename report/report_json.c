@@ -1,4 +1,5 @@
 /* report_json.c - the JSON report, version 1 (design.md, "JSON report"). */
+#include "attribution.h"
 #include "json_writer.h"
 #include "report_model.h"
 
@@ -93,15 +94,20 @@ static void write_frames(struct json_writer *json, const struct report *report, 
         const struct trace_model_frame *frame = &report->model->frames[site->stack->frame_ids[i]];
         if (!report_frame_visible(frame))
             continue;
+        int python = (frame->flags & TRACE_FRAME_PYTHON) != 0;
         json_object_begin(json);
         json_member_string(json, "function", frame->function);
         json_member_string(json, "file", frame->file);
         json_member_uint(json, "line", frame->line);
-        json_member_string(json, "module", frame->module ? frame->module->path : "");
+        json_member_string(json, "module", python ? "python" : frame->module ? frame->module->path : "");
         json_member_uint(json, "address", frame->address);
         json_member_uint(json, "module_offset", frame->module_offset);
         if (frame->flags & TRACE_FRAME_INLINED) {
             json_key(json, "inlined");
+            json_bool(json, 1);
+        }
+        if (python) {
+            json_key(json, "python");
             json_bool(json, 1);
         }
         json_object_end(json);
@@ -111,8 +117,16 @@ static void write_frames(struct json_writer *json, const struct report *report, 
 
 static void write_site(struct json_writer *json, const struct report *report, const struct report_site *site)
 {
+    const struct trace_model_frame *user;
+    int user_frame = attribution_user_frame(report->model, site->stack, &user);
     json_object_begin(json);
     write_frames(json, report, site);
+    /* The frame that names the site: the first in the user's code (attribution.h). */
+    json_key(json, "user_frame");
+    if (user_frame >= 0)
+        json_int(json, user_frame);
+    else
+        json_null(json);
     json_key(json, "growth_bytes_per_iteration");
     if (site->growth.known)
         json_double(json, site->growth.bytes_per_iteration);
