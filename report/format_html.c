@@ -82,7 +82,18 @@ static void write_frames(struct json_writer *json, const struct html_frames *fra
     json_array_end(json);
 }
 
-static void write_leaks(struct json_writer *json, const char *key, const struct trace_leaks *leaks)
+static void write_pair(struct json_writer *json, const char *key, uint64_t bytes, uint64_t blocks)
+{
+    json_key(json, key);
+    json_array_begin(json);
+    json_uint(json, bytes);
+    json_uint(json, blocks);
+    json_array_end(json);
+}
+
+/* The categories less the suppressed loss records, and the suppressed. */
+static void write_leaks(struct json_writer *json, const char *key, const struct trace_leaks *leaks,
+                        const struct report_amount *suppressed)
 {
     json_key(json, key);
     if (!leaks) {
@@ -90,13 +101,9 @@ static void write_leaks(struct json_writer *json, const char *key, const struct 
         return;
     }
     json_object_begin(json);
-    for (int c = 0; c < TRACE_LEAK_CATEGORIES; c++) {
-        json_key(json, trace_leak_category_name((uint32_t)c));
-        json_array_begin(json);
-        json_uint(json, leaks->bytes[c]);
-        json_uint(json, leaks->blocks[c]);
-        json_array_end(json);
-    }
+    for (int c = 0; c < TRACE_LEAK_CATEGORIES; c++)
+        write_pair(json, trace_leak_category_name((uint32_t)c), leaks->bytes[c], leaks->blocks[c]);
+    write_pair(json, "suppressed", suppressed->bytes, suppressed->blocks);
     json_object_end(json);
 }
 
@@ -255,7 +262,7 @@ static void write_case(struct json_writer *json, struct html_frames *frames, con
     json_member_uint(json, "setup_bytes", report_case->setup_bytes);
     json_member_uint(json, "setup_blocks", report_case->setup_blocks);
     write_growth(json, "growth", &report_case->growth);
-    write_leaks(json, "leaks", report_case->leaks);
+    write_leaks(json, "leaks", report_case->leaks, &report_case->suppressed);
     json_member_uint(json, "peak_bytes", report_case->peak_bytes);
     json_member_double(json, "begin_ms", trace_case ? ms_since(trace_case->begin_ns, start_ns) : 0);
     json_member_double(json, "end_ms", trace_case ? ms_since(trace_case->end_ns, start_ns)
@@ -279,7 +286,7 @@ static void write_data(struct json_writer *json, struct html_frames *frames, con
     write_command(json, report);
     json_member_string(json, "exit", exit_text(report->primary, exit_buffer, sizeof exit_buffer));
     write_totals(json, report);
-    write_leaks(json, "leaks_at_exit", report->exit_leaks);
+    write_leaks(json, "leaks_at_exit", report->exit_leaks, &report->exit_suppressed);
     write_timeline(json, report->primary);
     json_key(json, "cases");
     json_array_begin(json);

@@ -206,6 +206,7 @@ static const char html_template_after_data[] =
     "      card(s, 'indirectly lost', human(lk.indirectly_lost[0]), lk.indirectly_lost[0] > 0);\n"
     "      card(s, 'possibly lost', human(lk.possibly_lost[0]));\n"
     "      card(s, 'still reachable', human(lk.still_reachable[0]));\n"
+    "      if (lk.suppressed && lk.suppressed[1] > 0) card(s, 'suppressed', human(lk.suppressed[0]) + ' in ' + count(lk.suppressed[1]) + ' blocks');\n"
     "    } else {\n"
     "      card(s, 'leaks', 'not checked');\n"
     "    }\n"

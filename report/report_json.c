@@ -2,6 +2,7 @@
 #include "attribution.h"
 #include "json_writer.h"
 #include "report_model.h"
+#include "suppressions.h"
 
 static void write_argv(struct json_writer *json, uint32_t argc, const char *const *argv)
 {
@@ -73,7 +74,10 @@ static void write_amount(struct json_writer *json, const char *key, uint64_t byt
     json_object_end(json);
 }
 
-static void write_leaks(struct json_writer *json, const char *key, const struct trace_leaks *leaks)
+/* memcheck's four categories, less the suppressed loss records, and the
+ * suppressed ones (memcheck's "suppressed:" line). */
+static void write_leaks(struct json_writer *json, const char *key, const struct trace_leaks *leaks,
+                        const struct report_amount *suppressed)
 {
     json_key(json, key);
     if (!leaks) {
@@ -83,7 +87,29 @@ static void write_leaks(struct json_writer *json, const char *key, const struct 
     json_object_begin(json);
     for (int c = 0; c < TRACE_LEAK_CATEGORIES; c++)
         write_amount(json, trace_leak_category_name((uint32_t)c), leaks->bytes[c], leaks->blocks[c]);
+    write_amount(json, "suppressed", suppressed->bytes, suppressed->blocks);
     json_object_end(json);
+}
+
+/* The suppressions that took loss records out of the check at exit, with
+ * what they took. */
+static void write_used_suppressions(struct json_writer *json, const struct report *report)
+{
+    json_key(json, "suppressions_used");
+    json_array_begin(json);
+    for (size_t i = 0; i < report->used_suppression_count; i++) {
+        const struct report_used_suppression *used = &report->used_suppressions[i];
+        json_object_begin(json);
+        json_member_string(json, "name", used->suppression->name);
+        json_member_string(json, "file", used->suppression->file);
+        json_member_uint(json, "line", used->suppression->line);
+        json_key(json, "default");
+        json_bool(json, used->suppression->is_default);
+        json_member_uint(json, "bytes", used->amount.bytes);
+        json_member_uint(json, "blocks", used->amount.blocks);
+        json_object_end(json);
+    }
+    json_array_end(json);
 }
 
 static void write_frames(struct json_writer *json, const struct report *report, const struct report_site *site)
@@ -156,7 +182,7 @@ static void write_case(struct json_writer *json, const struct report *report, co
     } else {
         json_null(json);
     }
-    write_leaks(json, "leaks", c->leaks);
+    write_leaks(json, "leaks", c->leaks, &c->suppressed);
     json_member_uint(json, "peak_bytes", c->peak_bytes);
     json_key(json, "sites");
     json_array_begin(json);
@@ -227,7 +253,8 @@ void report_write_json(const struct report *report, FILE *out)
     write_exit(&json, report->primary);
     write_totals(&json, report->primary);
     write_sampling(&json, report);
-    write_leaks(&json, "leaks_at_exit", report->exit_leaks);
+    write_leaks(&json, "leaks_at_exit", report->exit_leaks, &report->exit_suppressed);
+    write_used_suppressions(&json, report);
     json_key(&json, "cases");
     json_array_begin(&json);
     for (size_t i = 0; i < report->case_count; i++)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "attribution.h"
+#include "suppressions.h"
 
 enum { TOP_SITES = 10, FRAMES_SHOWN = 5, COMMAND_WIDTH = 24 };
 
@@ -147,13 +148,28 @@ static int compare_records(const void *left, const void *right)
     return a->category < b->category ? -1 : a->category > b->category;
 }
 
-static void write_leak_summary(FILE *out, const struct trace_leaks *leaks)
+static void write_leak_summary(FILE *out, const struct trace_leaks *leaks, const struct report_amount *suppressed)
 {
     char bytes[32], blocks[32];
     fputs("LEAK SUMMARY:\n", out);
     for (int c = 0; c < TRACE_LEAK_CATEGORIES; c++)
         fprintf(out, "   %15s: %s bytes in %s blocks\n", category_names[c], with_commas(leaks->bytes[c], bytes, 32),
                 with_commas(leaks->blocks[c], blocks, 32));
+    fprintf(out, "   %15s: %s bytes in %s blocks\n", "suppressed", with_commas(suppressed->bytes, bytes, 32),
+            with_commas(suppressed->blocks, blocks, 32));
+}
+
+/* Which suppressions took what (memcheck -v's "used_suppression" lines). */
+static void write_used_suppressions(FILE *out, const struct report *report)
+{
+    char bytes[32], blocks[32];
+    for (size_t i = 0; i < report->used_suppression_count; i++) {
+        const struct report_used_suppression *used = &report->used_suppressions[i];
+        const char *file = strrchr(used->suppression->file, '/');
+        fprintf(out, "   used suppression: %s bytes in %s blocks: %s (%s:%u)\n",
+                with_commas(used->amount.bytes, bytes, 32), with_commas(used->amount.blocks, blocks, 32),
+                used->suppression->name, file ? file + 1 : used->suppression->file, used->suppression->line);
+    }
 }
 
 /* The line under a heading of per-site figures, for a sampled trace. */
@@ -345,7 +361,8 @@ void report_write_text(const struct report *report, FILE *out)
         fputs("Leaks at exit, largest first (memcheck's categories)\n\n", out);
         write_sampling_note(out, report);
         write_loss_records(out, report, report->exit_leaks);
-        write_leak_summary(out, report->exit_leaks);
+        write_leak_summary(out, report->exit_leaks, &report->exit_suppressed);
+        write_used_suppressions(out, report);
         fputc('\n', out);
     } else {
         write_not_freed(out, report);

@@ -65,7 +65,8 @@ static const char sample_checks[] =
     "assert r['exit'] == {'status': 3}\n"
     "assert r['totals'] == {'allocations': 1000, 'frees': 990, 'allocated_bytes': 48000, 'peak_bytes': 4096}\n"
     "leaks = {'definitely_lost': {'bytes': 432, 'blocks': 9}, 'indirectly_lost': {'bytes': 48, 'blocks': 1},\n"
-    "         'possibly_lost': {'bytes': 0, 'blocks': 0}, 'still_reachable': {'bytes': 16, 'blocks': 1}}\n"
+    "         'possibly_lost': {'bytes': 0, 'blocks': 0}, 'still_reachable': {'bytes': 16, 'blocks': 1},\n"
+    "         'suppressed': {'bytes': 0, 'blocks': 0}}\n"
     "assert r['leaks_at_exit'] == leaks\n"
     "assert len(r['cases']) == 1\n"
     "c = r['cases'][0]\n"
@@ -202,6 +203,54 @@ static void test_usage_and_failures(void **state)
     assert_int_equal(run_report(2, help), 0);
 }
 
+static void write_file(const char *path, const char *text)
+{
+    FILE *file = fopen(path, "w");
+    assert_non_null(file);
+    fputs(text, file);
+    assert_int_equal(fclose(file), 0);
+}
+
+/* --suppressions: the matching loss records are no loss record and count
+ * only on the "suppressed:" line; a file that cannot be read or parsed
+ * stops the report. */
+static void test_suppressions_option(void **state)
+{
+    struct fixture *f = *state;
+    char lsan[160], valgrind[160], bad[160];
+    snprintf(lsan, sizeof lsan, "%s/lsan.supp", f->dir);
+    snprintf(valgrind, sizeof valgrind, "%s/vg.supp", f->dir);
+    snprintf(bad, sizeof bad, "%s/bad.supp", f->dir);
+    write_file(lsan, "# the sample's leak\nleak:leaky_site\n");
+    write_file(valgrind, "{\n  reachable\n  Memcheck:Leak\n  match-leak-kinds: reachable\n  fun:malloc\n  fun:helper\n}\n");
+    write_file(bad, "{\n  x\n  Memcheck:Leak\n");
+    const char *argv[] = {"report", f->trace, "--suppressions", lsan, "--suppressions=" , "-o", f->out};
+    char both[200];
+    snprintf(both, sizeof both, "--suppressions=%s", valgrind);
+    argv[4] = both;
+    assert_int_equal(run_report(7, argv), 0);
+    char *text = read_text(f->out);
+    expect_line(text, "LEAK SUMMARY:\n   definitely lost: 0 bytes in 0 blocks\n"
+                      "   indirectly lost: 0 bytes in 0 blocks\n     possibly lost: 0 bytes in 0 blocks\n"
+                      "   still reachable: 0 bytes in 0 blocks\n        suppressed: 496 bytes in 11 blocks\n");
+    assert_null(strstr(text, "loss record"));
+    free(text);
+    const char *json[] = {"report", f->trace, "--suppressions", lsan, "--format", "json", "-o", f->out};
+    assert_int_equal(run_report(8, json), 0);
+    check_json(f, "l = r['leaks_at_exit']\n"
+                  "assert l['suppressed'] == {'bytes': 480, 'blocks': 10}\n"
+                  "assert l['definitely_lost'] == {'bytes': 0, 'blocks': 0}\n"
+                  "assert l['still_reachable'] == {'bytes': 16, 'blocks': 1}\n"
+                  "assert r['cases'][0]['leaks'] == l\n"
+                  "assert r['cases'][0]['sites'][0]['leaked_bytes'] == 0");
+    const char *missing[] = {"report", f->trace, "--suppressions", "/nonexistent/x.supp"};
+    assert_int_equal(run_report(4, missing), 1);
+    const char *unparsable[] = {"report", f->trace, "--suppressions", bad};
+    assert_int_equal(run_report(4, unparsable), 1);
+    const char *no_value[] = {"report", f->trace, "--suppressions"};
+    assert_int_equal(run_report(3, no_value), 2);
+}
+
 /* A stack of the interpreter's C frames and Python frames (TRACE_FRAME_PYTHON):
  * leaked 4129 bytes, allocated by the interpreter for the Python code. */
 static int write_python_trace(const char *path)
@@ -318,6 +367,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_text_report, setup, teardown),
         cmocka_unit_test_setup_teardown(test_text_without_leak_check, setup, teardown),
         cmocka_unit_test_setup_teardown(test_usage_and_failures, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_suppressions_option, setup, teardown),
         cmocka_unit_test_setup_teardown(test_python_frames, setup, teardown),
         cmocka_unit_test_setup_teardown(test_incomplete_trace_still_reports, setup, teardown),
         cmocka_unit_test_setup_teardown(test_marked_cases, setup, teardown),
