@@ -184,9 +184,18 @@ done
 expect_match "defaults on: the fixture's leak still a loss record" "^    at leak_two \\(fixtures/leak_threads.c:$THREAD_LEAK\\)" "$WORK/defaults.txt"
 expect_eq "defaults on: the entry used, and what it took" "True 4 glibc: a thread's dynamic thread vector" \
     "$(jget "$WORK/defaults.json" '" ".join(["%s %d %s" % (u["default"], u["blocks"], u["name"].split(",")[0]) for u in d["suppressions_used"]])')"
-expect_match "defaults on: the text names it" "^   used suppression: 1,344 bytes in 4 blocks: glibc: a thread's dynamic thread vector.* \\(default.supp:[0-9]+\\)$" "$WORK/defaults.txt"
+expect_match "defaults on: the text names it" "^   used suppression: [0-9,]+ bytes in 4 blocks: glibc: a thread's dynamic thread vector.* \\(default.supp:[0-9]+\\)$" "$WORK/defaults.txt"
 expect_eq "defaults off: no entry used" "[]" "$(jget "$WORK/no_defaults.json" 'd["suppressions_used"]')"
 expect_no_match "defaults on: no possibly lost loss record" 'possibly lost in loss record' "$WORK/defaults.txt"
+"$MEMSLOPE" report "$WORK/threads.trace" --format html -o "$WORK/threads.html" 2>/dev/null
+expect_eq "html: the page's data has the suppressed figures" \
+    "$(jget "$WORK/defaults.json" '[d["leaks_at_exit"]["suppressed"]["bytes"], d["leaks_at_exit"]["suppressed"]["blocks"]]')" "$("$PY" - "$WORK/threads.html" <<'EOF'
+import json, re, sys
+page = open(sys.argv[1]).read()
+d = json.loads(re.search(r'<script type="application/json" id="memslope-data">(.*?)</script>', page, re.S).group(1))
+print(d["leaks_at_exit"]["suppressed"])
+EOF
+)"
 if command -v valgrind >/dev/null 2>&1; then
     vg_run threads --suppressions="$DEFAULT_SUPP" -- "$FIXTURES/leak_threads"
     vg_totals "$(vg_log threads)"
