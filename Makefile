@@ -59,7 +59,8 @@ FUZZ_CORE_OBJ := $(CORE_SRC:%.c=$(B)/fuzz-obj/%.o)
 FUZZ_FLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
 
 .PHONY: all deps check unit e2e fuzz-smoke demo install bench clean fixtures
-all: $(MEMSLOPE) $(SHIM) $(B)/include/memslope.h $(B)/lib/memslope/python/memslope.py
+all: $(MEMSLOPE) $(SHIM) $(B)/include/memslope.h $(B)/lib/memslope/python/memslope.py \
+    $(B)/share/memslope/default.supp
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -82,6 +83,11 @@ $(B)/include/memslope.h: include/memslope.h
 	cp $< $@
 
 $(B)/lib/memslope/python/memslope.py: python/memslope.py
+	@mkdir -p $(dir $@)
+	cp $< $@
+
+# The default suppressions, found at ../share/memslope/ from the binary.
+$(B)/share/memslope/default.supp: report/default.supp
 	@mkdir -p $(dir $@)
 	cp $< $@
 
@@ -161,12 +167,13 @@ bench: all
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/memslope/python \
-	    $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/man/man1
+	    $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/memslope
 	install -m 755 $(MEMSLOPE) $(DESTDIR)$(PREFIX)/bin/memslope
 	install -m 755 $(SHIM) $(DESTDIR)$(PREFIX)/lib/memslope/libmemslope.so
 	install -m 644 include/memslope.h $(DESTDIR)$(PREFIX)/include/memslope.h
 	install -m 644 python/memslope.py $(DESTDIR)$(PREFIX)/lib/memslope/python/memslope.py
 	install -m 644 docs/memslope.1 $(DESTDIR)$(PREFIX)/share/man/man1/memslope.1
+	install -m 644 report/default.supp $(DESTDIR)$(PREFIX)/share/memslope/default.supp
 
 clean:
 	rm -rf $(B)

@@ -1,18 +1,23 @@
 /*
  * cmd_gate.c - `memslope gate FILE [--max-growth SIZE] [--max-leaked SIZE]
- * [--max-leaked-blocks N] [--case GLOB]`: a trace's growth and leaks as an
- * exit code for CI. 0 within limits, 1 when a limit is exceeded (one line
- * per failure naming the case, the figure, the limit and the top site), 2 on
- * bad usage or an unreadable trace.
+ * [--max-leaked-blocks N] [--case GLOB] [--suppressions FILE]...
+ * [--no-default-suppressions]`: a trace's growth and leaks as an exit code
+ * for CI (suppressed loss records count toward no limit). 0 within limits,
+ * 1 when a limit is exceeded (one line per failure naming the case, the
+ * figure, the limit and the top site), 2 on bad usage or an unreadable
+ * trace or suppression file.
  */
 #include <fnmatch.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../tracer/commands.h"
+#include "attribution.h"
 #include "report_model.h"
+#include "suppressions.h"
 #include "trace_reader.h"
 #include "units.h"
 
@@ -21,6 +26,9 @@ struct gate_limits {
     uint64_t max_growth, max_leaked, max_leaked_blocks;
     const char *case_glob;
     const char *trace_path;
+    const char **suppression_files; /* argc entries */
+    size_t suppression_file_count;
+    bool no_default_suppressions;
 };
 
 static int usage_error(const char *message, const char *argument)
@@ -30,7 +38,7 @@ static int usage_error(const char *message, const char *argument)
     return 2;
 }
 
-enum { OPT_MAX_GROWTH = 256, OPT_MAX_LEAKED, OPT_MAX_LEAKED_BLOCKS, OPT_CASE };
+enum { OPT_MAX_GROWTH = 256, OPT_MAX_LEAKED, OPT_MAX_LEAKED_BLOCKS, OPT_CASE, OPT_SUPPRESSIONS, OPT_NO_DEFAULT };
 
 static int parse_options(int argc, char **argv, struct gate_limits *limits)
 {
@@ -39,10 +47,16 @@ static int parse_options(int argc, char **argv, struct gate_limits *limits)
         {"max-leaked", required_argument, NULL, OPT_MAX_LEAKED},
         {"max-leaked-blocks", required_argument, NULL, OPT_MAX_LEAKED_BLOCKS},
         {"case", required_argument, NULL, OPT_CASE},
+        {"suppressions", required_argument, NULL, OPT_SUPPRESSIONS},
+        {"no-default-suppressions", no_argument, NULL, OPT_NO_DEFAULT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     memset(limits, 0, sizeof *limits);
+    if (!(limits->suppression_files = calloc((size_t)argc, sizeof *limits->suppression_files))) {
+        fputs("memslope gate: out of memory\n", stderr);
+        return 2;
+    }
     opterr = 0;
     optind = 1;
     int option;
@@ -66,6 +80,12 @@ static int parse_options(int argc, char **argv, struct gate_limits *limits)
         case OPT_CASE:
             limits->case_glob = optarg;
             break;
+        case OPT_SUPPRESSIONS:
+            limits->suppression_files[limits->suppression_file_count++] = optarg;
+            break;
+        case OPT_NO_DEFAULT:
+            limits->no_default_suppressions = true;
+            break;
         case 'h':
             fputs(command_usage("gate"), stdout);
             return -1;
@@ -81,25 +101,17 @@ static int parse_options(int argc, char **argv, struct gate_limits *limits)
     return 0;
 }
 
-/* "function (file:line)" of the innermost visible frame of a site. */
+/* "function (file:line)" of the frame that names a site: its first in the
+ * user's code (attribution.h). */
 static const char *site_name(const struct report *report, const struct report_site *site, char *buffer, size_t size)
 {
+    const struct trace_model_frame *frame = NULL;
+    if (site)
+        attribution_user_frame(report->model, site->stack, &frame);
+    if (frame)
+        return attribution_frame_name(frame, buffer, size);
     /* A sampled trace whose lost blocks were all unsampled has no such site. */
     snprintf(buffer, size, !site && report_sample_rate(report) ? "none sampled" : "an unknown site");
-    for (uint32_t i = 0; site && site->stack && i < site->stack->depth; i++) {
-        const struct trace_model_frame *frame = &report->model->frames[site->stack->frame_ids[i]];
-        if (!report_frame_visible(frame))
-            continue;
-        const char *file = strrchr(frame->file, '/') ? strrchr(frame->file, '/') + 1 : frame->file;
-        if (*frame->function && frame->line)
-            snprintf(buffer, size, "%s (%s:%u)", frame->function, file, frame->line);
-        else if (*frame->function)
-            snprintf(buffer, size, "%s", frame->function);
-        else
-            snprintf(buffer, size, "0x%" PRIx64 " (%s+0x%" PRIx64 ")", frame->address,
-                     frame->module ? frame->module->path : "?", frame->module_offset);
-        break;
-    }
     return buffer;
 }
 
@@ -160,46 +172,83 @@ static int check_leaks(const struct report *report, const struct report_case *c,
     return failures;
 }
 
-int cmd_gate(int argc, char **argv)
+/* The number of limits exceeded over the cases checked. */
+static size_t check_cases(const struct report *report, const struct gate_limits *limits, size_t *checked)
 {
-    struct gate_limits limits;
-    int rc = parse_options(argc, argv, &limits);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    size_t failures = 0;
+    *checked = 0;
+    for (size_t i = 0; i < report->case_count; i++) {
+        const struct report_case *c = &report->cases[i];
+        if (limits->case_glob && fnmatch(limits->case_glob, c->name, 0) != 0)
+            continue;
+        ++*checked;
+        if (limits->has_growth)
+            failures += (size_t)check_growth(report, c, limits);
+        if (limits->has_leaked || limits->has_leaked_blocks)
+            failures += (size_t)check_leaks(report, c, limits);
+    }
+    return failures;
+}
+
+/* The set is to be freed whatever this returns. */
+static int load_suppressions(const struct gate_limits *limits, struct suppressions *set)
+{
+    char err[1024];
+    if (suppressions_init(set) != 0) {
+        fputs("memslope gate: out of memory\n", stderr);
+        return -1;
+    }
+    if (suppressions_load_all(set, limits->suppression_files, limits->suppression_file_count,
+                              limits->no_default_suppressions, err, sizeof err) != 0) {
+        fprintf(stderr, "memslope gate: %s\n", err);
+        return -1;
+    }
+    for (size_t i = 0; i < set->warning_count; i++)
+        fprintf(stderr, "memslope gate: warning: %s\n", set->warnings[i]);
+    return 0;
+}
+
+static int gate_trace(const struct gate_limits *limits, const struct suppressions *suppressions)
+{
     struct trace_model model;
     struct report report;
     char err[1024];
-    if (trace_read_file(limits.trace_path, &model, err, sizeof err) != 0) {
+    if (trace_read_file(limits->trace_path, &model, err, sizeof err) != 0) {
         fprintf(stderr, "memslope gate: %s\n", err);
         return 2;
     }
     if (model.incomplete)
-        fprintf(stderr, "memslope gate: warning: %s is incomplete (%s); checking what it holds\n", limits.trace_path,
+        fprintf(stderr, "memslope gate: warning: %s is incomplete (%s); checking what it holds\n", limits->trace_path,
                 model.incomplete_reason);
-    if (report_build(&report, &model, limits.trace_path, REPORT_METRIC_GROWTH, NULL, err, sizeof err) != 0) {
+    if (report_build_with_suppressions(&report, &model, limits->trace_path, REPORT_METRIC_GROWTH, NULL, suppressions,
+                                       err, sizeof err) != 0) {
         fprintf(stderr, "memslope gate: %s\n", err);
         trace_model_free(&model);
         return 2;
     }
-    size_t checked = 0, failures = 0;
-    for (size_t i = 0; i < report.case_count; i++) {
-        const struct report_case *c = &report.cases[i];
-        if (limits.case_glob && fnmatch(limits.case_glob, c->name, 0) != 0)
-            continue;
-        checked++;
-        if (limits.has_growth)
-            failures += (size_t)check_growth(&report, c, &limits);
-        if (limits.has_leaked || limits.has_leaked_blocks)
-            failures += (size_t)check_leaks(&report, c, &limits);
-    }
+    size_t checked;
+    size_t failures = check_cases(&report, limits, &checked);
     report_free(&report);
     trace_model_free(&model);
     if (!checked) {
         fprintf(stderr, "memslope gate: no case in %s matches '%s' (memslope report %s lists the cases)\n",
-                limits.trace_path, limits.case_glob ? limits.case_glob : "*", limits.trace_path);
+                limits->trace_path, limits->case_glob ? limits->case_glob : "*", limits->trace_path);
         return 2;
     }
     printf("memslope gate: %s: %zu case%s checked, %zu limit%s exceeded\n", failures ? "FAIL" : "ok", checked,
            checked == 1 ? "" : "s", failures, failures == 1 ? "" : "s");
     return failures ? 1 : 0;
+}
+
+int cmd_gate(int argc, char **argv)
+{
+    struct gate_limits limits;
+    int rc = parse_options(argc, argv, &limits);
+    if (rc == 0) {
+        struct suppressions suppressions;
+        rc = load_suppressions(&limits, &suppressions) == 0 ? gate_trace(&limits, &suppressions) : 2;
+        suppressions_free(&suppressions);
+    }
+    free(limits.suppression_files);
+    return rc < 0 ? 0 : rc;
 }

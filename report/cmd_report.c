@@ -1,5 +1,6 @@
-/* cmd_report.c - `memslope report FILE [--format text|json] [-o OUT]
- * [--metric NAME] [--case NAME]`: 0 success, 1 failure, 2 usage. */
+/* cmd_report.c - `memslope report FILE [--format FORMAT] [-o OUT]
+ * [--metric NAME] [--case NAME] [--suppressions FILE]...
+ * [--no-default-suppressions]`: 0 success, 1 failure, 2 usage. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -12,13 +13,20 @@
 #include "../tracer/commands.h"
 #include "formats.h"
 #include "report_model.h"
+#include "suppressions.h"
 #include "trace_reader.h"
 
+/* Its own copy of the usage (main.c's is not linked into the unit tests). */
 static const char report_usage[] =
-    "usage: memslope report FILE [--format text|json|speedscope|collapsed|html|pprof] [-o OUT]\n"
-    "                       [--metric growth|leaked|peak|allocated|temporary] [--case NAME]\n";
+    "usage: memslope report FILE [--format text|json|speedscope|collapsed|html|pprof|suppressions] [-o OUT]\n"
+    "                       [--metric growth|leaked|peak|allocated|temporary] [--case NAME]\n"
+    "                       [--suppressions FILE]... [--no-default-suppressions]\n";
 
-enum report_format { FORMAT_TEXT, FORMAT_JSON, FORMAT_SPEEDSCOPE, FORMAT_COLLAPSED, FORMAT_HTML, FORMAT_PPROF };
+enum report_format {
+    FORMAT_TEXT, FORMAT_JSON, FORMAT_SPEEDSCOPE, FORMAT_COLLAPSED, FORMAT_HTML, FORMAT_PPROF, FORMAT_SUPPRESSIONS
+};
+
+static const char *const format_names[] = {"text", "json", "speedscope", "collapsed", "html", "pprof", "suppressions"};
 
 struct report_options {
     const char *trace_path;
@@ -26,6 +34,9 @@ struct report_options {
     enum report_format format;
     enum report_metric metric;
     const char *case_name;
+    const char **suppression_files; /* argc entries */
+    size_t suppression_file_count;
+    bool no_default_suppressions;
 };
 
 static int usage_error(const char *format, const char *value)
@@ -58,25 +69,20 @@ static int apply_option(struct report_options *options, const char *name, const 
     if (!value)
         return usage_error("%s needs a value", name);
     if (strcmp(name, "--format") == 0) {
-        if (strcmp(value, "text") == 0)
-            options->format = FORMAT_TEXT;
-        else if (strcmp(value, "json") == 0)
-            options->format = FORMAT_JSON;
-        else if (strcmp(value, "speedscope") == 0)
-            options->format = FORMAT_SPEEDSCOPE;
-        else if (strcmp(value, "collapsed") == 0)
-            options->format = FORMAT_COLLAPSED;
-        else if (strcmp(value, "html") == 0)
-            options->format = FORMAT_HTML;
-        else if (strcmp(value, "pprof") == 0)
-            options->format = FORMAT_PPROF;
-        else
-            return usage_error("unknown format '%s' (valid formats: text, json, speedscope, collapsed, html, pprof)", value);
+        size_t i = 0;
+        while (i < sizeof format_names / sizeof *format_names && strcmp(value, format_names[i]) != 0)
+            i++;
+        if (i == sizeof format_names / sizeof *format_names)
+            return usage_error("unknown format '%s' (valid formats: text, json, speedscope, collapsed, html, pprof, "
+                               "suppressions)", value);
+        options->format = (enum report_format)i;
     } else if (strcmp(name, "--metric") == 0) {
         if (report_metric_parse(value, &options->metric) != 0)
             return usage_error("unknown metric '%s' (valid: growth, leaked, peak, allocated, temporary)", value);
     } else if (strcmp(name, "--case") == 0) {
         options->case_name = value;
+    } else if (strcmp(name, "--suppressions") == 0) {
+        options->suppression_files[options->suppression_file_count++] = value;
     } else {
         options->output_path = value;
     }
@@ -85,7 +91,7 @@ static int apply_option(struct report_options *options, const char *name, const 
 
 static int parse_options(int argc, char **argv, struct report_options *options)
 {
-    static const char *const valued[] = {"--format", "--metric", "--case", "--output", "-o"};
+    static const char *const valued[] = {"--format", "--metric", "--case", "--suppressions", "--output", "-o"};
     int only_operands = 0;
     for (int i = 1; i < argc; i++) {
         const char *value = NULL;
@@ -102,6 +108,10 @@ static int parse_options(int argc, char **argv, struct report_options *options)
         if (!only_operands && (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)) {
             fputs(report_usage, stdout);
             return -1;
+        }
+        if (!only_operands && strcmp(argv[i], "--no-default-suppressions") == 0) {
+            options->no_default_suppressions = true;
+            continue;
         }
         if (!only_operands && strcmp(argv[i], "--") == 0)
             only_operands = 1;
@@ -209,6 +219,7 @@ static int write_report(const struct report_options *options, const struct repor
         break;
     case FORMAT_HTML: failed = report_write_html(report, output.file, err, sizeof err) != 0; break;
     case FORMAT_PPROF: failed = report_write_pprof(report, output.file, err, sizeof err) != 0; break;
+    case FORMAT_SUPPRESSIONS: failed = report_write_suppressions(report, output.file, err, sizeof err) != 0; break;
     }
     if (failed)
         fprintf(stderr, "memslope report: %s\n", err);
@@ -216,27 +227,59 @@ static int write_report(const struct report_options *options, const struct repor
     return failed || closed != 0 ? 1 : 0;
 }
 
-int cmd_report(int argc, char **argv)
+/* The set is to be freed whatever this returns. */
+static int load_suppressions(const struct report_options *options, struct suppressions *set)
 {
-    struct report_options options = {.format = FORMAT_TEXT, .metric = REPORT_METRIC_GROWTH};
-    int rc = parse_options(argc, argv, &options);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    char err[1024];
+    if (suppressions_init(set) != 0) {
+        fputs("memslope report: out of memory\n", stderr);
+        return -1;
+    }
+    if (suppressions_load_all(set, options->suppression_files, options->suppression_file_count,
+                              options->no_default_suppressions, err, sizeof err) != 0) {
+        fprintf(stderr, "memslope report: %s\n", err);
+        return -1;
+    }
+    for (size_t i = 0; i < set->warning_count; i++)
+        fprintf(stderr, "memslope report: warning: %s\n", set->warnings[i]);
+    return 0;
+}
+
+static int report_trace(const struct report_options *options, const struct suppressions *suppressions)
+{
     struct trace_model model;
     char err[512];
-    if (trace_read_file(options.trace_path, &model, err, sizeof err) != 0) {
+    if (trace_read_file(options->trace_path, &model, err, sizeof err) != 0) {
         fprintf(stderr, "memslope report: %s\n", err);
         return 1;
     }
-    warn_if_incomplete(&model, options.trace_path);
+    warn_if_incomplete(&model, options->trace_path);
     struct report report;
-    if (report_build(&report, &model, options.trace_path, options.metric, options.case_name, err, sizeof err) != 0) {
+    if (report_build_with_suppressions(&report, &model, options->trace_path, options->metric, options->case_name,
+                                       suppressions, err, sizeof err) != 0) {
         fprintf(stderr, "memslope report: %s\n", err);
         trace_model_free(&model);
         return 1;
     }
-    rc = write_report(&options, &report);
+    int rc = write_report(options, &report);
     report_free(&report);
     trace_model_free(&model);
     return rc;
+}
+
+int cmd_report(int argc, char **argv)
+{
+    struct report_options options = {.format = FORMAT_TEXT, .metric = REPORT_METRIC_GROWTH};
+    if (!(options.suppression_files = calloc((size_t)argc + 1, sizeof *options.suppression_files))) {
+        fputs("memslope report: out of memory\n", stderr);
+        return 1;
+    }
+    int rc = parse_options(argc, argv, &options);
+    if (rc == 0) {
+        struct suppressions suppressions;
+        rc = load_suppressions(&options, &suppressions) == 0 ? report_trace(&options, &suppressions) : 1;
+        suppressions_free(&suppressions);
+    }
+    free(options.suppression_files);
+    return rc < 0 ? 0 : rc;
 }

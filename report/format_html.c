@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attribution.h"
 #include "html_template.h"
 #include "json_writer.h"
 
@@ -41,8 +42,8 @@ static int64_t frame_index(struct html_frames *frames, uint32_t frame_id)
     return frames->index_of[frame_id];
 }
 
-/* "stack": page frame indexes, root first. */
-static void write_stack(struct json_writer *json, struct html_frames *frames, const struct trace_model_stack *stack)
+/* "stack": page frame indexes, root first. Returns how many. */
+static uint32_t write_stack(struct json_writer *json, struct html_frames *frames, const struct trace_model_stack *stack)
 {
     json_key(json, "stack");
     json_array_begin(json);
@@ -59,6 +60,7 @@ static void write_stack(struct json_writer *json, struct html_frames *frames, co
     for (uint32_t i = 0; i < count; i++)
         json_int(json, frame_index(frames, frames->scratch[i]));
     json_array_end(json);
+    return count;
 }
 
 static void write_frames(struct json_writer *json, const struct html_frames *frames)
@@ -72,13 +74,26 @@ static void write_frames(struct json_writer *json, const struct html_frames *fra
         json_string(json, format_function_name(frame, name, sizeof name));
         json_string(json, frame->file);
         json_uint(json, frame->line);
-        json_string(json, frame->module ? format_base_name(frame->module->path) : "");
+        json_string(json, frame->flags & TRACE_FRAME_PYTHON ? "python"
+                          : frame->module                  ? format_base_name(frame->module->path)
+                                                           : "");
         json_array_end(json);
     }
     json_array_end(json);
 }
 
-static void write_leaks(struct json_writer *json, const char *key, const struct trace_leaks *leaks)
+static void write_pair(struct json_writer *json, const char *key, uint64_t bytes, uint64_t blocks)
+{
+    json_key(json, key);
+    json_array_begin(json);
+    json_uint(json, bytes);
+    json_uint(json, blocks);
+    json_array_end(json);
+}
+
+/* The categories less the suppressed loss records, and the suppressed. */
+static void write_leaks(struct json_writer *json, const char *key, const struct trace_leaks *leaks,
+                        const struct report_amount *suppressed)
 {
     json_key(json, key);
     if (!leaks) {
@@ -86,13 +101,9 @@ static void write_leaks(struct json_writer *json, const char *key, const struct 
         return;
     }
     json_object_begin(json);
-    for (int c = 0; c < TRACE_LEAK_CATEGORIES; c++) {
-        json_key(json, trace_leak_category_name((uint32_t)c));
-        json_array_begin(json);
-        json_uint(json, leaks->bytes[c]);
-        json_uint(json, leaks->blocks[c]);
-        json_array_end(json);
-    }
+    for (int c = 0; c < TRACE_LEAK_CATEGORIES; c++)
+        write_pair(json, trace_leak_category_name((uint32_t)c), leaks->bytes[c], leaks->blocks[c]);
+    write_pair(json, "suppressed", suppressed->bytes, suppressed->blocks);
     json_object_end(json);
 }
 
@@ -223,8 +234,12 @@ static void write_iteration_snapshots(struct json_writer *json, const struct tra
 
 static void write_case_site(struct json_writer *json, struct html_frames *frames, const struct report_site *site)
 {
+    const struct trace_model_frame *user;
+    int user_frame = attribution_user_frame(frames->model, site->stack, &user);
     json_object_begin(json);
-    write_stack(json, frames, site->stack);
+    uint32_t depth = write_stack(json, frames, site->stack);
+    /* The frame the tables name the site by (attribution.h), as an index into stack (root first). */
+    json_member_int(json, "user", user_frame >= 0 && (uint32_t)user_frame < depth ? (int64_t)depth - 1 - user_frame : -1);
     write_growth(json, "growth", &site->growth);
     json_member_uint(json, "setup", site->setup_bytes);
     json_member_uint(json, "live", site->live_bytes);
@@ -247,7 +262,7 @@ static void write_case(struct json_writer *json, struct html_frames *frames, con
     json_member_uint(json, "setup_bytes", report_case->setup_bytes);
     json_member_uint(json, "setup_blocks", report_case->setup_blocks);
     write_growth(json, "growth", &report_case->growth);
-    write_leaks(json, "leaks", report_case->leaks);
+    write_leaks(json, "leaks", report_case->leaks, &report_case->suppressed);
     json_member_uint(json, "peak_bytes", report_case->peak_bytes);
     json_member_double(json, "begin_ms", trace_case ? ms_since(trace_case->begin_ns, start_ns) : 0);
     json_member_double(json, "end_ms", trace_case ? ms_since(trace_case->end_ns, start_ns)
@@ -271,7 +286,7 @@ static void write_data(struct json_writer *json, struct html_frames *frames, con
     write_command(json, report);
     json_member_string(json, "exit", exit_text(report->primary, exit_buffer, sizeof exit_buffer));
     write_totals(json, report);
-    write_leaks(json, "leaks_at_exit", report->exit_leaks);
+    write_leaks(json, "leaks_at_exit", report->exit_leaks, &report->exit_suppressed);
     write_timeline(json, report->primary);
     json_key(json, "cases");
     json_array_begin(json);

@@ -37,6 +37,11 @@ int report_write_pprof(const struct report *report, FILE *out, char *err, size_t
 /* One self-contained HTML page: charts, tables, flame graphs; no network. */
 int report_write_html(const struct report *report, FILE *out, char *err, size_t err_size);
 
+/* Valgrind-format suppressions for the loss records the text report lists
+ * (those at exit, else each case's), to paste into a suppression file:
+ * frames by function name, obj: for an unnamed one. */
+int report_write_suppressions(const struct report *report, FILE *out, char *err, size_t err_size);
+
 /* --- shared by the writers above (format_stacks.c) ---------------------------------- */
 
 /* What a weighted stack measures. */

@@ -1,6 +1,8 @@
 /* report_json.c - the JSON report, version 1 (design.md, "JSON report"). */
+#include "attribution.h"
 #include "json_writer.h"
 #include "report_model.h"
+#include "suppressions.h"
 
 static void write_argv(struct json_writer *json, uint32_t argc, const char *const *argv)
 {
@@ -72,7 +74,10 @@ static void write_amount(struct json_writer *json, const char *key, uint64_t byt
     json_object_end(json);
 }
 
-static void write_leaks(struct json_writer *json, const char *key, const struct trace_leaks *leaks)
+/* memcheck's four categories, less the suppressed loss records, and the
+ * suppressed ones (memcheck's "suppressed:" line). */
+static void write_leaks(struct json_writer *json, const char *key, const struct trace_leaks *leaks,
+                        const struct report_amount *suppressed)
 {
     json_key(json, key);
     if (!leaks) {
@@ -82,7 +87,29 @@ static void write_leaks(struct json_writer *json, const char *key, const struct 
     json_object_begin(json);
     for (int c = 0; c < TRACE_LEAK_CATEGORIES; c++)
         write_amount(json, trace_leak_category_name((uint32_t)c), leaks->bytes[c], leaks->blocks[c]);
+    write_amount(json, "suppressed", suppressed->bytes, suppressed->blocks);
     json_object_end(json);
+}
+
+/* The suppressions that took loss records out of the check at exit, with
+ * what they took. */
+static void write_used_suppressions(struct json_writer *json, const struct report *report)
+{
+    json_key(json, "suppressions_used");
+    json_array_begin(json);
+    for (size_t i = 0; i < report->used_suppression_count; i++) {
+        const struct report_used_suppression *used = &report->used_suppressions[i];
+        json_object_begin(json);
+        json_member_string(json, "name", used->suppression->name);
+        json_member_string(json, "file", used->suppression->file);
+        json_member_uint(json, "line", used->suppression->line);
+        json_key(json, "default");
+        json_bool(json, used->suppression->is_default);
+        json_member_uint(json, "bytes", used->amount.bytes);
+        json_member_uint(json, "blocks", used->amount.blocks);
+        json_object_end(json);
+    }
+    json_array_end(json);
 }
 
 static void write_frames(struct json_writer *json, const struct report *report, const struct report_site *site)
@@ -93,15 +120,20 @@ static void write_frames(struct json_writer *json, const struct report *report, 
         const struct trace_model_frame *frame = &report->model->frames[site->stack->frame_ids[i]];
         if (!report_frame_visible(frame))
             continue;
+        int python = (frame->flags & TRACE_FRAME_PYTHON) != 0;
         json_object_begin(json);
         json_member_string(json, "function", frame->function);
         json_member_string(json, "file", frame->file);
         json_member_uint(json, "line", frame->line);
-        json_member_string(json, "module", frame->module ? frame->module->path : "");
+        json_member_string(json, "module", python ? "python" : frame->module ? frame->module->path : "");
         json_member_uint(json, "address", frame->address);
         json_member_uint(json, "module_offset", frame->module_offset);
         if (frame->flags & TRACE_FRAME_INLINED) {
             json_key(json, "inlined");
+            json_bool(json, 1);
+        }
+        if (python) {
+            json_key(json, "python");
             json_bool(json, 1);
         }
         json_object_end(json);
@@ -111,8 +143,16 @@ static void write_frames(struct json_writer *json, const struct report *report, 
 
 static void write_site(struct json_writer *json, const struct report *report, const struct report_site *site)
 {
+    const struct trace_model_frame *user;
+    int user_frame = attribution_user_frame(report->model, site->stack, &user);
     json_object_begin(json);
     write_frames(json, report, site);
+    /* The frame that names the site: the first in the user's code (attribution.h). */
+    json_key(json, "user_frame");
+    if (user_frame >= 0)
+        json_int(json, user_frame);
+    else
+        json_null(json);
     json_key(json, "growth_bytes_per_iteration");
     if (site->growth.known)
         json_double(json, site->growth.bytes_per_iteration);
@@ -155,7 +195,7 @@ static void write_case(struct json_writer *json, const struct report *report, co
     } else {
         json_null(json);
     }
-    write_leaks(json, "leaks", c->leaks);
+    write_leaks(json, "leaks", c->leaks, &c->suppressed);
     json_member_uint(json, "peak_bytes", c->peak_bytes);
     json_key(json, "sites");
     json_array_begin(json);
@@ -232,7 +272,8 @@ void report_write_json(const struct report *report, FILE *out)
     write_exit(&json, report->primary);
     write_totals(&json, report->primary);
     write_sampling(&json, report);
-    write_leaks(&json, "leaks_at_exit", report->exit_leaks);
+    write_leaks(&json, "leaks_at_exit", report->exit_leaks, &report->exit_suppressed);
+    write_used_suppressions(&json, report);
     json_key(&json, "cases");
     json_array_begin(&json);
     for (size_t i = 0; i < report->case_count; i++)

@@ -7,6 +7,7 @@
 #include <uthash.h>
 
 #include "growth.h"
+#include "suppressions.h"
 
 int report_metric_parse(const char *name, enum report_metric *metric)
 {
@@ -236,6 +237,94 @@ static int finish_sites(struct site_table *table, struct report_case *report_cas
     return 0;
 }
 
+/* --- suppressions ----------------------------------------------------------------- */
+
+static uint64_t clamped_difference(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
+
+/* What each suppression took out of a leak check. */
+struct used_list {
+    struct report_used_suppression *items;
+    size_t count;
+};
+
+static int count_use(struct used_list *used, const struct suppression *suppression,
+                     const struct trace_loss_record *record)
+{
+    size_t i = 0;
+    while (i < used->count && used->items[i].suppression != suppression)
+        i++;
+    if (i == used->count) {
+        struct report_used_suppression *grown = realloc(used->items, (i + 1) * sizeof *used->items);
+        if (!grown)
+            return -1;
+        used->items = grown;
+        grown[used->count++] = (struct report_used_suppression){suppression, {0, 0}};
+    }
+    used->items[i].amount.bytes += record->bytes;
+    used->items[i].amount.blocks += record->blocks;
+    return 0;
+}
+
+static int compare_used(const void *left, const void *right)
+{
+    const struct report_used_suppression *a = left, *b = right;
+    return a->suppression < b->suppression ? -1 : a->suppression > b->suppression;
+}
+
+/* A copy of a leak check without the loss records that match a
+ * suppression; their figures come off their categories (clamped: in a
+ * sampled trace they are estimates) and add up in *suppressed, and per
+ * suppression in *used unless it is NULL. Returns 0 (*copy NULL when leaks
+ * is), or -1 when out of memory. */
+static int unsuppressed_leaks(const struct report *report, const struct trace_leaks *leaks, struct used_list *used,
+                              struct trace_leaks **copy, struct report_amount *suppressed)
+{
+    *copy = NULL;
+    *suppressed = (struct report_amount){0, 0};
+    if (!leaks)
+        return 0;
+    struct trace_leaks *kept = malloc(sizeof *kept);
+    struct trace_loss_record *records = malloc(((size_t)leaks->count + 1) * sizeof *records);
+    if (!kept || !records) {
+        free(kept);
+        free(records);
+        return -1;
+    }
+    *kept = *leaks;
+    kept->count = 0;
+    kept->records = records;
+    *copy = kept;
+    for (uint32_t i = 0; i < leaks->count; i++) {
+        const struct trace_loss_record *record = &leaks->records[i];
+        const struct trace_model_stack *stack = trace_model_stack(report->primary, record->stack_id);
+        const struct suppression *match = record->category < TRACE_LEAK_CATEGORIES
+                                              ? suppressions_match(report->suppressions, report->model, stack,
+                                                                   record->category)
+                                              : NULL;
+        if (!match) {
+            records[kept->count++] = *record;
+            continue;
+        }
+        kept->bytes[record->category] = clamped_difference(kept->bytes[record->category], record->bytes);
+        kept->blocks[record->category] = clamped_difference(kept->blocks[record->category], record->blocks);
+        suppressed->bytes += record->bytes;
+        suppressed->blocks += record->blocks;
+        if (used && count_use(used, match, record) != 0)
+            return -1;
+    }
+    /* The set's items are one array: pointer order is the order of the files and entries. */
+    if (used && used->count)
+        qsort(used->items, used->count, sizeof *used->items, compare_used);
+    return 0;
+}
+
+static void free_leaks(struct trace_leaks *leaks)
+{
+    if (leaks)
+        free((void *)leaks->records);
+    free(leaks);
+}
+
 /* --- cases ------------------------------------------------------------------------ */
 
 static const char *base_name(const char *path)
@@ -431,6 +520,7 @@ static int build_process_case(struct report_case *report_case, const struct repo
     const struct trace_model_process *process = report->primary;
     struct site_table table = {0};
     report_case->leaks = report->exit_leaks;
+    report_case->suppressed = report->exit_suppressed;
     if (!process)
         return finish_sites(&table, report_case, report->metric);
     /* Setup is what stayed live at exit until the growth estimator splits it. */
@@ -480,8 +570,6 @@ static void case_bounds(const struct trace_model_process *process, uint32_t case
     }
 }
 
-static uint64_t clamped_difference(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
-
 static int compare_entry_stack(const void *left, const void *right)
 {
     const struct trace_snapshot_entry *a = left, *b = right;
@@ -521,7 +609,10 @@ static int build_marked_case(struct report_case *report_case, const struct repor
     const struct trace_model_process *process = report->primary;
     const struct trace_snapshot *first, *last;
     struct site_table table = {0};
-    report_case->leaks = last_leaks(process, trace_case->case_id);
+    if (unsuppressed_leaks(report, last_leaks(process, trace_case->case_id), NULL, &report_case->owned_leaks,
+                           &report_case->suppressed) != 0)
+        return -1;
+    report_case->leaks = report_case->owned_leaks;
     case_bounds(process, trace_case->case_id, &first, &last, &report_case->peak_bytes);
     if (first && last && first != last) {
         report_case->setup_bytes = clamped_difference(last->live_bytes, first->live_bytes);
@@ -607,12 +698,30 @@ static int build_cases(struct report *report, const char *case_name, char *err, 
 int report_build(struct report *report, const struct trace_model *model, const char *trace_name,
                  enum report_metric metric, const char *case_name, char *err, size_t err_size)
 {
+    return report_build_with_suppressions(report, model, trace_name, metric, case_name, NULL, err, err_size);
+}
+
+int report_build_with_suppressions(struct report *report, const struct trace_model *model, const char *trace_name,
+                                   enum report_metric metric, const char *case_name,
+                                   const struct suppressions *suppressions, char *err, size_t err_size)
+{
     memset(report, 0, sizeof *report);
     report->model = model;
     report->trace_name = trace_name;
     report->metric = metric;
+    report->suppressions = suppressions;
     report->primary = report_primary_process(model);
-    report->exit_leaks = last_leaks(report->primary, TRACE_NONE);
+    struct used_list used = {NULL, 0};
+    int rc = unsuppressed_leaks(report, last_leaks(report->primary, TRACE_NONE), &used, &report->owned_exit_leaks,
+                                &report->exit_suppressed);
+    report->used_suppressions = used.items;
+    report->used_suppression_count = used.count;
+    if (rc != 0) {
+        snprintf(err, err_size, "out of memory");
+        report_free(report);
+        return -1;
+    }
+    report->exit_leaks = report->owned_exit_leaks;
     if (build_cases(report, case_name, err, err_size) != 0) {
         report_free(report);
         return -1;
@@ -622,9 +731,13 @@ int report_build(struct report *report, const struct trace_model *model, const c
 
 void report_free(struct report *report)
 {
-    for (size_t i = 0; i < report->case_count; i++)
+    for (size_t i = 0; i < report->case_count; i++) {
         free(report->cases[i].sites);
+        free_leaks(report->cases[i].owned_leaks);
+    }
     free(report->cases);
+    free_leaks(report->owned_exit_leaks);
+    free(report->used_suppressions);
     memset(report, 0, sizeof *report);
 }
 

@@ -23,6 +23,18 @@ enum report_metric {
 /* Parses a --metric name; -1 when unknown. */
 int report_metric_parse(const char *name, enum report_metric *metric);
 
+struct suppressions;
+
+struct report_amount {
+    uint64_t bytes, blocks;
+};
+
+/* A suppression that took loss records out of the leak check at exit. */
+struct report_used_suppression {
+    const struct suppression *suppression;
+    struct report_amount amount;
+};
+
 struct report_growth {
     int known; /* 0: null in JSON (fewer than 3 iteration snapshots, or not estimated) */
     double bytes_per_iteration, blocks_per_iteration;
@@ -45,7 +57,12 @@ struct report_case {
     uint64_t iterations;
     uint64_t setup_bytes, setup_blocks;
     struct report_growth growth;
-    const struct trace_leaks *leaks; /* NULL: no leak check for this case */
+    /* The case's leak check less its suppressed loss records (whose figures
+     * are taken out of their categories and summed in suppressed, as
+     * memcheck's "suppressed:" line); NULL: no leak check for this case. */
+    const struct trace_leaks *leaks;
+    struct report_amount suppressed;
+    struct trace_leaks *owned_leaks; /* what leaks points to, when this case owns it */
     uint64_t peak_bytes;
     struct report_site *sites; /* sorted by the report's metric */
     size_t site_count;
@@ -55,7 +72,12 @@ struct report {
     const struct trace_model *model;
     const char *trace_name;
     const struct trace_model_process *primary; /* NULL when the trace names no process */
-    const struct trace_leaks *exit_leaks;      /* the primary's check at exit; NULL if none */
+    const struct trace_leaks *exit_leaks;      /* the primary's check at exit, less the suppressed; NULL if none */
+    struct report_amount exit_suppressed;      /* what the suppressions took out of it */
+    const struct suppressions *suppressions;   /* NULL: none */
+    struct trace_leaks *owned_exit_leaks;      /* what exit_leaks points to */
+    struct report_used_suppression *used_suppressions; /* in the order of the set, as memcheck -v lists them */
+    size_t used_suppression_count;
     enum report_metric metric;
     struct report_case *cases;
     size_t case_count;
@@ -65,6 +87,12 @@ struct report {
  * with a message in err (no such case, out of memory). */
 int report_build(struct report *report, const struct trace_model *model, const char *trace_name,
                  enum report_metric metric, const char *case_name, char *err, size_t err_size);
+/* The same, with the loss records that match a suppression counted apart:
+ * they are no loss record, and count toward no category and no site's
+ * leaked figures. suppressions may be NULL; it must outlive the report. */
+int report_build_with_suppressions(struct report *report, const struct trace_model *model, const char *trace_name,
+                                   enum report_metric metric, const char *case_name,
+                                   const struct suppressions *suppressions, char *err, size_t err_size);
 void report_free(struct report *report);
 
 /* The process image that did the work: the one with the most iterations

@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attribution.h"
+#include "suppressions.h"
+
 enum { TOP_SITES = 10, FRAMES_SHOWN = 5, COMMAND_WIDTH = 24 };
 
 static const char *const category_names[TRACE_LEAK_CATEGORIES] = {"definitely lost", "indirectly lost",
@@ -93,6 +96,8 @@ static void write_frame(FILE *out, const struct trace_model_frame *frame, int fi
     fprintf(out, "    %s %s", first ? "at" : "by", function);
     if (*frame->file && frame->line)
         fprintf(out, " (%s:%u)", frame->file, frame->line);
+    else if (frame->flags & TRACE_FRAME_PYTHON)
+        fprintf(out, " (%s)", *frame->file ? frame->file : "python");
     else if (frame->module)
         fprintf(out, " (%s+0x%" PRIx64 ")", strrchr(frame->module->path, '/') ? strrchr(frame->module->path, '/') + 1
                                                                               : frame->module->path,
@@ -104,15 +109,27 @@ static void write_frame(FILE *out, const struct trace_model_frame *frame, int fi
     fputc('\n', out);
 }
 
-/* Up to FRAMES_SHOWN visible frames of a stack, innermost first. */
+/* Up to FRAMES_SHOWN visible frames of a stack, innermost first; when the
+ * first frame of the user's code (attribution.h) lies deeper, the frames
+ * between the allocation's caller and it are summed up on one line, so
+ * that the code to look at is always shown. */
 static void write_stack(FILE *out, const struct report *report, uint32_t stack_id)
 {
     const struct trace_model_stack *stack = report->primary ? trace_model_stack(report->primary, stack_id) : NULL;
-    int shown = 0;
+    const struct trace_model_frame *user;
+    int user_index = attribution_user_frame(report->model, stack, &user);
+    int elide_from = user_index >= FRAMES_SHOWN ? 1 : -1, visible = 0, shown = 0;
     for (uint32_t i = 0; stack && i < stack->depth && shown < FRAMES_SHOWN; i++) {
         const struct trace_model_frame *frame = &report->model->frames[stack->frame_ids[i]];
-        if (report_frame_visible(frame))
-            write_frame(out, frame, shown++ == 0);
+        if (!report_frame_visible(frame))
+            continue;
+        int index = visible++;
+        if (index >= elide_from && index < user_index && elide_from >= 0) {
+            if (index == elide_from)
+                fprintf(out, "    ... %d frames in the interpreter and system libraries ...\n", user_index - elide_from);
+            continue;
+        }
+        write_frame(out, frame, shown++ == 0);
     }
     if (!stack)
         fprintf(out, "    (stack %u is not in the trace)\n", stack_id);
@@ -131,13 +148,28 @@ static int compare_records(const void *left, const void *right)
     return a->category < b->category ? -1 : a->category > b->category;
 }
 
-static void write_leak_summary(FILE *out, const struct trace_leaks *leaks)
+static void write_leak_summary(FILE *out, const struct trace_leaks *leaks, const struct report_amount *suppressed)
 {
     char bytes[32], blocks[32];
     fputs("LEAK SUMMARY:\n", out);
     for (int c = 0; c < TRACE_LEAK_CATEGORIES; c++)
         fprintf(out, "   %15s: %s bytes in %s blocks\n", category_names[c], with_commas(leaks->bytes[c], bytes, 32),
                 with_commas(leaks->blocks[c], blocks, 32));
+    fprintf(out, "   %15s: %s bytes in %s blocks\n", "suppressed", with_commas(suppressed->bytes, bytes, 32),
+            with_commas(suppressed->blocks, blocks, 32));
+}
+
+/* Which suppressions took what (memcheck -v's "used_suppression" lines). */
+static void write_used_suppressions(FILE *out, const struct report *report)
+{
+    char bytes[32], blocks[32];
+    for (size_t i = 0; i < report->used_suppression_count; i++) {
+        const struct report_used_suppression *used = &report->used_suppressions[i];
+        const char *file = strrchr(used->suppression->file, '/');
+        fprintf(out, "   used suppression: %s bytes in %s blocks: %s (%s:%u)\n",
+                with_commas(used->amount.bytes, bytes, 32), with_commas(used->amount.blocks, blocks, 32),
+                used->suppression->name, file ? file + 1 : used->suppression->file, used->suppression->line);
+    }
 }
 
 /* The line under a heading of per-site figures, for a sampled trace. */
@@ -256,6 +288,17 @@ static void write_top_allocations(FILE *out, const struct report *report)
 
 /* --- cases, other processes, warnings ---------------------------------------------- */
 
+/* The site that grows most in a case, when one grows. */
+static const struct report_site *top_growing_site(const struct report_case *c)
+{
+    const struct report_site *top = NULL;
+    for (size_t i = 0; i < c->site_count; i++)
+        if (c->sites[i].growth.known && c->sites[i].growth.bytes_per_iteration > 0 &&
+            (!top || c->sites[i].growth.bytes_per_iteration > top->growth.bytes_per_iteration))
+            top = &c->sites[i];
+    return top;
+}
+
 static void write_cases(FILE *out, const struct report *report)
 {
     int marked = 0;
@@ -269,9 +312,16 @@ static void write_cases(FILE *out, const struct report *report)
         const struct report_case *c = &report->cases[i];
         fprintf(out, "%s: %s, retained %s in %s, ", c->name, plural(c->iterations, "iteration", iterations, 48),
                 report_human_bytes(c->setup_bytes, setup, 32), plural(c->setup_blocks, "block", blocks, 48));
+        const struct report_site *top = c->growth.known ? top_growing_site(c) : NULL;
+        const struct trace_model_frame *frame = NULL;
+        char where[512];
+        if (top)
+            attribution_user_frame(report->model, top->stack, &frame);
         if (c->growth.known)
             fprintf(out, "growth %.1f B/iteration", c->growth.bytes_per_iteration);
-        else
+        if (frame)
+            fprintf(out, ", top site %s", attribution_frame_name(frame, where, sizeof where));
+        if (!c->growth.known)
             fputs("growth not estimated", out);
         if (c->leaks)
             fprintf(out, ", %s definitely lost", report_human_bytes(c->leaks->bytes[TRACE_LEAK_DEFINITE], setup, 32));
@@ -311,7 +361,8 @@ void report_write_text(const struct report *report, FILE *out)
         fputs("Leaks at exit, largest first (memcheck's categories)\n\n", out);
         write_sampling_note(out, report);
         write_loss_records(out, report, report->exit_leaks);
-        write_leak_summary(out, report->exit_leaks);
+        write_leak_summary(out, report->exit_leaks, &report->exit_suppressed);
+        write_used_suppressions(out, report);
         fputc('\n', out);
     } else {
         write_not_freed(out, report);

@@ -26,11 +26,16 @@ static const struct command commands[] = {
      "  --no-follow               do not trace child processes\n"
      "Exits with the command's exit status (128 + signal when it was killed).\n"},
     {"report", cmd_report, "summarise a trace",
-     "usage: memslope report FILE [--format text|json|speedscope|collapsed|html|pprof] [-o OUT]\n"
-     "                      [--metric growth|leaked|peak|allocated|temporary] [--case NAME]\n"},
+     "usage: memslope report FILE [--format text|json|speedscope|collapsed|html|pprof|suppressions] [-o OUT]\n"
+     "                      [--metric growth|leaked|peak|allocated|temporary] [--case NAME]\n"
+     "                      [--suppressions FILE]... [--no-default-suppressions]\n"
+     "Suppressed loss records (LeakSanitizer's or Valgrind's format) are counted apart; the default\n"
+     "suppressions (share/memslope/default.supp) apply unless --no-default-suppressions.\n"},
     {"gate", cmd_gate, "turn a trace's growth and leaks into an exit code",
      "usage: memslope gate FILE [--max-growth SIZE] [--max-leaked SIZE] [--max-leaked-blocks N] [--case GLOB]\n"
-     "Exits 0 within limits, 1 when a limit is exceeded, 2 on bad usage or an unreadable trace.\n"},
+     "                     [--suppressions FILE]... [--no-default-suppressions]\n"
+     "Exits 0 within limits, 1 when a limit is exceeded, 2 on bad usage or an unreadable trace.\n"
+     "Suppressed loss records count toward no limit.\n"},
     {"leaks", cmd_leaks, "leak check of a running process that was never preloaded",
      "usage: memslope leaks [--format text|json] PID\n"},
     {"perf", cmd_perf, "Linux CPU sampling with perf, to speedscope",

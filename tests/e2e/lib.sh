@@ -9,7 +9,7 @@
 # test: every mismatch is printed, and `finish` exits 1 if there was any, so
 # one run shows everything that is wrong.
 #
-#   need_memslope | need_fixture NAME... | need_valgrind | need_python
+#   need_memslope | need_fixture NAME... | need_valgrind | need_python | need_chromium
 #   fixture_line FILE MARKER         line number of the "/* MARKER */" or
 #                                    "// MARKER" comment in fixtures/FILE
 #   record TRACE [RECORD-OPTIONS] -- COMMAND [ARG...]
@@ -37,6 +37,9 @@
 #                                    reach_bytes reach_blocks" from one log
 #   expect_eq WHAT EXPECTED ACTUAL   soft check; also expect_ne, expect_in,
 #                                    expect_match (grep -E), expect_lt
+#   browse NAME URL CHROMIUM-OPTION... headless Chromium (need_chromium), offline;
+#                                    stdout in $WORK/NAME.out, its log in $WORK/NAME.log
+#   expect_quiet_console NAME        no console message in $WORK/NAME.log
 #   finish                           exit 1 if any soft check failed, else 0
 
 set -u
@@ -90,6 +93,11 @@ need_valgrind() {
 
 need_python() {
     command -v python3 >/dev/null 2>&1 || skip "python3 is not installed (make deps installs it)"
+}
+
+need_chromium() {
+    CHROMIUM=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
+    [ -n "$CHROMIUM" ] || skip "chromium is not installed (apt-get install chromium; make deps installs it)"
 }
 
 # fixture_line FILE MARKER -> the line that carries the marker comment (C or Python).
@@ -173,6 +181,27 @@ finish() {
     fi
     printf 'all checks passed\n'
     exit 0
+}
+
+# --- web pages -----------------------------------------------------------------
+
+# browse NAME URL CHROMIUM-OPTION...: headless Chromium, offline; stdout in
+# $WORK/NAME.out, its log (console messages included) in $WORK/NAME.log.
+browse() {
+    _name=$1 _url=$2
+    shift 2
+    timeout -k 5 90 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+        --disable-background-networking --disable-component-update --disable-sync \
+        --user-data-dir="$(mktemp -d "$WORK/profile.XXXXXX")" --enable-logging=stderr --v=0 \
+        --window-size=1200,1600 "$@" "$_url" >"$WORK/$_name.out" 2>"$WORK/$_name.log"
+    _rc=$?
+    [ "$_rc" -eq 0 ] || { tail -n 20 "$WORK/$_name.log"; fail "chromium exited $_rc on $_url"; }
+}
+
+# Everything the page said to the console: errors, uncaught exceptions, blocked loads.
+expect_quiet_console() {
+    grep -E 'CONSOLE|Uncaught|Refused to|net::ERR' "$WORK/$1.log" >"$WORK/$1.console" || true
+    expect_eq "$1: no console messages" "" "$(cat "$WORK/$1.console")"
 }
 
 # --- memslope ------------------------------------------------------------------

@@ -6,8 +6,7 @@
 . "$(dirname "$0")/lib.sh"
 need_memslope
 need_fixture demo_leak growth_cases
-CHROMIUM=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
-[ -n "$CHROMIUM" ] || skip "chromium is not installed (apt-get install chromium; make deps installs it)"
+need_chromium
 
 # report_to OUT TRACE FORMAT [OPTION...]: memslope report ... -o $WORK/OUT;
 # sets RC. Skips while cmd_report does not know the format yet.
@@ -23,25 +22,6 @@ report_to() {
         skip "memslope report does not offer --format $_format yet (report/cmd_report.c must wire report/formats.h)"
     fi
     return 0
-}
-
-# browse NAME URL CHROMIUM-OPTION...: headless Chromium, offline; stdout in
-# $WORK/NAME.out, its log (console messages included) in $WORK/NAME.log.
-browse() {
-    _name=$1 _url=$2
-    shift 2
-    timeout -k 5 90 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
-        --disable-background-networking --disable-component-update --disable-sync \
-        --user-data-dir="$(mktemp -d "$WORK/profile.XXXXXX")" --enable-logging=stderr --v=0 \
-        --window-size=1200,1600 "$@" "$_url" >"$WORK/$_name.out" 2>"$WORK/$_name.log"
-    _rc=$?
-    [ "$_rc" -eq 0 ] || { tail -n 20 "$WORK/$_name.log"; fail "chromium exited $_rc on $_url"; }
-}
-
-# Everything the page said to the console: errors, uncaught exceptions, blocked loads.
-expect_quiet_console() {
-    grep -E 'CONSOLE|Uncaught|Refused to|net::ERR' "$WORK/$1.log" >"$WORK/$1.console" || true
-    expect_eq "$1: no console messages" "" "$(cat "$WORK/$1.console")"
 }
 
 record "$WORK/demo.trace" -- "$FIXTURES/demo_leak"

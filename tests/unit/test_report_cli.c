@@ -65,7 +65,8 @@ static const char sample_checks[] =
     "assert r['exit'] == {'status': 3}\n"
     "assert r['totals'] == {'allocations': 1000, 'frees': 990, 'allocated_bytes': 48000, 'peak_bytes': 4096}\n"
     "leaks = {'definitely_lost': {'bytes': 432, 'blocks': 9}, 'indirectly_lost': {'bytes': 48, 'blocks': 1},\n"
-    "         'possibly_lost': {'bytes': 0, 'blocks': 0}, 'still_reachable': {'bytes': 16, 'blocks': 1}}\n"
+    "         'possibly_lost': {'bytes': 0, 'blocks': 0}, 'still_reachable': {'bytes': 16, 'blocks': 1},\n"
+    "         'suppressed': {'bytes': 0, 'blocks': 0}}\n"
     "assert r['leaks_at_exit'] == leaks\n"
     "assert len(r['cases']) == 1\n"
     "c = r['cases'][0]\n"
@@ -76,7 +77,7 @@ static const char sample_checks[] =
     "assert len(s) == 2\n"
     "assert [(x['function'], x['file'], x['line'], x['module']) for x in s[0]['frames']] == \\\n"
     "    [('leaky_site', 'leak.c', 6, '/path/bench'), ('main', 'leak.c', 12, '/path/bench')]\n"
-    "assert s[0]['growth_bytes_per_iteration'] is None\n"
+    "assert s[0]['growth_bytes_per_iteration'] is None and s[0]['user_frame'] == 0 and s[1]['user_frame'] == 0\n"
     "assert (s[0]['setup_bytes'], s[0]['live_bytes'], s[0]['leaked_bytes'], s[0]['leaked_blocks']) == (480, 480, 480, "
     "10)\n"
     "assert (s[0]['allocations'], s[0]['allocated_bytes']) == (10, 480)\n"
@@ -202,6 +203,108 @@ static void test_usage_and_failures(void **state)
     assert_int_equal(run_report(2, help), 0);
 }
 
+static void write_file(const char *path, const char *text)
+{
+    FILE *file = fopen(path, "w");
+    assert_non_null(file);
+    fputs(text, file);
+    assert_int_equal(fclose(file), 0);
+}
+
+/* --suppressions: the matching loss records are no loss record and count
+ * only on the "suppressed:" line; a file that cannot be read or parsed
+ * stops the report. */
+static void test_suppressions_option(void **state)
+{
+    struct fixture *f = *state;
+    char lsan[160], valgrind[160], bad[160];
+    snprintf(lsan, sizeof lsan, "%s/lsan.supp", f->dir);
+    snprintf(valgrind, sizeof valgrind, "%s/vg.supp", f->dir);
+    snprintf(bad, sizeof bad, "%s/bad.supp", f->dir);
+    write_file(lsan, "# the sample's leak\nleak:leaky_site\n");
+    write_file(valgrind, "{\n  reachable\n  Memcheck:Leak\n  match-leak-kinds: reachable\n  fun:malloc\n  fun:helper\n}\n");
+    write_file(bad, "{\n  x\n  Memcheck:Leak\n");
+    const char *argv[] = {"report", f->trace, "--suppressions", lsan, "--suppressions=" , "-o", f->out};
+    char both[200];
+    snprintf(both, sizeof both, "--suppressions=%s", valgrind);
+    argv[4] = both;
+    assert_int_equal(run_report(7, argv), 0);
+    char *text = read_text(f->out);
+    expect_line(text, "LEAK SUMMARY:\n   definitely lost: 0 bytes in 0 blocks\n"
+                      "   indirectly lost: 0 bytes in 0 blocks\n     possibly lost: 0 bytes in 0 blocks\n"
+                      "   still reachable: 0 bytes in 0 blocks\n        suppressed: 496 bytes in 11 blocks\n");
+    assert_null(strstr(text, "loss record"));
+    free(text);
+    const char *json[] = {"report", f->trace, "--suppressions", lsan, "--format", "json", "-o", f->out};
+    assert_int_equal(run_report(8, json), 0);
+    check_json(f, "l = r['leaks_at_exit']\n"
+                  "assert l['suppressed'] == {'bytes': 480, 'blocks': 10}\n"
+                  "assert l['definitely_lost'] == {'bytes': 0, 'blocks': 0}\n"
+                  "assert l['still_reachable'] == {'bytes': 16, 'blocks': 1}\n"
+                  "assert r['cases'][0]['leaks'] == l\n"
+                  "assert r['cases'][0]['sites'][0]['leaked_bytes'] == 0");
+    const char *missing[] = {"report", f->trace, "--suppressions", "/nonexistent/x.supp"};
+    assert_int_equal(run_report(4, missing), 1);
+    const char *unparsable[] = {"report", f->trace, "--suppressions", bad};
+    assert_int_equal(run_report(4, unparsable), 1);
+    const char *no_value[] = {"report", f->trace, "--suppressions"};
+    assert_int_equal(run_report(3, no_value), 2);
+}
+
+/* A stack of the interpreter's C frames and Python frames (TRACE_FRAME_PYTHON):
+ * leaked 4129 bytes, allocated by the interpreter for the Python code. */
+static int write_python_trace(const char *path)
+{
+    char err[256];
+    struct trace_writer *w = trace_writer_create(path, err, sizeof err);
+    static const struct trace_frame python_frames[] = {
+        {1, "malloc", "", 0, 0x7f0000001000, 0x1000, TRACE_FRAME_ALLOCATOR},
+        {0, "PyBytes_FromStringAndSize", "", 0, 0x5a0000, 0x1a0000, 0},
+        {TRACE_NONE, "Job.step", "/srv/bench.py", 9, 0x7f0000abc000, 14, TRACE_FRAME_PYTHON},
+        {TRACE_NONE, "<module>", "/srv/bench.py", 0, 0x7f0000abd000, 2, TRACE_FRAME_PYTHON},
+        {0, "Py_BytesMain", "", 0, 0x627d37, 0x227d37, 0},
+    };
+    static const uint32_t ids[] = {0, 1, 2, 3, 4};
+    struct trace_stack stack = {3, 5, ids};
+    struct trace_site site = {3, 1, 4129, 0, 4129, 1, 4129, 4129};
+    struct trace_loss_record record = {3, TRACE_LEAK_DEFINITE, 4129, 1, 0};
+    struct trace_leaks leaks = {1, TRACE_NONE, TRACE_SNAP_EXIT, 0, 20, {4129, 0, 0, 0}, {1, 0, 0, 0}, 1, &record};
+    struct trace_module python = {0, "/usr/bin/python3.11", ""}, libc = {1, "/lib/libc.so.6", ""};
+    struct trace_process p = sample_process(1);
+    uint32_t first;
+    int rc = !w || trace_write_module(w, &python) || trace_write_module(w, &libc) ||
+             trace_write_frames(w, python_frames, 5, &first) || trace_write_stacks(w, 1, &stack, 1) ||
+             trace_write_sites(w, 1, &site, 1) || trace_write_leaks(w, &leaks) || trace_write_process(w, &p);
+    if (w)
+        rc |= trace_writer_finish(w, err, sizeof err);
+    return rc ? -1 : 0;
+}
+
+/* Python frames: "python" as their module in the JSON, with "python": true;
+ * qualname (file.py:line) in the text; the first of them names the site. */
+static void test_python_frames(void **state)
+{
+    struct fixture *f = *state;
+    char path[160];
+    snprintf(path, sizeof path, "%s/python.trace", f->dir);
+    assert_int_equal(write_python_trace(path), 0);
+    const char *json[] = {"report", path, "--format", "json", "-o", f->out};
+    assert_int_equal(run_report(6, json), 0);
+    check_json(f, "s = r['cases'][0]['sites'][0]\n"
+                  "assert [(x['function'], x['module'], x.get('python')) for x in s['frames']] == [\n"
+                  "    ('PyBytes_FromStringAndSize', '/usr/bin/python3.11', None), ('Job.step', 'python', True),\n"
+                  "    ('<module>', 'python', True), ('Py_BytesMain', '/usr/bin/python3.11', None)]\n"
+                  "assert s['user_frame'] == 1 and s['leaked_bytes'] == 4129");
+    const char *text[] = {"report", path, "-o", f->out};
+    assert_int_equal(run_report(4, text), 0);
+    char *report = read_text(f->out);
+    expect_line(report, "4,129 bytes in 1 blocks are definitely lost in loss record 1 of 1\n"
+                        "    at PyBytes_FromStringAndSize (python3.11+0x1a0000)\n"
+                        "    by Job.step (/srv/bench.py:9)\n    by <module> (/srv/bench.py)\n"
+                        "    by Py_BytesMain (python3.11+0x227d37)\n");
+    free(report);
+}
+
 static void test_incomplete_trace_still_reports(void **state)
 {
     struct fixture *f = *state;
@@ -264,6 +367,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_text_report, setup, teardown),
         cmocka_unit_test_setup_teardown(test_text_without_leak_check, setup, teardown),
         cmocka_unit_test_setup_teardown(test_usage_and_failures, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_suppressions_option, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_python_frames, setup, teardown),
         cmocka_unit_test_setup_teardown(test_incomplete_trace_still_reports, setup, teardown),
         cmocka_unit_test_setup_teardown(test_marked_cases, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_temp_files_left, setup, teardown),

@@ -1,0 +1,106 @@
+/* attribution.c - see attribution.h. */
+#include "attribution.h"
+
+#include <fnmatch.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "report_model.h"
+
+struct owner_pattern {
+    const char *base_name; /* fnmatch pattern for the file name */
+    enum module_owner owner;
+};
+
+/* Versioned names come in two spellings: libc.so.6 and (older glibc) libc-2.31.so. */
+static const struct owner_pattern owner_patterns[] = {
+    {"python3*", MODULE_OWNER_INTERPRETER},
+    {"libpython3*.so*", MODULE_OWNER_INTERPRETER},
+    {"libc.so*", MODULE_OWNER_LIBC},
+    {"libc-*.so", MODULE_OWNER_LIBC},
+    {"ld-linux*.so*", MODULE_OWNER_LIBC},
+    {"ld-*.so", MODULE_OWNER_LIBC},
+    {"libm.so*", MODULE_OWNER_LIBC},
+    {"libm-*.so", MODULE_OWNER_LIBC},
+    {"libmvec.so*", MODULE_OWNER_LIBC},
+    {"libpthread.so*", MODULE_OWNER_LIBC},
+    {"libpthread-*.so", MODULE_OWNER_LIBC},
+    {"libdl.so*", MODULE_OWNER_LIBC},
+    {"libdl-*.so", MODULE_OWNER_LIBC},
+    {"librt.so*", MODULE_OWNER_LIBC},
+    {"librt-*.so", MODULE_OWNER_LIBC},
+    {"libstdc++.so*", MODULE_OWNER_CXX_RUNTIME},
+    {"libgcc_s.so*", MODULE_OWNER_CXX_RUNTIME},
+    {"libc++.so*", MODULE_OWNER_CXX_RUNTIME},
+    {"libc++abi.so*", MODULE_OWNER_CXX_RUNTIME},
+    {"libmemslope.so", MODULE_OWNER_ALLOCATOR},
+    {"libtcmalloc*", MODULE_OWNER_ALLOCATOR},
+    {"libjemalloc*", MODULE_OWNER_ALLOCATOR},
+    {"libmimalloc*", MODULE_OWNER_ALLOCATOR},
+};
+
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+enum module_owner attribution_module_owner(const char *path)
+{
+    const char *name = base_name(path);
+    for (size_t i = 0; i < sizeof owner_patterns / sizeof *owner_patterns; i++)
+        if (fnmatch(owner_patterns[i].base_name, name, 0) == 0)
+            return owner_patterns[i].owner;
+    /* CPython's own extension modules (_decimal, _ctypes, ...); a user's
+     * extension sits in site-packages or beside the script. */
+    if (strstr(path, "/lib-dynload/"))
+        return MODULE_OWNER_INTERPRETER;
+    return MODULE_OWNER_USER;
+}
+
+int attribution_frame_is_user(const struct trace_model_frame *frame)
+{
+    if (frame->flags & TRACE_FRAME_ALLOCATOR)
+        return 0;
+    if ((frame->flags & TRACE_FRAME_PYTHON) || !frame->module)
+        return 1;
+    return attribution_module_owner(frame->module->path) == MODULE_OWNER_USER;
+}
+
+int attribution_user_frame(const struct trace_model *model, const struct trace_model_stack *stack,
+                           const struct trace_model_frame **frame)
+{
+    int visible = 0, first = -1;
+    *frame = NULL;
+    for (uint32_t i = 0; stack && i < stack->depth; i++) {
+        const struct trace_model_frame *candidate = &model->frames[stack->frame_ids[i]];
+        if (!report_frame_visible(candidate))
+            continue;
+        if (first < 0) {
+            first = visible;
+            *frame = candidate;
+        }
+        if (attribution_frame_is_user(candidate)) {
+            *frame = candidate;
+            return visible;
+        }
+        visible++;
+    }
+    return first;
+}
+
+const char *attribution_frame_name(const struct trace_model_frame *frame, char *buffer, size_t size)
+{
+    const char *file = base_name(frame->file);
+    if (*frame->function && *file && frame->line)
+        snprintf(buffer, size, "%s (%s:%u)", frame->function, file, frame->line);
+    else if (*frame->function && *file)
+        snprintf(buffer, size, "%s (%s)", frame->function, file);
+    else if (*frame->function)
+        snprintf(buffer, size, "%s", frame->function);
+    else
+        snprintf(buffer, size, "0x%" PRIx64 " (%s+0x%" PRIx64 ")", frame->address,
+                 frame->module ? base_name(frame->module->path) : "?", frame->module_offset);
+    return buffer;
+}
