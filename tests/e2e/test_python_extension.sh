@@ -18,6 +18,7 @@ export PYTHONPATH="$EXT_DIR:$(dirname "$MEMSLOPE")/../lib/memslope/python"
 unset PYTHONMALLOC PYTHONDEVMODE
 ITEMS_LINE=$(fixture_line python/leakdemo.c ITEMS_LINE)
 COPY_LINE=$(fixture_line python/leakdemo.c COPY_LINE)
+INT_LINE=$(fixture_line python/leakdemo.c INT_LINE)
 STEP_ITEMS_LINE=$(fixture_line python/bench_leakdemo.py STEP_ITEMS_LINE)
 N=200
 
@@ -53,6 +54,20 @@ expect_eq "at exit: definitely lost" "12800 200" \
 expect_eq "nothing the marker module or ctypes allocated is lost" "false" \
     "$(jget "$WORK/m.json" "any(s['leaked_bytes'] and any(f['file'].endswith('memslope.py') or '_ctypes' in f['module'] for f in s['frames']) for c in d['cases'] for s in c['sites'])")"
 expect_eq "no warning" "[]" "$(jget "$WORK/m.json" 'd["warnings"]')"
+
+# The gate names the extension's line, not the interpreter's allocating function.
+"$MEMSLOPE" gate "$WORK/m.trace" --case items --max-growth 0 >"$WORK/gate.out" 2>&1
+expect_eq "gate --max-growth 0 --case items: exit" 1 "$?"
+log "$(cat "$WORK/gate.out")"
+expect_eq "gate: the message names build_items in leakdemo.c" 1 \
+    "$(grep -c "FAIL case 'items': growth 200 B per iteration > limit 0 B; top site build_items (leakdemo.c:$INT_LINE)" "$WORK/gate.out")"
+"$MEMSLOPE" gate "$WORK/m.trace" --case checksum --max-leaked 0 >"$WORK/gate2.out" 2>&1
+expect_eq "gate --max-leaked 0 --case checksum: exit" 1 "$?"
+expect_eq "gate: the leak's site" 1 "$(grep -c "top site checksum (leakdemo.c:$COPY_LINE)" "$WORK/gate2.out")"
+"$MEMSLOPE" gate "$WORK/m.trace" --case lookup --max-growth 0 --max-leaked 0 >"$WORK/gate3.out" 2>&1
+expect_eq "gate on the cache alone passes" 0 "$?"
+expect_eq "items: JSON names the user frame, a Python frame is marked" "build_items python" \
+    "$(jget "$WORK/m.json" "[s['frames'][s['user_frame']]['function'] + ' ' + [f['module'] for f in s['frames'] if f.get('python')][0] for s in $(case_expr items)['sites'] if s['growth_bytes_per_iteration'] == 56.0][0]")"
 
 # No marker in the code: every call of a Python function is an iteration.
 record "$WORK/i.trace" --iteration py:step_items -- "$PY" "$EXT_DIR/bench_leakdemo.py" $N
