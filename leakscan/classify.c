@@ -144,14 +144,24 @@ static int index_region(struct scan *s, struct region *r, size_t low, size_t hig
     return 0;
 }
 
+/* Whether a region ends before sorted block i (the last block, or a gap). */
+static bool region_ends_before(const struct scan *s, size_t i)
+{
+    return i == s->count || s->blocks[i].start - block_end(s, i - 1) >= REGION_GAP;
+}
+
 static int build_regions(struct scan *s, char *err, size_t err_size)
 {
-    s->regions = calloc(s->count ? s->count : 1, sizeof *s->regions);
+    /* Counted first: a heap has a handful of regions, not one per block. */
+    size_t regions = 0;
+    for (size_t i = 1; i <= s->count; i++)
+        regions += region_ends_before(s, i);
+    s->regions = calloc(regions ? regions : 1, sizeof *s->regions);
     if (!s->regions)
         goto out_of_memory;
     size_t low = 0;
     for (size_t i = 1; i <= s->count; i++) {
-        if (i < s->count && s->blocks[i].start - block_end(s, i - 1) < REGION_GAP)
+        if (!region_ends_before(s, i))
             continue;
         if (index_region(s, &s->regions[s->region_count++], low, i) < 0)
             goto out_of_memory;

@@ -517,6 +517,11 @@ static int plan_roots(struct scan_plan *plan, struct leakscan_target *target, co
     if (arena && exclude_range(&plan->roots, arena, arena + LEAKSCAN_MSTATE_SIZE) < 0)
         goto out_of_memory;
     snapshot_heaps(plan, target);
+    /* Only the planning needs them: the classification keeps its own sorted
+     * copy, and both at once cost 16 bytes a block more at the peak. */
+    free(plan->extents);
+    plan->extents = NULL;
+    plan->extent_count = 0;
     return 0;
 out_of_memory:
     set_error(err, err_size, "leak scan: out of memory while listing the roots of process %d", (int)target->pid);

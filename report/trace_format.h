@@ -44,6 +44,8 @@
  *   SNAPSHOT  u32 process_id; u32 kind; u32 case_id; u64 iteration;
  *             u64 time_ns; u64 live_bytes; u64 live_blocks; u32 count;
  *             count x (u32 stack_id; u64 live_bytes; u64 live_blocks)
+ *             every site with live blocks (what traces before
+ *             SNAPSHOT_DELTA hold; the tracer now writes SNAPSHOT_DELTA)
  *   TIMELINE  u32 process_id; u64 interval_ns; u32 count;
  *             count x (u64 time_ns; u64 live_bytes; u64 live_blocks)
  *   WARNING   u32 process_id (TRACE_NONE for the whole trace); str message
@@ -58,6 +60,17 @@
  *             u64 allocations; u64 allocated_bytes; u64 frees)   the case's own
  *             share of SITES: allocations made while it was open, and frees
  *             of those blocks
+ *   SNAPSHOT_DELTA  the fields of SNAPSHOT, but the entries are only the
+ *             sites whose live figures differ from the process's previous
+ *             snapshot (its previous SNAPSHOT or SNAPSHOT_DELTA section, in
+ *             file order; none before the first): strictly ascending by
+ *             stack_id; live_blocks 0 means the site has no live block any
+ *             more; a site not listed keeps its previous figures. Applied in
+ *             order (trace_snapshot_merge), the deltas give each snapshot's
+ *             full entries, as SNAPSHOT holds them. Iteration snapshots are
+ *             thinned while recording; a dropped snapshot's entries are merged
+ *             into the next snapshot kept, so an entry may repeat a site's
+ *             previous figures.
  *   END       u32 section_count (sections before END)
  *
  * Times (start_ns, time_ns, ...) are CLOCK_MONOTONIC nanoseconds; the INFO
@@ -66,6 +79,7 @@
 #ifndef MEMSLOPE_TRACE_FORMAT_H
 #define MEMSLOPE_TRACE_FORMAT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define TRACE_MAGIC "MEMSLOPE"
@@ -89,6 +103,7 @@ enum trace_section_type {
     TRACE_SEC_CASE = 11,
     TRACE_SEC_LEAKS = 12,
     TRACE_SEC_CASE_SITES = 13,
+    TRACE_SEC_SNAPSHOT_DELTA = 14,
     TRACE_SEC_END = 0xffff,
 };
 
@@ -197,6 +212,37 @@ struct trace_snapshot {
     uint32_t count;
     const struct trace_snapshot_entry *entries;
 };
+
+/* Applies newer (a SNAPSHOT_DELTA's entries) to older (the previous
+ * snapshot's, or an earlier delta): both sorted by stack_id. A stack in
+ * both takes newer's figures; with drop_empty, entries with no live block
+ * are left out (a full snapshot lists only sites with live blocks). Writes
+ * the result to out (room for older_count + newer_count entries), sorted by
+ * stack_id, and returns its count; with out NULL only counts. newer may sit
+ * in out's own buffer at out + older_count: no entry is overwritten before
+ * it is read. */
+static inline size_t trace_snapshot_merge(const struct trace_snapshot_entry *older, size_t older_count,
+                                          const struct trace_snapshot_entry *newer, size_t newer_count,
+                                          int drop_empty, struct trace_snapshot_entry *out)
+{
+    size_t i = 0, j = 0, n = 0;
+    while (i < older_count || j < newer_count) {
+        const struct trace_snapshot_entry *next;
+        if (j == newer_count || (i < older_count && older[i].stack_id < newer[j].stack_id)) {
+            next = &older[i++];
+        } else {
+            if (i < older_count && older[i].stack_id == newer[j].stack_id)
+                i++;
+            next = &newer[j++];
+        }
+        if (drop_empty && !next->live_blocks)
+            continue;
+        if (out)
+            out[n] = *next;
+        n++;
+    }
+    return n;
+}
 
 /* memcheck's four categories, in memcheck's order of severity. */
 enum trace_leak_category {

@@ -61,6 +61,7 @@ static int grow(void *items_ptr, size_t *capacity, size_t count, size_t item_siz
 struct reader {
     struct trace_model *model;
     const char *name;
+    uint64_t rebuilt_entries, max_rebuilt_entries; /* snapshot entries rebuilt from deltas: so far, at most */
     char problem[200]; /* what is wrong with the current section */
 };
 
@@ -422,7 +423,93 @@ static int parse_sites(struct reader *reader, struct cursor *cursor)
 
 enum { SNAPSHOT_ENTRY_SIZE = 4 + 8 + 8 };
 
-static int parse_snapshot(struct reader *reader, struct cursor *cursor)
+static void get_snapshot_entries(struct cursor *cursor, struct trace_snapshot_entry *entries, uint32_t count)
+{
+    for (uint32_t i = 0; i < count; i++) {
+        entries[i].stack_id = get_u32(cursor);
+        entries[i].live_bytes = get_u64(cursor);
+        entries[i].live_blocks = get_u64(cursor);
+    }
+}
+
+static int compare_entry_stack(const void *left, const void *right)
+{
+    const struct trace_snapshot_entry *a = left, *b = right;
+    return a->stack_id < b->stack_id ? -1 : a->stack_id > b->stack_id;
+}
+
+static int sorted_by_stack(const struct trace_snapshot_entry *entries, size_t count)
+{
+    for (size_t i = 1; i < count; i++)
+        if (entries[i].stack_id < entries[i - 1].stack_id)
+            return 0;
+    return 1;
+}
+
+/* Sets snapshot's full entries: the process's previous snapshot with delta
+ * (sorted by stack) applied. An unchanged snapshot shares the previous
+ * one's entries (the arena's data is immutable). */
+static int apply_delta(struct reader *reader, const struct trace_model_process *process,
+                       const struct trace_snapshot_entry *delta, uint32_t delta_count, struct trace_snapshot *snapshot)
+{
+    const struct trace_snapshot *previous = process->snapshot_count ? &process->snapshots[process->snapshot_count - 1]
+                                                                    : NULL;
+    const struct trace_snapshot_entry *base = previous ? previous->entries : NULL;
+    size_t base_count = previous ? previous->count : 0;
+    struct trace_snapshot_entry *sorted = NULL;
+    if (!sorted_by_stack(base, base_count)) { /* a full SNAPSHOT lists sites in the tracer's order */
+        if (!(sorted = malloc(base_count * sizeof *sorted)))
+            return out_of_memory(reader);
+        memcpy(sorted, base, base_count * sizeof *sorted);
+        qsort(sorted, base_count, sizeof *sorted, compare_entry_stack);
+        base = sorted;
+    }
+    size_t count = trace_snapshot_merge(base, base_count, delta, delta_count, 1, NULL);
+    int rc = 0;
+    if (!sorted && !delta_count && count && count == base_count) {
+        snapshot->entries = base;
+    } else if (count > reader->max_rebuilt_entries - reader->rebuilt_entries) {
+        rc = corrupt(reader,
+                     "its snapshot deltas rebuild more than %llu snapshot entries in all (sites x snapshots): "
+                     "too many to report",
+                     (unsigned long long)reader->max_rebuilt_entries);
+    } else {
+        struct trace_snapshot_entry *entries = arena_alloc(reader->model, count * sizeof *entries + 1);
+        if (entries)
+            trace_snapshot_merge(base, base_count, delta, delta_count, 1, entries);
+        else
+            rc = out_of_memory(reader);
+        snapshot->entries = entries;
+        reader->rebuilt_entries += count;
+    }
+    snapshot->count = (uint32_t)count;
+    free(sorted);
+    return rc;
+}
+
+/* The entries of a SNAPSHOT_DELTA section, checked, applied to the
+ * process's previous snapshot. */
+static int parse_delta_entries(struct reader *reader, struct cursor *cursor, const struct trace_model_process *process,
+                               struct trace_snapshot *snapshot)
+{
+    struct trace_snapshot_entry *delta = malloc(((size_t)snapshot->count + 1) * sizeof *delta);
+    if (!delta)
+        return out_of_memory(reader);
+    get_snapshot_entries(cursor, delta, snapshot->count);
+    int rc = 0;
+    for (uint32_t i = 1; i < snapshot->count && rc == 0; i++)
+        if (delta[i].stack_id <= delta[i - 1].stack_id)
+            rc = corrupt(reader, "delta entry %u (stack %u) does not follow stack %u: entries must ascend by stack id",
+                         i, delta[i].stack_id, delta[i - 1].stack_id);
+    if (rc == 0)
+        rc = apply_delta(reader, process, delta, snapshot->count, snapshot);
+    free(delta);
+    return rc;
+}
+
+/* SNAPSHOT (full entries) and SNAPSHOT_DELTA (the change since the
+ * process's previous snapshot, rebuilt here into full entries). */
+static int parse_snapshot(struct reader *reader, struct cursor *cursor, int delta)
 {
     struct trace_snapshot snapshot = {0};
     snapshot.process_id = get_u32(cursor);
@@ -435,19 +522,21 @@ static int parse_snapshot(struct reader *reader, struct cursor *cursor)
     snapshot.count = get_u32(cursor);
     if (check_count(reader, cursor, snapshot.count, SNAPSHOT_ENTRY_SIZE, "snapshot entries") != 0)
         return -1;
-    struct trace_snapshot_entry *entries = arena_alloc(reader->model, (size_t)snapshot.count * sizeof *entries + 1);
     struct trace_model_process *process = get_process(reader, snapshot.process_id);
     if (!process)
         return -1;
-    if (!entries || grow(&process->snapshots, &process->snapshot_capacity, process->snapshot_count,
-                         sizeof *process->snapshots) != 0)
+    if (grow(&process->snapshots, &process->snapshot_capacity, process->snapshot_count, sizeof *process->snapshots) != 0)
         return out_of_memory(reader);
-    for (uint32_t i = 0; i < snapshot.count; i++) {
-        entries[i].stack_id = get_u32(cursor);
-        entries[i].live_bytes = get_u64(cursor);
-        entries[i].live_blocks = get_u64(cursor);
+    if (delta) {
+        if (parse_delta_entries(reader, cursor, process, &snapshot) != 0)
+            return -1;
+    } else {
+        struct trace_snapshot_entry *entries = arena_alloc(reader->model, (size_t)snapshot.count * sizeof *entries + 1);
+        if (!entries)
+            return out_of_memory(reader);
+        get_snapshot_entries(cursor, entries, snapshot.count);
+        snapshot.entries = entries;
     }
-    snapshot.entries = entries;
     process->snapshots[process->snapshot_count++] = snapshot;
     return 0;
 }
@@ -631,7 +720,8 @@ static int parse_section(struct reader *reader, uint32_t type, const unsigned ch
     case TRACE_SEC_PROCESS: return parse_process(reader, &cursor);
     case TRACE_SEC_STACKS: return parse_stacks(reader, &cursor);
     case TRACE_SEC_SITES: return parse_sites(reader, &cursor);
-    case TRACE_SEC_SNAPSHOT: return parse_snapshot(reader, &cursor);
+    case TRACE_SEC_SNAPSHOT: return parse_snapshot(reader, &cursor, 0);
+    case TRACE_SEC_SNAPSHOT_DELTA: return parse_snapshot(reader, &cursor, 1);
     case TRACE_SEC_TIMELINE: return parse_timeline(reader, &cursor);
     case TRACE_SEC_WARNING: return parse_warning(reader, &cursor);
     case TRACE_SEC_CASE: return parse_case(reader, &cursor);
@@ -648,7 +738,7 @@ const char *trace_section_name(uint32_t type)
         [TRACE_SEC_FRAMES] = "FRAMES",   [TRACE_SEC_PROCESS] = "PROCESS",   [TRACE_SEC_STACKS] = "STACKS",
         [TRACE_SEC_SITES] = "SITES",     [TRACE_SEC_SNAPSHOT] = "SNAPSHOT", [TRACE_SEC_TIMELINE] = "TIMELINE",
         [TRACE_SEC_WARNING] = "WARNING", [TRACE_SEC_CASE] = "CASE",         [TRACE_SEC_LEAKS] = "LEAKS",
-        [TRACE_SEC_CASE_SITES] = "CASE_SITES",
+        [TRACE_SEC_CASE_SITES] = "CASE_SITES", [TRACE_SEC_SNAPSHOT_DELTA] = "SNAPSHOT_DELTA",
     };
     if (type == TRACE_SEC_END)
         return "END";
@@ -818,14 +908,14 @@ static int init_model(struct trace_model *model)
     return 0;
 }
 
-static int read_source(struct source *source, const char *name, struct trace_model *model, char *err,
-                       size_t err_size)
+static int read_source(struct source *source, const char *name, uint64_t max_rebuilt_entries,
+                       struct trace_model *model, char *err, size_t err_size)
 {
     if (init_model(model) != 0) {
         snprintf(err, err_size, "%s: out of memory", name);
         return -1;
     }
-    struct reader reader = {.model = model, .name = name};
+    struct reader reader = {.model = model, .name = name, .max_rebuilt_entries = max_rebuilt_entries};
     if (check_file_header(source, name, err, err_size) != 0 || read_sections(&reader, source, err, err_size) != 0) {
         trace_model_free(model);
         return -1;
@@ -833,11 +923,17 @@ static int read_source(struct source *source, const char *name, struct trace_mod
     return 0;
 }
 
+int trace_read_buffer_bounded(const void *data, size_t size, const char *name, uint64_t max_rebuilt_entries,
+                              struct trace_model *model, char *err, size_t err_size)
+{
+    struct source source = {.data = data ? data : (const void *)"", .fd = -1, .size = size};
+    return read_source(&source, name, max_rebuilt_entries, model, err, err_size);
+}
+
 int trace_read_buffer(const void *data, size_t size, const char *name, struct trace_model *model, char *err,
                       size_t err_size)
 {
-    struct source source = {.data = data ? data : (const void *)"", .fd = -1, .size = size};
-    return read_source(&source, name, model, err, err_size);
+    return trace_read_buffer_bounded(data, size, name, TRACE_READER_MAX_REBUILT_ENTRIES, model, err, err_size);
 }
 
 int trace_read_file(const char *path, struct trace_model *model, char *err, size_t err_size)
@@ -857,7 +953,7 @@ int trace_read_file(const char *path, struct trace_model *model, char *err, size
         return -1;
     }
     struct source source = {.fd = fd, .size = (uint64_t)st.st_size};
-    int rc = read_source(&source, path, model, err, err_size);
+    int rc = read_source(&source, path, TRACE_READER_MAX_REBUILT_ENTRIES, model, err, err_size);
     free(source.scratch);
     close(fd);
     return rc;

@@ -66,7 +66,10 @@ static int build_check(const struct checked_block *blocks, size_t first, size_t 
         records[r].blocks = scaled[2 * r + 1] > 0 ? (uint64_t)llround(scaled[2 * r + 1]) : 0;
     }
     free(scaled);
-    check->records = records;
+    /* Room was made for a record per block; the check keeps them until
+     * the trace is written. */
+    struct trace_loss_record *fitted = realloc(records, ((size_t)count + 1) * sizeof *records);
+    check->records = fitted ? fitted : records;
     check->count = count;
     return 0;
 }
@@ -91,18 +94,24 @@ static int check_open_case(struct checked_block *blocks, size_t count, const str
     return build_check(blocks, 0, kept, &results->checks[0]);
 }
 
+/* Orders blocks by stack and category only: the whole image's records. */
+static int compare_checked_by_stack(const void *a, const void *b)
+{
+    const struct checked_block *x = a, *y = b;
+    if (x->stack_id != y->stack_id)
+        return x->stack_id < y->stack_id ? -1 : 1;
+    return x->category < y->category ? -1 : x->category > y->category;
+}
+
 static int group_by_case(struct checked_block *blocks, size_t count, uint32_t when, uint64_t time_ns,
                          const unsigned char *skip_cases, size_t skip_count, struct leak_results *results)
 {
     /* Cases checked at their own end keep that check. */
-    size_t kept = 0;
     for (size_t i = 0; i < count; i++) {
         uint32_t c = blocks[i].case_id;
         if (c != TRACE_NONE && skip_cases && c < skip_count && skip_cases[c])
             blocks[i].case_id = TRACE_NONE - 1; /* in the whole-image check only */
-        kept++;
     }
-    (void)kept;
     qsort(blocks, count, sizeof *blocks, compare_checked);
     size_t cases = 0;
     for (size_t i = 0; i < count; i++)
@@ -116,16 +125,7 @@ static int group_by_case(struct checked_block *blocks, size_t count, uint32_t wh
         results->checks[i].time_ns = time_ns;
     }
     results->count = cases + 1;
-    /* The whole image: every block, regrouped by stack only. */
-    struct checked_block *by_stack = malloc((count + 1) * sizeof *by_stack);
-    if (!by_stack)
-        return -1;
-    memcpy(by_stack, blocks, count * sizeof *by_stack);
-    for (size_t i = 0; i < count; i++)
-        by_stack[i].case_id = 0;
-    qsort(by_stack, count, sizeof *by_stack, compare_checked);
-    int rc = build_check(by_stack, 0, count, &results->checks[0]);
-    free(by_stack);
+    int rc = 0;
     size_t c = 1;
     for (size_t first = 0; rc == 0 && first < count;) {
         size_t last = first;
@@ -137,7 +137,11 @@ static int group_by_case(struct checked_block *blocks, size_t count, uint32_t wh
         }
         first = last;
     }
-    return rc;
+    /* The whole image: every block, regrouped by stack in place rather than
+     * in a sorted copy (32 bytes a block). glibc's qsort is a stable merge
+     * sort, so a record's blocks keep the order the copy gave them. */
+    qsort(blocks, count, sizeof *blocks, compare_checked_by_stack);
+    return rc == 0 ? build_check(blocks, 0, count, &results->checks[0]) : rc;
 }
 
 /* Where the scan reads the process: stopped under ptrace (tids), or
@@ -157,45 +161,75 @@ static int scan(const struct scan_source *source, struct leakscan_block *blocks,
     return leakscan_process(source->pid, source->tids, source->tid_count, blocks, count, totals, err, err_size);
 }
 
+/* The scan's view of the live blocks: address and size, and in stack_id
+ * the block's position in the live table's walk. */
+struct leakscan_block *leak_check_blocks(const struct recorder *recorder, size_t *count)
+{
+    struct leakscan_block *blocks = calloc(recorder->live.count + 1, sizeof *blocks);
+    size_t n = 0, position = 0;
+    struct live_block block;
+    while (blocks && live_table_next(&recorder->live, &position, &block)) {
+        blocks[n] = (struct leakscan_block){block.address, block.size, (uint32_t)n, 0};
+        n++;
+    }
+    *count = n;
+    return blocks;
+}
+
+/* What the recorder knows of each scanned block, with the category the
+ * scan gave it. Built after the scan, so that the scan does not run with
+ * this array held too (32 bytes a block; docs/performance.md). */
+static struct checked_block *checked_blocks(const struct recorder *recorder, const struct leakscan_block *scanned,
+                                            size_t count)
+{
+    struct checked_block *checked = calloc(count + 1, sizeof *checked);
+    size_t n = 0, position = 0;
+    struct live_block block;
+    while (checked && n < count && live_table_next(&recorder->live, &position, &block)) {
+        const struct recorder_site *site = &recorder->sites[block.site];
+        double weight = !recorder_site_shown(site) ? 0 : recorder_sample_weight(recorder->sample_rate, block.size);
+        checked[n++] = (struct checked_block){block.case_id, site->stack_id, 0, block.iteration, block.size, weight};
+    }
+    /* stack_id carried our index through the scan, whatever order it used. */
+    for (size_t i = 0; checked && i < count; i++)
+        if (scanned[i].stack_id < n)
+            checked[scanned[i].stack_id].category = scanned[i].category;
+    return checked;
+}
+
+int leak_check_results(const struct recorder *recorder, const struct leakscan_block *scanned, size_t count,
+                       uint32_t when, uint64_t time_ns, const unsigned char *skip_cases, size_t skip_count,
+                       struct leak_results *results)
+{
+    memset(results, 0, sizeof *results);
+    struct checked_block *checked = checked_blocks(recorder, scanned, count);
+    int rc = -1;
+    if (checked && (when == TRACE_SNAP_CASE_END || when == TRACE_SNAP_ITERATION))
+        rc = check_open_case(checked, count, recorder, when, time_ns, results);
+    else if (checked)
+        rc = group_by_case(checked, count, when, time_ns, skip_cases, skip_count, results);
+    free(checked);
+    if (rc < 0)
+        leak_results_free(results);
+    return rc;
+}
+
 static int run_check(const struct scan_source *source, const struct recorder *recorder, uint32_t when,
                      uint64_t time_ns, const unsigned char *skip_cases, size_t skip_count,
                      struct leak_results *results, char *err, size_t err_size)
 {
     memset(results, 0, sizeof *results);
-    const struct live_table *live = &recorder->live;
-    struct leakscan_block *blocks = calloc(live->count + 1, sizeof *blocks);
-    struct checked_block *checked = calloc(live->count + 1, sizeof *checked);
-    int rc = -1;
-    if (!blocks || !checked) {
-        snprintf(err, err_size, "out of memory for %zu blocks", live->count);
-        goto out;
-    }
-    size_t n = 0, position = 0;
-    struct live_block block;
-    while (live_table_next(live, &position, &block)) {
-        const struct recorder_site *site = &recorder->sites[block.site];
-        double weight = !recorder_site_shown(site) ? 0 : recorder_sample_weight(recorder->sample_rate, block.size);
-        blocks[n] = (struct leakscan_block){block.address, block.size, (uint32_t)n, 0};
-        checked[n] = (struct checked_block){block.case_id, site->stack_id, 0, block.iteration, block.size, weight};
-        n++;
+    size_t n = 0;
+    struct leakscan_block *blocks = leak_check_blocks(recorder, &n);
+    if (!blocks) {
+        snprintf(err, err_size, "out of memory for %zu blocks", recorder->live.count);
+        return -1;
     }
     struct leakscan_totals totals;
-    if (scan(source, blocks, n, &totals, err, err_size) < 0)
-        goto out;
-    /* stack_id carried our index through the scan, whatever order it used. */
-    for (size_t i = 0; i < n; i++)
-        checked[blocks[i].stack_id].category = blocks[i].category;
-    if (when == TRACE_SNAP_CASE_END || when == TRACE_SNAP_ITERATION)
-        rc = check_open_case(checked, n, recorder, when, time_ns, results);
-    else
-        rc = group_by_case(checked, n, when, time_ns, skip_cases, skip_count, results);
-    if (rc < 0)
+    int rc = scan(source, blocks, n, &totals, err, err_size);
+    if (rc == 0 && (rc = leak_check_results(recorder, blocks, n, when, time_ns, skip_cases, skip_count, results)) < 0)
         snprintf(err, err_size, "out of memory grouping %zu blocks", n);
-out:
     free(blocks);
-    free(checked);
-    if (rc < 0)
-        leak_results_free(results);
     return rc;
 }
 

@@ -37,6 +37,18 @@ struct leakscan_handover;
 int leak_check_run_handover(pid_t pid, const struct leakscan_handover *handover, const struct recorder *recorder,
                             uint64_t time_ns, struct leak_results *results, char *err, size_t err_size);
 
+/* The two halves of leak_check_run around the scan, apart for tests. The
+ * recorder's live blocks as the scan takes them: address and size, and in
+ * stack_id the block's position in the live table's walk (NULL when out
+ * of memory). */
+struct leakscan_block;
+struct leakscan_block *leak_check_blocks(const struct recorder *recorder, size_t *count);
+/* The checks (as leak_check_run's) of those blocks once scanned (category
+ * set; any order). 0, or -1 when out of memory. */
+int leak_check_results(const struct recorder *recorder, const struct leakscan_block *scanned, size_t count,
+                       uint32_t when, uint64_t time_ns, const unsigned char *skip_cases, size_t skip_count,
+                       struct leak_results *results);
+
 /* Appends the checks of more to results (moving them). 0 or -1. */
 int leak_results_append(struct leak_results *results, struct leak_results *more);
 

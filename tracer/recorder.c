@@ -304,6 +304,66 @@ void recorder_free_block(struct recorder *recorder, uint64_t time_ns, uint64_t a
     sample_timeline(recorder, time_ns);
 }
 
+/* Whether a site's live figures differ from what the last snapshot
+ * recorded; a site without a live block counts as (0, 0). */
+static int site_changed_since_snapshot(const struct recorder_site *site)
+{
+    uint64_t bytes = site->live_blocks ? site->live_bytes : 0;
+    return recorder_site_shown(site) &&
+           (bytes != site->snapshot_live_bytes || site->live_blocks != site->snapshot_live_blocks);
+}
+
+static int compare_entry_stack(const void *left, const void *right)
+{
+    const struct trace_snapshot_entry *a = left, *b = right;
+    return a->stack_id < b->stack_id ? -1 : a->stack_id > b->stack_id;
+}
+
+/* Fills entries (room for every changed site) with the sites that changed
+ * since the last snapshot, sorted by stack_id, and records their figures as
+ * the snapshot's. Returns the count. */
+static size_t take_delta(struct recorder *recorder, struct trace_snapshot_entry *entries)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < recorder->site_count; i++) {
+        struct recorder_site *site = &recorder->sites[i];
+        if (!site_changed_since_snapshot(site))
+            continue;
+        site->snapshot_live_bytes = site->live_blocks ? site->live_bytes : 0;
+        site->snapshot_live_blocks = site->live_blocks;
+        entries[n++] = (struct trace_snapshot_entry){site->stack_id, site->snapshot_live_bytes,
+                                                     site->snapshot_live_blocks};
+    }
+    qsort(entries, n, sizeof *entries, compare_entry_stack);
+    return n;
+}
+
+/* Merges older (a dropped snapshot's entries) into *newer, which keeps its
+ * own entry for a site in both. Frees older and the old *newer. 0, or -1
+ * when out of memory (nothing changed). */
+static int merge_into(struct trace_snapshot_entry *older, size_t older_count, struct trace_snapshot_entry **newer,
+                      size_t *newer_count)
+{
+    size_t count = trace_snapshot_merge(older, older_count, *newer, *newer_count, 0, NULL);
+    struct trace_snapshot_entry *merged = malloc((count ? count : 1) * sizeof *merged);
+    if (!merged)
+        return -1;
+    trace_snapshot_merge(older, older_count, *newer, *newer_count, 0, merged);
+    free(older);
+    free(*newer);
+    *newer = merged;
+    *newer_count = count;
+    return 0;
+}
+
+static void snapshot_set_entries(struct recorder_snapshot *snapshot, struct trace_snapshot_entry *entries,
+                                 size_t count)
+{
+    snapshot->entries = entries;
+    snapshot->header.entries = entries;
+    snapshot->header.count = (uint32_t)count;
+}
+
 void recorder_snapshot(struct recorder *recorder, uint32_t kind, uint64_t time_ns)
 {
     if (ensure_capacity((void **)&recorder->snapshots, &recorder->snapshot_capacity, recorder->snapshot_count + 1,
@@ -311,22 +371,27 @@ void recorder_snapshot(struct recorder *recorder, uint32_t kind, uint64_t time_n
         recorder->out_of_memory = 1;
         return;
     }
-    size_t count = 0;
+    size_t changed = 0;
     for (size_t i = 0; i < recorder->site_count; i++)
-        count += recorder->sites[i].live_blocks > 0 && recorder_site_shown(&recorder->sites[i]);
-    struct trace_snapshot_entry *entries = malloc((count ? count : 1) * sizeof *entries);
+        changed += site_changed_since_snapshot(&recorder->sites[i]);
+    /* Room for the carry's entries too, so that merging it cannot fail
+     * after the sites' figures were taken. */
+    struct trace_snapshot_entry *entries = malloc((changed + recorder->snapshot_carry_count + 1) * sizeof *entries);
     if (!entries) {
         recorder->out_of_memory = 1;
         return;
     }
-    size_t n = 0;
-    for (size_t i = 0; i < recorder->site_count; i++) {
-        const struct recorder_site *site = &recorder->sites[i];
-        if (site->live_blocks > 0 && recorder_site_shown(site))
-            entries[n++] = (struct trace_snapshot_entry){site->stack_id, site->live_bytes, site->live_blocks};
+    size_t count = take_delta(recorder, entries);
+    if (recorder->snapshot_carry) {
+        struct trace_snapshot_entry *delta = entries + recorder->snapshot_carry_count;
+        memmove(delta, entries, count * sizeof *entries);
+        count = trace_snapshot_merge(recorder->snapshot_carry, recorder->snapshot_carry_count, delta, count, 0,
+                                     entries);
+        free(recorder->snapshot_carry);
+        recorder->snapshot_carry = NULL;
+        recorder->snapshot_carry_count = 0;
     }
     struct recorder_snapshot *snapshot = &recorder->snapshots[recorder->snapshot_count++];
-    snapshot->entries = entries;
     snapshot->header = (struct trace_snapshot){
         .kind = kind,
         .case_id = recorder->open_case,
@@ -334,9 +399,8 @@ void recorder_snapshot(struct recorder *recorder, uint32_t kind, uint64_t time_n
         .time_ns = time_ns,
         .live_bytes = recorder->live_bytes,
         .live_blocks = recorder->live_blocks,
-        .count = (uint32_t)n,
-        .entries = entries,
     };
+    snapshot_set_entries(snapshot, entries, count);
 }
 
 static void case_open(struct recorder *recorder, uint64_t time_ns, const char *name, size_t name_length,
@@ -373,6 +437,24 @@ void recorder_case_begin(struct recorder *recorder, uint64_t time_ns, const char
     case_open(recorder, time_ns, name, name_length, 0);
 }
 
+/* Drops snapshot i, passing its entries on to the snapshot after it (or to
+ * the carry, when it is the latest). 0, or -1 when out of memory: then it
+ * stays. */
+static int drop_snapshot(struct recorder *recorder, size_t i)
+{
+    struct recorder_snapshot *dropped = &recorder->snapshots[i];
+    if (i + 1 == recorder->snapshot_count)
+        return merge_into(dropped->entries, dropped->header.count, &recorder->snapshot_carry,
+                          &recorder->snapshot_carry_count);
+    struct recorder_snapshot *next = &recorder->snapshots[i + 1];
+    struct trace_snapshot_entry *entries = next->entries;
+    size_t count = next->header.count;
+    if (merge_into(dropped->entries, dropped->header.count, &entries, &count) < 0)
+        return -1;
+    snapshot_set_entries(next, entries, count);
+    return 0;
+}
+
 /* Drops every other kept iteration snapshot of the open case. */
 static void thin_iteration_snapshots(struct recorder *recorder)
 {
@@ -382,8 +464,9 @@ static void thin_iteration_snapshots(struct recorder *recorder)
         struct recorder_snapshot *snapshot = &recorder->snapshots[i];
         int ours = snapshot->header.kind == TRACE_SNAP_ITERATION && snapshot->header.case_id == recorder->open_case;
         if (ours && (snapshot->header.iteration - 1) % stride != 0) {
-            free(snapshot->entries);
-            continue;
+            if (drop_snapshot(recorder, i) == 0)
+                continue;
+            recorder->out_of_memory = 1; /* kept: its figures stay exact */
         }
         iterations_kept += ours;
         recorder->snapshots[kept++] = *snapshot;
@@ -497,6 +580,7 @@ void recorder_free(struct recorder *recorder)
     for (size_t i = 0; i < recorder->snapshot_count; i++)
         free(recorder->snapshots[i].entries);
     free(recorder->snapshots);
+    free(recorder->snapshot_carry);
     for (size_t i = 0; i < recorder->case_count; i++)
         free(recorder->cases[i].name);
     free(recorder->cases);

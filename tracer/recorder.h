@@ -26,6 +26,9 @@ struct recorder_site {
     uint64_t peak_epoch;
     uint32_t live_context; /* the live table's context cache word for this site */
     uint8_t unsampled;     /* with --sample-rate: the allocations without a backtrace */
+    /* Live figures as the process's last snapshot recorded them ((0, 0)
+     * without a live block then): a snapshot holds the sites that differ. */
+    uint64_t snapshot_live_bytes, snapshot_live_blocks;
     /* With --sample-rate, what this site's sampled allocations stand for
      * (see recorder_sample_weight); the figures above are these, rounded. */
     struct site_scaled {
@@ -34,9 +37,13 @@ struct recorder_site {
     } scaled;
 };
 
+/* A snapshot as a delta: the sites whose live figures changed since the
+ * process's previous kept snapshot, sorted by stack_id (the entries of a
+ * SNAPSHOT_DELTA section, trace_format.h). header.entries and
+ * header.count describe the same entries. */
 struct recorder_snapshot {
-    struct trace_snapshot header; /* entries owned here */
-    struct trace_snapshot_entry *entries;
+    struct trace_snapshot header;
+    struct trace_snapshot_entry *entries; /* owned */
 };
 
 struct recorder_case {
@@ -75,6 +82,10 @@ struct recorder {
 
     struct recorder_snapshot *snapshots;
     size_t snapshot_count, snapshot_capacity;
+    /* The entries of dropped snapshots taken after the last kept one
+     * (thinning dropped the latest snapshot): merged into the next one. */
+    struct trace_snapshot_entry *snapshot_carry;
+    size_t snapshot_carry_count;
 
     struct recorder_case *cases;
     size_t case_count, case_capacity;
@@ -128,12 +139,15 @@ void recorder_free_block(struct recorder *recorder, uint64_t time_ns, uint64_t a
  * a case_end with no case open is ignored. Iteration snapshots are thinned
  * evenly to at most snapshots_limit per case: every stride-th iteration is
  * kept, and when the limit is passed every other one is dropped and the
- * stride doubles. */
+ * stride doubles. A dropped snapshot's entries go into the next snapshot
+ * where that one has none for the site, so the deltas kept stay exact. */
 void recorder_case_begin(struct recorder *recorder, uint64_t time_ns, const char *name, size_t name_length);
 void recorder_iteration(struct recorder *recorder, uint64_t time_ns);
 void recorder_case_end(struct recorder *recorder, uint64_t time_ns);
 
-/* Records the per-site live heap now as a snapshot of the given kind. */
+/* Records the per-site live heap now as a snapshot of the given kind,
+ * held as the change since the previous snapshot (struct recorder_snapshot):
+ * a site whose live blocks fell to 0 has an entry with 0. */
 void recorder_snapshot(struct recorder *recorder, uint32_t kind, uint64_t time_ns);
 
 #endif

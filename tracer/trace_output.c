@@ -207,7 +207,7 @@ static int write_history(struct trace_writer *writer, const struct traced_proces
     for (size_t i = 0; i < recorder->snapshot_count; i++) {
         struct trace_snapshot snapshot = recorder->snapshots[i].header;
         snapshot.process_id = process->process_id;
-        if (trace_write_snapshot(writer, &snapshot) < 0)
+        if (trace_write_snapshot_delta(writer, &snapshot) < 0)
             return -1;
     }
     if (recorder->timeline_count &&

@@ -437,7 +437,8 @@ int trace_write_sites(struct trace_writer *writer, uint32_t process_id, const st
     return end_section(writer, TRACE_SEC_SITES);
 }
 
-int trace_write_snapshot(struct trace_writer *writer, const struct trace_snapshot *snapshot)
+/* SNAPSHOT and SNAPSHOT_DELTA share their layout; type says which. */
+static int write_snapshot_section(struct trace_writer *writer, const struct trace_snapshot *snapshot, uint32_t type)
 {
     if (begin_section(writer) != 0)
         return -1;
@@ -455,7 +456,17 @@ int trace_write_snapshot(struct trace_writer *writer, const struct trace_snapsho
         put_u64(out, snapshot->entries[i].live_bytes);
         put_u64(out, snapshot->entries[i].live_blocks);
     }
-    return end_section(writer, TRACE_SEC_SNAPSHOT);
+    return end_section(writer, type);
+}
+
+int trace_write_snapshot(struct trace_writer *writer, const struct trace_snapshot *snapshot)
+{
+    return write_snapshot_section(writer, snapshot, TRACE_SEC_SNAPSHOT);
+}
+
+int trace_write_snapshot_delta(struct trace_writer *writer, const struct trace_snapshot *delta)
+{
+    return write_snapshot_section(writer, delta, TRACE_SEC_SNAPSHOT_DELTA);
 }
 
 int trace_write_timeline(struct trace_writer *writer, uint32_t process_id, uint64_t interval_ns,

@@ -41,7 +41,12 @@ int trace_write_stacks(struct trace_writer *writer, uint32_t process_id, const s
                        uint32_t count);
 int trace_write_sites(struct trace_writer *writer, uint32_t process_id, const struct trace_site *sites,
                       uint32_t count);
+/* A full snapshot (SNAPSHOT: every site with live blocks), as traces before
+ * SNAPSHOT_DELTA held them; the tracer writes deltas. */
 int trace_write_snapshot(struct trace_writer *writer, const struct trace_snapshot *snapshot);
+/* A snapshot as the change since the process's previous one (entries sorted
+ * by stack_id: see SNAPSHOT_DELTA in trace_format.h). */
+int trace_write_snapshot_delta(struct trace_writer *writer, const struct trace_snapshot *delta);
 int trace_write_timeline(struct trace_writer *writer, uint32_t process_id, uint64_t interval_ns,
                          const struct trace_timeline_point *points, uint32_t count);
 int trace_write_case(struct trace_writer *writer, const struct trace_case *trace_case);

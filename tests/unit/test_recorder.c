@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 #include <cmocka.h>
 
 #include "../../tracer/recorder.h"
@@ -124,6 +126,176 @@ static void iteration_snapshots_are_thinned_evenly(void **state)
     recorder_free(&r);
 }
 
+/* Snapshot deltas ---------------------------------------------------------- */
+
+enum { MAX_STACK = 512 }; /* churn's one-time sites: up to 64 + 447 iterations */
+
+/* A process's full per-site heap, indexed by stack id (what a full snapshot
+ * lists: the sites with live blocks). */
+struct full_heap {
+    uint64_t bytes[MAX_STACK], blocks[MAX_STACK];
+};
+
+static void heap_now(const struct recorder *r, struct full_heap *heap)
+{
+    memset(heap, 0, sizeof *heap);
+    for (size_t i = 0; i < r->site_count; i++)
+        if (r->sites[i].live_blocks) {
+            heap->bytes[r->sites[i].stack_id] = r->sites[i].live_bytes;
+            heap->blocks[r->sites[i].stack_id] = r->sites[i].live_blocks;
+        }
+}
+
+/* Applies a snapshot's delta to heap, checking that its entries ascend by
+ * stack id. */
+static void apply_delta(const struct recorder_snapshot *snapshot, struct full_heap *heap)
+{
+    assert_ptr_equal(snapshot->header.entries, snapshot->entries);
+    for (uint32_t e = 0; e < snapshot->header.count; e++) {
+        const struct trace_snapshot_entry *entry = &snapshot->entries[e];
+        assert_true(entry->stack_id < MAX_STACK);
+        if (e > 0)
+            assert_true(entry->stack_id > snapshot->entries[e - 1].stack_id);
+        heap->bytes[entry->stack_id] = entry->live_blocks ? entry->live_bytes : 0;
+        heap->blocks[entry->stack_id] = entry->live_blocks;
+    }
+}
+
+/* A snapshot holds the sites that changed since the previous one, sorted by
+ * stack id; a site whose blocks were all freed appears with 0; an
+ * unchanged heap gives an empty snapshot. */
+static void snapshots_hold_what_changed(void **state)
+{
+    (void)state;
+    struct recorder r;
+    recorder_init(&r, 0);
+    recorder_alloc(&r, 1, 0x1000, 48, 9, lookup, NULL); /* site 0: stack 9 */
+    recorder_alloc(&r, 2, 0x2000, 16, 3, lookup, NULL); /* site 1: stack 3 */
+    recorder_alloc(&r, 3, 0x3000, 16, 3, lookup, NULL);
+    recorder_snapshot(&r, TRACE_SNAP_CASE_BEGIN, 4);
+    assert_int_equal(r.snapshots[0].header.count, 2);
+    assert_int_equal(r.snapshots[0].entries[0].stack_id, 3);
+    assert_int_equal(r.snapshots[0].entries[0].live_bytes, 32);
+    assert_int_equal(r.snapshots[0].entries[0].live_blocks, 2);
+    assert_int_equal(r.snapshots[0].entries[1].stack_id, 9);
+    assert_int_equal(r.snapshots[0].entries[1].live_bytes, 48);
+    recorder_free_block(&r, 5, 0x1000);                 /* stack 9: none left */
+    recorder_alloc(&r, 6, 0x4000, 100, 5, lookup, NULL); /* a new site */
+    recorder_alloc(&r, 7, 0x5000, 8, 3, lookup, NULL);   /* stack 3 changes ... */
+    recorder_free_block(&r, 8, 0x5000);                  /* ... and changes back */
+    recorder_snapshot(&r, TRACE_SNAP_ITERATION, 9);
+    const struct recorder_snapshot *second = &r.snapshots[1];
+    assert_int_equal(second->header.count, 2);
+    assert_int_equal(second->entries[0].stack_id, 5);
+    assert_int_equal(second->entries[0].live_bytes, 100);
+    assert_int_equal(second->entries[1].stack_id, 9);
+    assert_int_equal(second->entries[1].live_bytes, 0);
+    assert_int_equal(second->entries[1].live_blocks, 0);
+    assert_int_equal(second->header.live_bytes, 132);
+    assert_int_equal(second->header.live_blocks, 3);
+    recorder_snapshot(&r, TRACE_SNAP_EXIT, 10);
+    assert_int_equal(r.snapshots[2].header.count, 0);
+    recorder_free(&r);
+}
+
+/* One iteration of a workload in which most sites change all the time and
+ * some change once: iteration i allocates a block at a site of its own
+ * (stack 64 + i) and frees iteration i - 5's, so a snapshot holds sites that
+ * no later snapshot names again (dropping it must not lose them). The
+ * stack ids are not in the order the sites are first seen. */
+static void churn(struct recorder *r, uint64_t iteration, uint64_t *live, size_t *live_count)
+{
+    static const uint32_t stacks[] = {40, 7, 33, 2, 19, 61, 11, 5};
+    uint64_t x = iteration * 2654435761u;
+    for (int k = 0; k < 3; k++) {
+        x ^= x >> 13, x *= 0x9e3779b97f4a7c15ull, x ^= x >> 29;
+        if (*live_count && x % 3 == 0) {
+            size_t victim = (size_t)(x >> 8) % *live_count;
+            recorder_free_block(r, iteration, live[victim]);
+            live[victim] = live[--*live_count];
+        } else {
+            uint64_t address = 0x100000 + 64 * (iteration * 3 + (uint64_t)k);
+            recorder_alloc(r, iteration, address, 8 + x % 200, stacks[(x >> 4) % 8], lookup, NULL);
+            live[(*live_count)++] = address;
+        }
+    }
+    recorder_alloc(r, iteration, 0x10000000 + 64 * iteration, 100 + iteration, (uint32_t)(64 + iteration), lookup,
+                   NULL);
+    if (iteration > 5)
+        recorder_free_block(r, iteration, 0x10000000 + 64 * (iteration - 5));
+}
+
+/* Thinning drops every other iteration snapshot; what a dropped one
+ * recorded goes into the next one kept (or waits for the next one taken),
+ * so the deltas kept, applied in order, still give every kept snapshot's
+ * full heap exactly. Both an even and an odd limit: with an odd one the
+ * snapshot just taken is among those dropped. */
+static void check_thinned_deltas_are_exact(uint32_t limit, uint64_t iterations)
+{
+    struct recorder r;
+    recorder_init(&r, 0);
+    r.snapshots_limit = limit;
+    struct full_heap *truth = calloc(iterations + 1, sizeof *truth);
+    uint64_t *live = calloc(3 * iterations + 1, sizeof *live);
+    size_t live_count = 0;
+    assert_non_null(truth);
+    assert_non_null(live);
+    recorder_alloc(&r, 0, 0x50, 24, 40, lookup, NULL); /* before the case */
+    recorder_case_begin(&r, 1, "body", 4);
+    for (uint64_t i = 1; i <= iterations; i++) {
+        heap_now(&r, &truth[i]); /* what iteration i's snapshot sees */
+        recorder_iteration(&r, 2 + i);
+        churn(&r, i, live, &live_count);
+    }
+    struct full_heap at_end;
+    heap_now(&r, &at_end);
+    recorder_case_end(&r, 5000);
+    struct full_heap heap = {0};
+    size_t iteration_snapshots = 0;
+    for (size_t i = 0; i < r.snapshot_count; i++) {
+        const struct recorder_snapshot *snapshot = &r.snapshots[i];
+        apply_delta(snapshot, &heap);
+        const struct full_heap *want = snapshot->header.kind == TRACE_SNAP_ITERATION ? &truth[snapshot->header.iteration]
+                                       : snapshot->header.kind == TRACE_SNAP_CASE_END ? &at_end
+                                                                                       : NULL;
+        if (want)
+            assert_memory_equal(&heap, want, sizeof heap);
+        iteration_snapshots += snapshot->header.kind == TRACE_SNAP_ITERATION;
+    }
+    assert_true(iteration_snapshots <= limit);
+    assert_true(iteration_snapshots >= limit / 2);
+    assert_false(r.out_of_memory);
+    free(truth);
+    free(live);
+    recorder_free(&r);
+}
+
+static void thinned_deltas_are_exact(void **state)
+{
+    (void)state;
+    check_thinned_deltas_are_exact(10, 400);
+    check_thinned_deltas_are_exact(7, 447);
+    check_thinned_deltas_are_exact(3, 37);
+}
+
+/* A fork child's first snapshot lists every site it inherited. */
+static void fork_child_starts_its_own_deltas(void **state)
+{
+    (void)state;
+    struct recorder parent, child;
+    recorder_init(&parent, 0);
+    recorder_alloc(&parent, 1, 0x1000, 48, 9, lookup, NULL);
+    recorder_alloc(&parent, 2, 0x2000, 16, 3, lookup, NULL);
+    recorder_snapshot(&parent, TRACE_SNAP_CASE_BEGIN, 3);
+    assert_int_equal(recorder_init_fork_child(&child, &parent), 0);
+    recorder_snapshot(&child, TRACE_SNAP_EXIT, 4);
+    assert_int_equal(child.snapshot_count, 1);
+    assert_int_equal(child.snapshots[0].header.count, 2);
+    assert_int_equal(child.snapshots[0].entries[0].live_bytes + child.snapshots[0].entries[1].live_bytes, 64);
+    recorder_free(&child);
+    recorder_free(&parent);
+}
+
 /* An allocation of exactly the mean interval is sampled with probability
  * 1 - 1/e; one much larger than it always is. */
 static void sample_weight_is_the_inverse_probability(void **state)
@@ -185,6 +357,9 @@ int main(void)
         cmocka_unit_test(old_free_does_not_cancel_a_later_allocation),
         cmocka_unit_test(reuse_read_before_the_free),
         cmocka_unit_test(iteration_snapshots_are_thinned_evenly),
+        cmocka_unit_test(snapshots_hold_what_changed),
+        cmocka_unit_test(thinned_deltas_are_exact),
+        cmocka_unit_test(fork_child_starts_its_own_deltas),
         cmocka_unit_test(sample_weight_is_the_inverse_probability),
         cmocka_unit_test(sampled_sites_are_scaled_and_totals_exact),
     };

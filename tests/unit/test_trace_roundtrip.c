@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <sys/stat.h>
 
+#include "../../report/formats.h"
 #include "../../report/trace_reader.h"
 #include "test_trace_sample.h"
 
@@ -283,6 +284,147 @@ static void test_abandoned_trace_is_incomplete(void **state)
     unlink(path);
 }
 
+/* A snapshot's entries are exactly these (stack, bytes, blocks) triples. */
+static void expect_entries(const struct trace_snapshot *snapshot, const uint64_t (*want)[3], uint32_t count)
+{
+    assert_int_equal(snapshot->count, count);
+    for (uint32_t i = 0; i < count; i++) {
+        assert_int_equal(snapshot->entries[i].stack_id, want[i][0]);
+        assert_int_equal(snapshot->entries[i].live_bytes, want[i][1]);
+        assert_int_equal(snapshot->entries[i].live_blocks, want[i][2]);
+    }
+}
+
+static int write_delta(struct trace_writer *w, uint32_t process_id, uint64_t iteration,
+                       const struct trace_snapshot_entry *entries, uint32_t count)
+{
+    struct trace_snapshot delta = {process_id, TRACE_SNAP_ITERATION, TRACE_NONE, iteration, 100 * iteration, 0, 0,
+                                   count, entries};
+    return trace_write_snapshot_delta(w, &delta);
+}
+
+/* The reader rebuilds each SNAPSHOT_DELTA into the full entries a SNAPSHOT
+ * holds, sorted by stack: from the same process's previous snapshot (a
+ * full one too, whatever its order), a 0-block entry removing the site. */
+static void test_snapshot_deltas_rebuilt(void **state)
+{
+    struct fixture *f = *state;
+    char err[512], *path = NULL;
+    assert_true(asprintf(&path, "%s/deltas.trace", f->dir) > 0);
+    struct trace_writer *w = trace_writer_create(path, err, sizeof err);
+    assert_non_null(w);
+    const struct trace_snapshot_entry a[] = {{7, 48, 1}, {9, 16, 2}}, p2[] = {{7, 1, 1}};
+    const struct trace_snapshot_entry b[] = {{9, 0, 0}, {11, 32, 1}};
+    const struct trace_snapshot_entry full[] = {{11, 8, 1}, {7, 24, 1}, {5, 1, 1}};
+    const struct trace_snapshot_entry d[] = {{5, 0, 0}, {7, 96, 2}, {13, 0, 0}};
+    struct trace_snapshot full_snapshot = {1, TRACE_SNAP_ITERATION, TRACE_NONE, 4, 400, 0, 0, 3, full};
+    assert_int_equal(write_delta(w, 1, 1, a, 2), 0);
+    assert_int_equal(write_delta(w, 2, 1, p2, 1), 0);
+    assert_int_equal(write_delta(w, 1, 2, b, 2), 0);
+    assert_int_equal(write_delta(w, 1, 3, NULL, 0), 0);
+    assert_int_equal(trace_write_snapshot(w, &full_snapshot), 0);
+    assert_int_equal(write_delta(w, 1, 5, d, 3), 0);
+    assert_int_equal(write_delta(w, 2, 2, NULL, 0), 0);
+    assert_int_equal(write_delta(w, 3, 1, NULL, 0), 0); /* nothing live yet */
+    assert_int_equal(trace_writer_finish(w, err, sizeof err), 0);
+    struct trace_model model;
+    if (trace_read_file(path, &model, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    const struct trace_model_process *one = trace_model_process(&model, 1), *two = trace_model_process(&model, 2);
+    assert_int_equal(one->snapshot_count, 5);
+    expect_entries(&one->snapshots[0], (const uint64_t[][3]){{7, 48, 1}, {9, 16, 2}}, 2);
+    expect_entries(&one->snapshots[1], (const uint64_t[][3]){{7, 48, 1}, {11, 32, 1}}, 2);
+    expect_entries(&one->snapshots[2], (const uint64_t[][3]){{7, 48, 1}, {11, 32, 1}}, 2);
+    assert_ptr_equal(one->snapshots[2].entries, one->snapshots[1].entries); /* unchanged: shared */
+    expect_entries(&one->snapshots[3], (const uint64_t[][3]){{11, 8, 1}, {7, 24, 1}, {5, 1, 1}}, 3);
+    expect_entries(&one->snapshots[4], (const uint64_t[][3]){{7, 96, 2}, {11, 8, 1}}, 2);
+    assert_int_equal(one->snapshots[4].iteration, 5);
+    assert_int_equal(one->snapshots[4].time_ns, 500);
+    assert_int_equal(two->snapshot_count, 2);
+    expect_entries(&two->snapshots[0], (const uint64_t[][3]){{7, 1, 1}}, 1);
+    expect_entries(&two->snapshots[1], (const uint64_t[][3]){{7, 1, 1}}, 1);
+    /* An empty snapshot still has entries to point at (the report copies them). */
+    assert_int_equal(trace_model_process(&model, 3)->snapshots[0].count, 0);
+    assert_non_null(trace_model_process(&model, 3)->snapshots[0].entries);
+    trace_model_free(&model);
+    /* The bound on rebuilt entries: 2 + 2 + 2 + 1 are rebuilt (the shared one is not counted). */
+    size_t size;
+    unsigned char *data = slurp(path, &size);
+    assert_int_equal(trace_read_buffer_bounded(data, size, "d.trace", 7, &model, err, sizeof err), 0);
+    trace_model_free(&model);
+    assert_int_equal(trace_read_buffer_bounded(data, size, "d.trace", 6, &model, err, sizeof err), -1);
+    assert_non_null(strstr(err, "d.trace: corrupt trace: SNAPSHOT_DELTA section at offset "));
+    assert_non_null(strstr(err, "rebuild more than 6 snapshot entries in all"));
+    free(data);
+    unlink(path);
+    free(path);
+}
+
+/* Renders a trace's report in every format and metric into one string. */
+static char *render_all(const char *path)
+{
+    struct trace_model model;
+    char err[512], *text = NULL;
+    size_t length = 0;
+    if (trace_read_file(path, &model, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    FILE *out = open_memstream(&text, &length);
+    for (int metric = REPORT_METRIC_GROWTH; metric <= REPORT_METRIC_TEMPORARY; metric++) {
+        struct report report;
+        if (report_build(&report, &model, "t.trace", (enum report_metric)metric, NULL, err, sizeof err) != 0)
+            fail_msg("%s", err);
+        report_write_text(&report, out);
+        report_write_json(&report, out);
+        /* A format with nothing to show for a metric says so: that goes in too. */
+        if (report_write_speedscope(&report, out, err, sizeof err) != 0)
+            fprintf(out, "speedscope: %s\n", err);
+        if (report_write_collapsed(&report, (enum report_metric)metric, out, err, sizeof err) != 0)
+            fprintf(out, "collapsed: %s\n", err);
+        if (report_write_html(&report, out, err, sizeof err) != 0)
+            fprintf(out, "html: %s\n", err);
+        if (report_write_pprof(&report, out, err, sizeof err) != 0)
+            fprintf(out, "pprof: %s\n", err);
+        report_free(&report);
+    }
+    fclose(out);
+    trace_model_free(&model);
+    return text;
+}
+
+/* The same snapshots as full SNAPSHOT sections and as deltas: the same
+ * model (up to the order of entries) and the same report, byte for byte. */
+static void test_deltas_report_as_full_snapshots(void **state)
+{
+    struct fixture *f = *state;
+    char full_path[128], delta_path[128], err[512];
+    snprintf(full_path, sizeof full_path, "%s/full.trace", f->dir);
+    snprintf(delta_path, sizeof delta_path, "%s/delta.trace", f->dir);
+    assert_int_equal(write_history_trace(full_path, 0), 0);
+    assert_int_equal(write_history_trace(delta_path, 1), 0);
+    struct trace_model model;
+    if (trace_read_file(delta_path, &model, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    const struct trace_model_process *process = trace_model_process(&model, 1);
+    assert_int_equal(process->snapshot_count, SAMPLE_HISTORY_POINTS);
+    for (int i = 0; i < SAMPLE_HISTORY_POINTS; i++) {
+        const struct trace_snapshot *got = &process->snapshots[i];
+        assert_int_equal(got->count, sample_history[i].count);
+        for (uint32_t e = 0; e < got->count; e++) {
+            assert_int_equal(got->entries[e].live_bytes, history_figure(&sample_history[i], got->entries[e].stack_id, 0));
+            assert_int_equal(got->entries[e].live_blocks, history_figure(&sample_history[i], got->entries[e].stack_id, 1));
+        }
+    }
+    trace_model_free(&model);
+    char *full = render_all(full_path), *delta = render_all(delta_path);
+    assert_non_null(strstr(full, "\"growth_bytes_per_iteration\": 48.0,\n          \"setup_bytes\": 0,"));
+    assert_non_null(strstr(full, "\"growth_bytes_per_iteration\": 0.0,\n          \"setup_bytes\": 16,"));
+    assert_string_equal(delta, full);
+    free(full);
+    free(delta);
+    unlink(full_path);
+    unlink(delta_path);
+}
+
 /* With MEMSLOPE_FUZZ_CORPUS=DIR, writes the traces of these tests there as
  * seeds for tests/fuzz/fuzz_trace_reader (tests/fuzz/corpus/trace_reader/). */
 static void test_write_fuzz_seeds(void **state)
@@ -298,6 +440,8 @@ static void test_write_fuzz_seeds(void **state)
     assert_int_equal(write_sample_trace(path, 1), 0);
     snprintf(path, sizeof path, "%s/cases", dir);
     assert_int_equal(write_cases_trace(path), 0);
+    snprintf(path, sizeof path, "%s/history-deltas", dir);
+    assert_int_equal(write_history_trace(path, 1), 0);
 }
 
 int main(void)
@@ -310,6 +454,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_snapshot_timeline_case, setup, teardown),
         cmocka_unit_test_setup_teardown(test_leaks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_case_sites, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_snapshot_deltas_rebuilt, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_deltas_report_as_full_snapshots, setup, teardown),
         cmocka_unit_test_setup_teardown(test_buffer_reader_agrees, setup, teardown),
         cmocka_unit_test_setup_teardown(test_strings_interned_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_mode_and_no_temp_left, setup, teardown),

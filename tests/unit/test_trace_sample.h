@@ -132,6 +132,80 @@ static inline int write_cases_trace(const char *path)
     return rc ? -1 : 0;
 }
 
+/* The per-site heap of one case's snapshots, full (what SNAPSHOT holds: the
+ * sites with live blocks, in the tracer's site order, not by stack id). */
+struct history_point {
+    uint32_t kind;
+    uint64_t iteration, live_bytes, live_blocks;
+    uint32_t count;
+    struct trace_snapshot_entry entries[2];
+};
+
+static const struct history_point sample_history[] = {
+    {TRACE_SNAP_CASE_BEGIN, 0, 100, 1, 1, {{7, 100, 1}}},
+    {TRACE_SNAP_ITERATION, 1, 116, 2, 2, {{9, 16, 1}, {7, 100, 1}}},
+    {TRACE_SNAP_ITERATION, 2, 180, 4, 2, {{9, 32, 2}, {7, 148, 2}}},
+    {TRACE_SNAP_ITERATION, 3, 196, 3, 1, {{7, 196, 3}}}, /* stack 9 fell to 0 */
+    {TRACE_SNAP_ITERATION, 4, 260, 5, 2, {{9, 16, 1}, {7, 244, 4}}},
+    {TRACE_SNAP_ITERATION, 5, 308, 6, 2, {{9, 16, 1}, {7, 292, 5}}}, /* stack 9 unchanged */
+    {TRACE_SNAP_CASE_END, 5, 356, 7, 2, {{9, 16, 1}, {7, 340, 6}}},
+};
+enum { SAMPLE_HISTORY_POINTS = sizeof sample_history / sizeof *sample_history };
+
+static uint64_t history_figure(const struct history_point *point, uint32_t stack_id, int blocks)
+{
+    for (uint32_t i = 0; point && i < point->count; i++)
+        if (point->entries[i].stack_id == stack_id)
+            return blocks ? point->entries[i].live_blocks : point->entries[i].live_bytes;
+    return 0;
+}
+
+/* The delta of point from previous (NULL: from nothing), by stack id. */
+static uint32_t history_delta(const struct history_point *previous, const struct history_point *point,
+                              struct trace_snapshot_entry *delta)
+{
+    static const uint32_t stacks[] = {7, 9};
+    uint32_t count = 0;
+    for (int i = 0; i < 2; i++) {
+        uint64_t bytes = history_figure(point, stacks[i], 0), blocks = history_figure(point, stacks[i], 1);
+        if (bytes != history_figure(previous, stacks[i], 0) || blocks != history_figure(previous, stacks[i], 1))
+            delta[count++] = (struct trace_snapshot_entry){stacks[i], bytes, blocks};
+    }
+    return count;
+}
+
+/* One marked case ("loop", 5 iterations) whose sites grow, one steadily and
+ * one not, with its snapshots as full SNAPSHOT sections (as traces before
+ * SNAPSHOT_DELTA) or as SNAPSHOT_DELTA sections (as the tracer writes them
+ * now). Both must give the same report. */
+static inline int write_history_trace(const char *path, int as_deltas)
+{
+    char err[256];
+    struct trace_writer *w = trace_writer_create(path, err, sizeof err);
+    struct trace_process p = sample_process(1);
+    struct trace_case loop = {1, 0, "loop", 10, 90, 5, TRACE_CASE_ENDED};
+    struct trace_module bench = {0, "/path/bench", ""}, libc = {1, "/lib/libc.so.6", ""};
+    uint32_t first;
+    int rc = !w || trace_write_module(w, &bench) || trace_write_module(w, &libc) ||
+             trace_write_frames(w, sample_frames, 5, &first) || trace_write_stacks(w, 1, sample_stacks, 2) ||
+             trace_write_sites(w, 1, sample_sites, 2) || trace_write_case(w, &loop);
+    for (int i = 0; !rc && i < SAMPLE_HISTORY_POINTS; i++) {
+        const struct history_point *point = &sample_history[i];
+        struct trace_snapshot_entry delta[2];
+        struct trace_snapshot snapshot = {1, point->kind, 0, point->iteration, 10 + 10 * (uint64_t)i,
+                                          point->live_bytes, point->live_blocks, point->count, point->entries};
+        if (as_deltas) {
+            snapshot.count = history_delta(i ? &sample_history[i - 1] : NULL, point, delta);
+            snapshot.entries = delta;
+        }
+        rc = as_deltas ? trace_write_snapshot_delta(w, &snapshot) : trace_write_snapshot(w, &snapshot);
+    }
+    rc = rc || trace_write_process(w, &p);
+    if (w)
+        rc |= trace_writer_finish(w, err, sizeof err);
+    return rc ? -1 : 0;
+}
+
 /* Reads a whole file into memory (the caller frees). */
 static inline unsigned char *slurp(const char *path, size_t *size)
 {

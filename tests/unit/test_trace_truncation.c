@@ -32,6 +32,20 @@ static int setup(void **state)
     return 0;
 }
 
+/* The same tests on a trace whose snapshots are SNAPSHOT_DELTA sections. */
+static int setup_deltas(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    snprintf(f->dir, sizeof f->dir, "/tmp/memslope-cut.XXXXXX");
+    f->path = sample_path(f->dir, "deltas.trace");
+    assert_non_null(f->path);
+    assert_int_equal(write_history_trace(f->path, 1), 0);
+    f->data = slurp(f->path, &f->size);
+    assert_non_null(f->data);
+    *state = f;
+    return 0;
+}
+
 static int teardown(void **state)
 {
     struct fixture *f = *state;
@@ -194,6 +208,19 @@ static void test_valid_crc_bad_contents(void **state)
     unsigned char frames[8 + 36] = {3};
     frames[4] = 1;
     expect_error(trace, make_trace(trace, TRACE_SEC_FRAMES, frames, sizeof frames), "frames start at id 3");
+    /* SNAPSHOT_DELTA entries out of stack order, or naming a stack twice */
+    unsigned char delta[48 + 3 * 20] = {1};
+    delta[44] = 3;                                  /* count */
+    delta[48] = 9, delta[68] = 7, delta[88] = 11;  /* stacks 9, 7, 11 */
+    expect_error(trace, make_trace(trace, TRACE_SEC_SNAPSHOT_DELTA, delta, sizeof delta),
+                 "SNAPSHOT_DELTA section at offset 16: delta entry 1 (stack 7) does not follow stack 9");
+    delta[68] = 9;
+    expect_error(trace, make_trace(trace, TRACE_SEC_SNAPSHOT_DELTA, delta, sizeof delta),
+                 "delta entry 1 (stack 9) does not follow stack 9: entries must ascend by stack id");
+    /* ... and claiming more entries than it holds */
+    delta[44] = 4;
+    expect_error(trace, make_trace(trace, TRACE_SEC_SNAPSHOT_DELTA, delta, sizeof delta),
+                 "4 snapshot entries do not fit");
     /* a PROCESS cut short */
     const unsigned char process[] = {1, 0, 0, 0, 2, 0, 0, 0};
     expect_error(trace, make_trace(trace, TRACE_SEC_PROCESS, process, sizeof process), "payload too short");
@@ -245,6 +272,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_cut_at_every_offset, setup, teardown),
         cmocka_unit_test_setup_teardown(test_every_byte_flipped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cut_at_every_offset, setup_deltas, teardown),
+        cmocka_unit_test_setup_teardown(test_every_byte_flipped, setup_deltas, teardown),
         cmocka_unit_test_setup_teardown(test_foreign_files, setup, teardown),
         cmocka_unit_test_setup_teardown(test_crc_mismatch, setup, teardown),
         cmocka_unit_test(test_valid_crc_bad_contents),
