@@ -220,6 +220,28 @@ static void write_strings(struct json_writer *json, const char *key, const char 
     json_array_end(json);
 }
 
+/* "python": the CPython an image ran and how its objects were recorded;
+ * null for an image without one. */
+static void write_python(struct json_writer *json, const struct trace_model_process *p)
+{
+    json_key(json, "python");
+    if (!p || !p->has_python) {
+        json_null(json);
+        return;
+    }
+    char version[32];
+    snprintf(version, sizeof version, "%u.%u.%u", p->python.version >> 24, (p->python.version >> 16) & 0xff,
+             (p->python.version >> 8) & 0xff);
+    json_object_begin(json);
+    json_member_string(json, "version", version);
+    json_member_string(json, "allocator", report_python_allocator(&p->python));
+    json_key(json, "objects_recorded");
+    json_bool(json, report_python_objects_recorded(&p->python));
+    json_key(json, "frames");
+    json_bool(json, (p->python.flags & TRACE_PYTHON_FRAMES) != 0);
+    json_object_end(json);
+}
+
 static void write_process(struct json_writer *json, const struct trace_model_process *p, int primary)
 {
     json_object_begin(json);
@@ -234,6 +256,7 @@ static void write_process(struct json_writer *json, const struct trace_model_pro
     write_exit(json, p);
     write_totals(json, p);
     write_amount(json, "live_at_exit", p->info.live_bytes, p->info.live_blocks);
+    write_python(json, p);
     write_strings(json, "warnings", p->warnings, p->warning_count);
     json_object_end(json);
 }
@@ -272,6 +295,7 @@ void report_write_json(const struct report *report, FILE *out)
     write_exit(&json, report->primary);
     write_totals(&json, report->primary);
     write_sampling(&json, report);
+    write_python(&json, report->primary);
     write_leaks(&json, "leaks_at_exit", report->exit_leaks, &report->exit_suppressed);
     write_used_suppressions(&json, report);
     json_key(&json, "cases");

@@ -750,3 +750,19 @@ const char *report_estimate_mark(const struct report *report)
 {
     return report_sample_rate(report) ? "~" : "";
 }
+
+const char *report_python_allocator(const struct trace_python *python)
+{
+    switch (python->allocator) {
+    case TRACE_PYTHON_WRAPPED: return "pymalloc-wrapped";
+    case TRACE_PYTHON_MALLOC: return "malloc";
+    case TRACE_PYTHON_UNRECORDED: return "user";
+    case TRACE_PYTHON_NOT_WRAPPED: return "unwrapped";
+    default: return "unknown";
+    }
+}
+
+int report_python_objects_recorded(const struct trace_python *python)
+{
+    return python->allocator == TRACE_PYTHON_WRAPPED || python->allocator == TRACE_PYTHON_MALLOC;
+}

@@ -108,6 +108,11 @@ uint64_t report_sample_rate(const struct report *report);
 /* "~" to put before a per-site figure of a sampled trace, else "". */
 const char *report_estimate_mark(const struct report *report);
 
+/* A PYTHON record's allocator as the JSON report names it ("pymalloc-wrapped",
+ * "malloc", "user", "unwrapped"), and whether every object was recorded. */
+const char *report_python_allocator(const struct trace_python *python);
+int report_python_objects_recorded(const struct trace_python *python);
+
 /* A frame is shown unless it is an allocator entry point. */
 int report_frame_visible(const struct trace_model_frame *frame);
 

@@ -90,6 +90,25 @@ static void write_summary(FILE *out, const struct report *report)
             report_human_bytes(info->live_bytes, live, sizeof live));
 }
 
+/* One line on the interpreter, for a process that ran CPython. */
+static void write_python(FILE *out, const struct trace_model_process *p)
+{
+    if (!p || !p->has_python)
+        return;
+    const struct trace_python *python = &p->python;
+    static const char *const how[] = {
+        [TRACE_PYTHON_WRAPPED] = "every object recorded (pymalloc's allocator wrapped)",
+        [TRACE_PYTHON_MALLOC] = "every object recorded (PYTHONMALLOC=malloc)",
+        [TRACE_PYTHON_UNRECORDED] = "objects served by pymalloc NOT recorded (the user chose the allocator)",
+        [TRACE_PYTHON_NOT_WRAPPED] = "objects served by pymalloc NOT recorded (an interpreter before 3.7)",
+    };
+    fprintf(out, "Python %u.%u.%u: %s; %s\n", python->version >> 24, (python->version >> 16) & 0xff,
+            (python->version >> 8) & 0xff,
+            python->allocator < sizeof how / sizeof *how && how[python->allocator] ? how[python->allocator]
+                                                                                  : "objects recorded as malloc sees them",
+            (python->flags & TRACE_PYTHON_FRAMES) ? "Python frames shown" : "Python frames not read");
+}
+
 static void write_frame(FILE *out, const struct trace_model_frame *frame, int first)
 {
     const char *function = *frame->function ? frame->function : "???";
@@ -356,6 +375,7 @@ static void write_warning_list(FILE *out, const char *const *warnings, size_t co
 void report_write_text(const struct report *report, FILE *out)
 {
     write_summary(out, report);
+    write_python(out, report->primary);
     fputc('\n', out);
     if (report->exit_leaks) {
         fputs("Leaks at exit, largest first (memcheck's categories)\n\n", out);

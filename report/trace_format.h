@@ -71,6 +71,10 @@
  *             thinned while recording; a dropped snapshot's entries are merged
  *             into the next snapshot kept, so an entry may repeat a site's
  *             previous figures.
+ *   PYTHON    u32 process_id; u32 version (PY_VERSION_HEX); u32 allocator
+ *             (enum trace_python_allocator); u32 flags (enum trace_python_flags);
+ *             u32 unnamed_functions   the CPython the image ran, and how its
+ *             objects were recorded
  *   END       u32 section_count (sections before END)
  *
  * Times (start_ns, time_ns, ...) are CLOCK_MONOTONIC nanoseconds; the INFO
@@ -104,6 +108,7 @@ enum trace_section_type {
     TRACE_SEC_LEAKS = 12,
     TRACE_SEC_CASE_SITES = 13,
     TRACE_SEC_SNAPSHOT_DELTA = 14,
+    TRACE_SEC_PYTHON = 15,
     TRACE_SEC_END = 0xffff,
 };
 
@@ -291,6 +296,28 @@ struct trace_leaks {
     uint64_t bytes[TRACE_LEAK_CATEGORIES], blocks[TRACE_LEAK_CATEGORIES];
     uint32_t count;
     const struct trace_loss_record *records;
+};
+
+/* How an image's Python objects were recorded (the shim's enum
+ * shm_python_mode, kept apart so the trace format does not depend on the
+ * shared-memory ABI). */
+enum trace_python_allocator {
+    TRACE_PYTHON_WRAPPED = 1,     /* the allocator domains wrapped: every object, pymalloc kept */
+    TRACE_PYTHON_MALLOC = 2,      /* the user's PYTHONMALLOC=malloc: every object, through malloc */
+    TRACE_PYTHON_UNRECORDED = 3,  /* the user's allocator (PYTHONMALLOC, -X dev): pymalloc's objects not recorded */
+    TRACE_PYTHON_NOT_WRAPPED = 4, /* an interpreter before 3.7: pymalloc's objects not recorded */
+};
+
+enum trace_python_flags {
+    TRACE_PYTHON_FRAMES = 1u << 0, /* its Python frames are in the stacks */
+};
+
+struct trace_python {
+    uint32_t process_id;
+    uint32_t version;   /* PY_VERSION_HEX */
+    uint32_t allocator; /* enum trace_python_allocator */
+    uint32_t flags;     /* enum trace_python_flags */
+    uint32_t unnamed_functions; /* frames whose code object could not be copied */
 };
 
 struct trace_case_site {

@@ -590,6 +590,24 @@ static int parse_warning(struct reader *reader, struct cursor *cursor)
     return add_warning(reader, &process->warnings, &process->warning_count, &process->warning_capacity, message);
 }
 
+static int parse_python(struct reader *reader, struct cursor *cursor)
+{
+    struct trace_python python;
+    python.process_id = get_u32(cursor);
+    python.version = get_u32(cursor);
+    python.allocator = get_u32(cursor);
+    python.flags = get_u32(cursor);
+    python.unnamed_functions = get_u32(cursor);
+    if (cursor->short_read)
+        return corrupt(reader, "payload too short");
+    struct trace_model_process *process = get_process(reader, python.process_id);
+    if (!process)
+        return -1;
+    process->has_python = 1;
+    process->python = python;
+    return 0;
+}
+
 static int parse_case(struct reader *reader, struct cursor *cursor)
 {
     struct trace_case trace_case = {0};
@@ -727,6 +745,7 @@ static int parse_section(struct reader *reader, uint32_t type, const unsigned ch
     case TRACE_SEC_CASE: return parse_case(reader, &cursor);
     case TRACE_SEC_LEAKS: return parse_leaks(reader, &cursor);
     case TRACE_SEC_CASE_SITES: return parse_case_sites(reader, &cursor);
+    case TRACE_SEC_PYTHON: return parse_python(reader, &cursor);
     default: return 0;
     }
 }
@@ -739,6 +758,7 @@ const char *trace_section_name(uint32_t type)
         [TRACE_SEC_SITES] = "SITES",     [TRACE_SEC_SNAPSHOT] = "SNAPSHOT", [TRACE_SEC_TIMELINE] = "TIMELINE",
         [TRACE_SEC_WARNING] = "WARNING", [TRACE_SEC_CASE] = "CASE",         [TRACE_SEC_LEAKS] = "LEAKS",
         [TRACE_SEC_CASE_SITES] = "CASE_SITES", [TRACE_SEC_SNAPSHOT_DELTA] = "SNAPSHOT_DELTA",
+        [TRACE_SEC_PYTHON] = "PYTHON",
     };
     if (type == TRACE_SEC_END)
         return "END";

@@ -78,6 +78,8 @@ struct trace_model_process {
     size_t case_sites_count, case_sites_capacity;
     const char **warnings;
     size_t warning_count, warning_capacity;
+    int has_python;                   /* a PYTHON section was read: the image ran CPython */
+    struct trace_python python;
     UT_hash_handle hh;
 };
 

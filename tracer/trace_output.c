@@ -223,6 +223,30 @@ static int write_history(struct trace_writer *writer, const struct traced_proces
     return 0;
 }
 
+/* The interpreter the image ran, and how its objects reached the trace. */
+static int write_python(struct trace_writer *writer, const struct traced_process *process)
+{
+    const struct python_frames *python = &process->python;
+    if (!python->version)
+        return 0;
+    static const uint32_t allocator_of_mode[] = {
+        [SHM_PYTHON_HOOKED] = TRACE_PYTHON_WRAPPED,
+        [SHM_PYTHON_MALLOC] = TRACE_PYTHON_MALLOC,
+        [SHM_PYTHON_USER_ALLOCATOR] = TRACE_PYTHON_UNRECORDED,
+        [SHM_PYTHON_NOT_WRAPPED] = TRACE_PYTHON_NOT_WRAPPED,
+    };
+    struct trace_python record = {
+        .process_id = process->process_id,
+        .version = python->version,
+        .allocator = python->mode < sizeof allocator_of_mode / sizeof *allocator_of_mode
+                         ? allocator_of_mode[python->mode]
+                         : 0,
+        .flags = python->frames_read ? TRACE_PYTHON_FRAMES : 0,
+        .unnamed_functions = python->codes_dropped,
+    };
+    return trace_write_python(writer, &record);
+}
+
 /* What the image's Python recording could not do, and why. */
 static int write_python_warnings(struct trace_writer *writer, const struct traced_process *process)
 {
@@ -283,6 +307,7 @@ static int write_warnings(struct trace_writer *writer, const struct traced_proce
                  "%u threads found no free ring slot: their allocations were not recorded", slots_exhausted);
         rc |= trace_write_warning(writer, process->process_id, message);
     }
+    rc |= write_python(writer, process);
     rc |= write_python_warnings(writer, process);
     if (recorder->out_of_memory)
         rc |= trace_write_warning(writer, process->process_id,

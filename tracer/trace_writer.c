@@ -554,6 +554,18 @@ int trace_write_warning(struct trace_writer *writer, uint32_t process_id, const 
     return end_section(writer, TRACE_SEC_WARNING);
 }
 
+int trace_write_python(struct trace_writer *writer, const struct trace_python *python)
+{
+    if (begin_section(writer) != 0)
+        return -1;
+    put_u32(&writer->payload, python->process_id);
+    put_u32(&writer->payload, python->version);
+    put_u32(&writer->payload, python->allocator);
+    put_u32(&writer->payload, python->flags);
+    put_u32(&writer->payload, python->unnamed_functions);
+    return end_section(writer, TRACE_SEC_PYTHON);
+}
+
 /* --- end ------------------------------------------------------------------------ */
 
 int trace_writer_finish(struct trace_writer *writer, char *err, size_t err_size)

@@ -52,6 +52,7 @@ int trace_write_timeline(struct trace_writer *writer, uint32_t process_id, uint6
 int trace_write_case(struct trace_writer *writer, const struct trace_case *trace_case);
 int trace_write_leaks(struct trace_writer *writer, const struct trace_leaks *leaks);
 int trace_write_case_sites(struct trace_writer *writer, const struct trace_case_sites *case_sites);
+int trace_write_python(struct trace_writer *writer, const struct trace_python *python);
 int trace_write_warning(struct trace_writer *writer, uint32_t process_id, const char *message);
 
 /* Appends END, flushes and closes; frees the writer whatever the outcome. */

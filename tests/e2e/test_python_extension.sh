@@ -54,6 +54,10 @@ expect_eq "at exit: definitely lost" "12800 200" \
 expect_eq "nothing the marker module or ctypes allocated is lost" "false" \
     "$(jget "$WORK/m.json" "any(s['leaked_bytes'] and any(f['file'].endswith('memslope.py') or '_ctypes' in f['module'] for f in s['frames']) for c in d['cases'] for s in c['sites'])")"
 expect_eq "no warning" "[]" "$(jget "$WORK/m.json" 'd["warnings"]')"
+expect_eq "the report says how objects were recorded" "3.11 pymalloc-wrapped true true" \
+    "$(jget "$WORK/m.json" "'%s %s %s %s' % ('.'.join(d['python']['version'].split('.')[:2]), d['python']['allocator'], str(d['python']['objects_recorded']).lower(), str(d['python']['frames']).lower())")"
+expect_eq "text: the interpreter's line" 1 \
+    "$("$MEMSLOPE" report "$WORK/m.trace" | grep -c "^Python 3\.11\.[0-9]*: every object recorded (pymalloc's allocator wrapped); Python frames shown$")"
 
 # The gate names the extension's line, not the interpreter's allocating function.
 "$MEMSLOPE" gate "$WORK/m.trace" --case items --max-growth 0 >"$WORK/gate.out" 2>&1
@@ -88,8 +92,11 @@ expect_eq "py: in another module: no iterations, and a warning" "true" \
 PYTHONMALLOC=malloc record "$WORK/p.trace" -- "$PY" "$EXT_DIR/bench_leakdemo.py" --markers $N
 report_json "$WORK/p.trace" "$WORK/p.json"
 expect_eq "PYTHONMALLOC=malloc: items growth" "200" "$(jget "$WORK/p.json" "$(case_expr items)['growth']['bytes_per_iteration']")"
+expect_eq "PYTHONMALLOC=malloc: the allocator named" "malloc" "$(jget "$WORK/p.json" "d['python']['allocator']")"
 PYTHONMALLOC=pymalloc record "$WORK/u.trace" -- "$PY" "$EXT_DIR/bench_leakdemo.py" --markers 20
 report_json "$WORK/u.trace" "$WORK/u.json"
 expect_eq "PYTHONMALLOC=pymalloc: the report says objects are not recorded" "true" \
     "$(jget "$WORK/u.json" 'any("objects it serves from pymalloc are not recorded" in w for w in d["warnings"])')"
+expect_eq "PYTHONMALLOC=pymalloc: objects_recorded false" "user false" \
+    "$(jget "$WORK/u.json" "d['python']['allocator'] + ' ' + str(d['python']['objects_recorded']).lower()")"
 finish

@@ -127,6 +127,13 @@ static void test_processes(void **state)
     const struct trace_model_process *p = trace_model_process(m, 1);
     assert_int_equal(p->warning_count, 1);
     assert_string_equal(p->warnings[0], "process warning");
+    /* the PYTHON section: process 1 ran CPython 3.11.2, process 0 nothing */
+    assert_true(p->has_python);
+    assert_int_equal(p->python.version, 0x030b02f0);
+    assert_int_equal(p->python.allocator, TRACE_PYTHON_WRAPPED);
+    assert_int_equal(p->python.flags, TRACE_PYTHON_FRAMES);
+    assert_int_equal(p->python.unnamed_functions, 3);
+    assert_false(trace_model_process(m, 0)->has_python);
 }
 
 static void test_stacks_and_sites(void **state)

@@ -75,6 +75,7 @@ static int write_sample_sections(struct trace_writer *w)
     struct trace_case implicit_case = {1, 0, "bench", 500, 9000, 0, TRACE_CASE_IMPLICIT | TRACE_CASE_ENDED};
     struct trace_leaks leaks = {1, TRACE_NONE, TRACE_SNAP_EXIT, 0, 8900, {432, 48, 0, 16}, {9, 1, 0, 1},
                                 3, sample_records};
+    struct trace_python sample_python = {1, 0x030b02f0, TRACE_PYTHON_WRAPPED, TRACE_PYTHON_FRAMES, 3};
     uint32_t first_frame = 99;
     if (trace_write_info(w, &info) || trace_write_module(w, &bench) || trace_write_module(w, &libc) ||
         trace_write_frames(w, sample_frames, 5, &first_frame) || first_frame != 0 ||
@@ -82,7 +83,8 @@ static int write_sample_sections(struct trace_writer *w)
         trace_write_snapshot(w, &snapshot) || trace_write_timeline(w, 1, 1000, sample_points, 2) ||
         trace_write_case(w, &implicit_case) || trace_write_sites(w, 1, sample_sites, 2) ||
         trace_write_leaks(w, &leaks) || trace_write_warning(w, TRACE_NONE, "stacks were dropped") ||
-        trace_write_warning(w, 1, "process warning") || trace_write_process(w, &bench_process))
+        trace_write_warning(w, 1, "process warning") || trace_write_process(w, &bench_process) ||
+        trace_write_python(w, &sample_python))
         return -1;
     return 0;
 }
