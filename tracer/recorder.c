@@ -220,6 +220,24 @@ static inline void site_count(struct recorder_site *site, uint64_t size, double 
         site->max_live_bytes = site->live_bytes;
 }
 
+/* Notes that a site's live figures moved since the last snapshot. */
+static void touch_slow(struct recorder *recorder, struct recorder_site *site)
+{
+    if (ensure_capacity((void **)&recorder->touched, &recorder->touched_capacity, recorder->touched_count + 1,
+                        sizeof *recorder->touched) < 0) {
+        recorder->touched_all = 1; /* the next snapshot looks at every site */
+        return;
+    }
+    site->touched = 1;
+    recorder->touched[recorder->touched_count++] = (uint32_t)(site - recorder->sites);
+}
+
+static inline void touch(struct recorder *recorder, struct recorder_site *site)
+{
+    if (__builtin_expect(!site->touched, 0))
+        touch_slow(recorder, site);
+}
+
 /* Whether this allocation's free was already seen: then count both. */
 static int cancels_pending_free(struct recorder *recorder, struct recorder_site *site, uint64_t time_ns,
                                 uint64_t address, uint64_t size)
@@ -264,6 +282,7 @@ void recorder_alloc(struct recorder *recorder, uint64_t time_ns, uint64_t addres
     double weight = block_weight(recorder, site, size);
     case_count(recorder, site, recorder->open_case, size, weight, 1, 0);
     site_count(site, size, weight, 1, 1);
+    touch(recorder, site);
 
     recorder->allocations++;
     recorder->allocated_bytes += size;
@@ -299,6 +318,7 @@ void recorder_free_block(struct recorder *recorder, uint64_t time_ns, uint64_t a
     double weight = block_weight(recorder, site, block.size);
     case_count(recorder, site, block.case_id, block.size, weight, 0, 1);
     site_count(site, block.size, weight, 0, -1);
+    touch(recorder, site);
     recorder->live_bytes -= block.size;
     recorder->live_blocks--;
     sample_timeline(recorder, time_ns);
@@ -319,14 +339,26 @@ static int compare_entry_stack(const void *left, const void *right)
     return a->stack_id < b->stack_id ? -1 : a->stack_id > b->stack_id;
 }
 
+/* The sites a snapshot looks at: the touched ones, or every one. */
+static size_t candidate_count(const struct recorder *recorder)
+{
+    return recorder->touched_all ? recorder->site_count : recorder->touched_count;
+}
+
+static struct recorder_site *candidate(struct recorder *recorder, size_t i)
+{
+    return &recorder->sites[recorder->touched_all ? i : recorder->touched[i]];
+}
+
 /* Fills entries (room for every changed site) with the sites that changed
  * since the last snapshot, sorted by stack_id, and records their figures as
- * the snapshot's. Returns the count. */
+ * the snapshot's; forgets which sites were touched. Returns the count. */
 static size_t take_delta(struct recorder *recorder, struct trace_snapshot_entry *entries)
 {
     size_t n = 0;
-    for (size_t i = 0; i < recorder->site_count; i++) {
-        struct recorder_site *site = &recorder->sites[i];
+    for (size_t i = 0; i < candidate_count(recorder); i++) {
+        struct recorder_site *site = candidate(recorder, i);
+        site->touched = 0;
         if (!site_changed_since_snapshot(site))
             continue;
         site->snapshot_live_bytes = site->live_blocks ? site->live_bytes : 0;
@@ -334,6 +366,8 @@ static size_t take_delta(struct recorder *recorder, struct trace_snapshot_entry 
         entries[n++] = (struct trace_snapshot_entry){site->stack_id, site->snapshot_live_bytes,
                                                      site->snapshot_live_blocks};
     }
+    recorder->touched_count = 0;
+    recorder->touched_all = 0;
     qsort(entries, n, sizeof *entries, compare_entry_stack);
     return n;
 }
@@ -372,8 +406,8 @@ void recorder_snapshot(struct recorder *recorder, uint32_t kind, uint64_t time_n
         return;
     }
     size_t changed = 0;
-    for (size_t i = 0; i < recorder->site_count; i++)
-        changed += site_changed_since_snapshot(&recorder->sites[i]);
+    for (size_t i = 0; i < candidate_count(recorder); i++)
+        changed += site_changed_since_snapshot(candidate(recorder, i));
     /* Room for the carry's entries too, so that merging it cannot fail
      * after the sites' figures were taken. */
     struct trace_snapshot_entry *entries = malloc((changed + recorder->snapshot_carry_count + 1) * sizeof *entries);
@@ -539,6 +573,7 @@ int recorder_init_fork_child(struct recorder *child, const struct recorder *pare
         }
     }
     child->site_count = child->site_capacity = parent->site_count;
+    child->touched_all = 1; /* the inherited sites' figures are new to the child's snapshots */
     child->site_by_stack_size = parent->site_by_stack_size;
     child->live_bytes = parent->live_bytes;
     child->live_blocks = parent->live_blocks;
@@ -576,6 +611,7 @@ void recorder_free(struct recorder *recorder)
         free(recorder->sites[i].frames);
     free(recorder->sites);
     free(recorder->site_by_stack);
+    free(recorder->touched);
     free(recorder->timeline);
     for (size_t i = 0; i < recorder->snapshot_count; i++)
         free(recorder->snapshots[i].entries);

@@ -26,6 +26,7 @@ struct recorder_site {
     uint64_t peak_epoch;
     uint32_t live_context; /* the live table's context cache word for this site */
     uint8_t unsampled;     /* with --sample-rate: the allocations without a backtrace */
+    uint8_t touched;       /* its live figures moved since the last snapshot: in recorder.touched */
     /* Live figures as the process's last snapshot recorded them ((0, 0)
      * without a live block then): a snapshot holds the sites that differ. */
     uint64_t snapshot_live_bytes, snapshot_live_blocks;
@@ -86,6 +87,14 @@ struct recorder {
      * (thinning dropped the latest snapshot): merged into the next one. */
     struct trace_snapshot_entry *snapshot_carry;
     size_t snapshot_carry_count;
+    /* Sites whose live figures moved since the last snapshot, so a
+     * snapshot looks at those, not at every site (a Python process has
+     * ten thousand, and a marked iteration may snapshot every time).
+     * touched_all: look at every site (after a fork copied its parent's,
+     * or when the list could not grow). */
+    uint32_t *touched;
+    size_t touched_count, touched_capacity;
+    int touched_all;
 
     struct recorder_case *cases;
     size_t case_count, case_capacity;
