@@ -14,6 +14,7 @@
 #include "../report/units.h"
 #include "commands.h"
 #include "session.h"
+#include "symbolize.h"
 #include "trace_writer.h"
 
 static int usage_error(const char *message, const char *argument)
@@ -148,9 +149,15 @@ int cmd_record(int argc, char **argv)
                         "install prefix, or set MEMSLOPE_SHIM to its path)\n", shim);
         return 1;
     }
+    session.symbols = symbol_store_create();
+    if (!session.symbols) {
+        fprintf(stderr, "memslope: out of memory before the command started: nothing was recorded\n");
+        return 1;
+    }
     rc = session_launch(&session, shim);
     if (rc) {
         session_destroy(&session);
+        symbol_store_destroy(session.symbols);
         return rc;
     }
     /* Symbols are read from local files only: a debuginfod download in the
@@ -167,5 +174,6 @@ int cmd_record(int argc, char **argv)
                 session.output_path);
     }
     session_destroy(&session);
+    symbol_store_destroy(session.symbols);
     return exit_code;
 }
