@@ -18,7 +18,9 @@
 #include <dwarf.h>
 #include <fcntl.h>
 #include <gelf.h>
+#include <limits.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,6 +147,7 @@ struct frame_list {
 struct symbol_store {
     pthread_mutex_t lock;
     Dwfl *dwfl;
+    bool debuginfod; /* DEBUGINFOD_URLS was set: libdwfl may ask a server */
     uint64_t next_synthetic_base;
     struct stored_file *files;
     struct stored_module *modules;
@@ -376,14 +379,85 @@ static int hand_over_file(Dwfl_Module *dwfl_module, void **user_data, const char
     return *elf ? -1 : open(file->path, O_RDONLY | O_CLOEXEC);
 }
 
-/* dwfl's find_debuginfo: the standard search (by build-id, then by
- * debuglink, under /usr/lib/debug and beside the file), counted. */
+static bool path_exists(const char *format, ...) __attribute__((format(printf, 1, 2)));
+
+static bool path_exists(const char *format, ...)
+{
+    char path[PATH_MAX];
+    va_list arguments;
+    va_start(arguments, format);
+    int length = vsnprintf(path, sizeof path, format, arguments);
+    va_end(arguments);
+    return length > 0 && (size_t)length < sizeof path && access(path, F_OK) == 0;
+}
+
+/* Whether a file of that name is where libdwfl's search by name looks for
+ * the debug file of file_name (its default path ":.debug:/usr/lib/debug"):
+ * beside it (if beside), in .debug/ or .dwz/ beside it, under
+ * /usr/lib/debug at the folder's path or any tail of it. More places than
+ * libdwfl tries, never fewer, so a "no" never hides a debug file. */
+static bool debug_name_may_exist(const char *file_name, const char *name, bool beside)
+{
+    const char *slash = strrchr(file_name, '/');
+    if (!slash || !*name)
+        return true; /* a relative name: libdwfl knows where it starts */
+    int folder = (int)(slash - file_name);
+    if ((beside && path_exists("%.*s/%s", folder, file_name, name)) ||
+        path_exists("%.*s/.debug/%s", folder, file_name, name) || path_exists("%.*s/.dwz/%s", folder, file_name, name))
+        return true;
+    for (const char *tail = file_name; tail && tail <= slash; tail = strchr(tail + 1, '/'))
+        if (path_exists("/usr/lib/debug%.*s/%s", (int)(slash - tail), tail, name) ||
+            path_exists("/usr/lib/debug%.*s/.dwz/%s", (int)(slash - tail), tail, name))
+            return true;
+    return false;
+}
+
+/* Whether libdwfl's search by name (after the one by build-id) could find
+ * anything, for the file as named and as realpath resolves it: the
+ * debuglink name and its last component, or without a debuglink the
+ * file's name + ".debug", and its plain name away from its own folder. */
+static bool debug_file_may_exist(const char *file_name, const char *debuglink)
+{
+    if (!file_name)
+        return true;
+    if (debuglink && debuglink[0] == '/')
+        return access(debuglink, F_OK) == 0;
+    char *real = realpath(file_name, NULL);
+    bool found = false;
+    for (int i = 0; i < 2 && !found; i++) {
+        const char *name = i == 0 ? file_name : real;
+        if (!name)
+            continue;
+        const char *base = strrchr(name, '/') ? strrchr(name, '/') + 1 : name;
+        char made_up[NAME_MAX + 8];
+        snprintf(made_up, sizeof made_up, "%s.debug", base);
+        const char *link_base = debuglink && strrchr(debuglink, '/') ? strrchr(debuglink, '/') + 1 : debuglink;
+        found = debug_name_may_exist(name, debuglink ? debuglink : made_up, true) ||
+                (link_base && debug_name_may_exist(name, link_base, true)) ||
+                (!debuglink && debug_name_may_exist(name, base, false));
+    }
+    free(real);
+    return found;
+}
+
+/* dwfl's find_debuginfo: by build-id under /usr/lib/debug/.build-id, then
+ * by debuglink (else the file's name) beside the file and under
+ * /usr/lib/debug; then, only when DEBUGINFOD_URLS is set, from debuginfod.
+ * libdwfl's standard search ends with debuginfod whatever the variable
+ * says: unset, the client contacts nothing, but libdwfl still loads it
+ * (libdebuginfod, libcurl and its TLS library: 5 ms). So offline, the
+ * standard search runs only when a file it looks for by name exists. */
 static int find_debug_file(Dwfl_Module *dwfl_module, void **user_data, const char *module_name, Dwarf_Addr base,
                            const char *file_name, const char *debuglink_file, GElf_Word debuglink_crc,
                            char **debug_file_name)
 {
     struct stored_module *module = *user_data;
-    int fd = dwfl_standard_find_debuginfo(dwfl_module, user_data, module_name, base, file_name, debuglink_file,
+    int fd;
+    if (module->store->debuginfod || debug_file_may_exist(file_name, debuglink_file))
+        fd = dwfl_standard_find_debuginfo(dwfl_module, user_data, module_name, base, file_name, debuglink_file,
+                                          debuglink_crc, debug_file_name);
+    else
+        fd = dwfl_build_id_find_debuginfo(dwfl_module, user_data, module_name, base, file_name, debuglink_file,
                                           debuglink_crc, debug_file_name);
     if (fd >= 0)
         module->store->stats.debug_files_found++;
@@ -876,6 +950,8 @@ struct symbol_store *symbol_store_create(void)
         free(store);
         return NULL;
     }
+    const char *urls = getenv("DEBUGINFOD_URLS");
+    store->debuginfod = urls && *urls;
     store->next_synthetic_base = FIRST_SYNTHETIC_BASE;
     return store;
 }

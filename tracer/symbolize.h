@@ -29,8 +29,10 @@
 
 struct symbol_store;
 
-/* Separate debug files are found under /usr/lib/debug (by build-id, then
- * by .gnu_debuglink) and beside the file. NULL when out of memory. */
+/* Separate debug files are found offline, under /usr/lib/debug (by
+ * build-id, then by .gnu_debuglink); a debuginfod server is asked only when
+ * DEBUGINFOD_URLS is set and not empty when the store is created. NULL when
+ * out of memory. */
 struct symbol_store *symbol_store_create(void);
 
 /* After every symbolizer and warm-up that uses it has ended. */
