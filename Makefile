@@ -102,6 +102,29 @@ $(B)/unit/%: tests/unit/%.c $(B)/libcore-san.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(SAN_FLAGS) -O1 -o $@ $< $(B)/libcore-san.a $(CORE_LIBS) -lunwind -lcmocka
 
+# test_symbolize loads one small library built three ways: its debug info
+# in a separate file found through .gnu_debuglink, only MiniDebugInfo, and
+# no build-id (tests/unit/symbolize_library.c).
+SYMTEST_LIBS := $(B)/unit/libsymtest-debuglink.so $(B)/unit/libsymtest-minidebuginfo.so \
+	$(B)/unit/libsymtest-nobuildid.so
+$(B)/unit/test_symbolize: $(SYMTEST_LIBS)
+
+$(B)/unit/libsymtest-full.so: tests/unit/symbolize_library.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -O1 -fPIC -shared -Wl,--build-id -o $@ $<
+
+$(B)/unit/libsymtest-debuglink.so: $(B)/unit/libsymtest-full.so
+	objcopy --only-keep-debug $< $@.debug
+	strip --strip-all -o $@ $<
+	objcopy --add-gnu-debuglink=$@.debug $@
+
+$(B)/unit/libsymtest-minidebuginfo.so: $(B)/unit/libsymtest-full.so tests/unit/make-minidebuginfo.sh
+	tests/unit/make-minidebuginfo.sh $< $@
+
+$(B)/unit/libsymtest-nobuildid.so: tests/unit/symbolize_library.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -O1 -fPIC -shared -Wl,--build-id=none -o $@ $<
+
 $(B)/fixtures/%: fixtures/%.c include/memslope.h
 	@mkdir -p $(dir $@)
 	$(CC) $(FIXTURE_CFLAGS) -o $@ $< -ldl

@@ -15,6 +15,7 @@
 #include "../report/units.h"
 #include "commands.h"
 #include "session.h"
+#include "symbolize.h"
 #include "trace_writer.h"
 
 static int usage_error(const char *message, const char *argument)
@@ -173,14 +174,17 @@ int cmd_record(int argc, char **argv)
                         "install prefix, or set MEMSLOPE_SHIM to its path)\n", shim);
         return 1;
     }
+    session.symbols = symbol_store_create();
+    if (!session.symbols) {
+        fprintf(stderr, "memslope: out of memory before the command started: nothing was recorded\n");
+        return 1;
+    }
     rc = session_launch(&session, shim);
     if (rc) {
         session_destroy(&session);
+        symbol_store_destroy(session.symbols);
         return rc;
     }
-    /* Symbols are read from local files only: a debuginfod download in the
-     * middle of a CI job would be slow and surprising. */
-    unsetenv("DEBUGINFOD_URLS");
     int exit_code = session_run(&session);
     char err[4096];
     if (trace_writer_finish(session.writer, err, sizeof err) < 0) {
@@ -192,5 +196,6 @@ int cmd_record(int argc, char **argv)
                 session.output_path);
     }
     session_destroy(&session);
+    symbol_store_destroy(session.symbols);
     return exit_code;
 }

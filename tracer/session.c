@@ -377,7 +377,7 @@ static void process_maybe_warm_up(struct session *session, struct traced_process
     uint64_t *addresses = site_frame_addresses(&process->recorder, &count);
     if (!addresses)
         return;
-    process->warmup = symbolizer_warmup_start(&process->maps, addresses, count);
+    process->warmup = symbolizer_warmup_start(session->symbols, &process->maps, addresses, count);
     free(addresses);
     if (process->warmup)
         session->warmups_running++;
@@ -456,7 +456,8 @@ static void process_end(struct session *session, struct traced_process *process)
     process->state = PROCESS_ENDED;
     if (process->warmup)
         session->warmups_running--; /* trace_output_process ends it */
-    if (trace_output_process(session->writer, process, &session->modules_written, stacks_dropped, slots_exhausted) < 0)
+    if (trace_output_process(session->writer, session->symbols, process, &session->modules_written, stacks_dropped,
+                             slots_exhausted) < 0)
         fprintf(stderr, "memslope: %s\n", trace_writer_error(session->writer));
     recorder_free(&process->recorder);
     python_frames_free(&process->python);
@@ -1490,7 +1491,7 @@ void session_destroy(struct session *session)
         free(process->argv);
         free(process->exe);
         leak_results_free(&process->leaks);
-        symbolizer_warmup_finish(process->warmup, NULL);
+        symbolizer_warmup_finish(process->warmup);
         free(process->cases_checked);
         breakpoint_set_free(&process->breakpoints);
         free(process->leak_check_note);

@@ -17,6 +17,7 @@
 #include "recorder.h"
 #include "shm_consumer.h"
 
+struct symbol_store;
 struct trace_writer;
 struct traced_thread;
 
@@ -103,6 +104,7 @@ struct session {
     struct pending_detach *detach_pending; /* --no-follow: children to let go */
     size_t detach_count;           /* memslope got SIGTERM/SIGHUP: forwarded to the target */
     int warmups_running;           /* images with a symbolizer warm-up not yet ended (at most 1) */
+    struct symbol_store *symbols;  /* shared by every image's symbolizer (symbolize.h); the caller's */
 };
 
 /* Forks and execs the command with the shim preloaded and PTRACE_SEIZE

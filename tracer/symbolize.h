@@ -2,11 +2,19 @@
  * symbolize.h - addresses of a (possibly dead) process to frames, with
  * elfutils' libdwfl: module path and build-id, function (C++ demangled),
  * source file and line, and inlined frames as frames of their own. Without
- * debug info the ELF symbol table names the function; without that, the
- * frame is module+offset. Runs at the end of `record` (after a warm-up
- * while the process ran, see below), from the mappings the tracer saw
- * while the process lived, so the process need not exist any more (only
- * its files).
+ * debug info the ELF symbol table names the function (.symtab, else .dynsym
+ * and the MiniDebugInfo of .gnu_debugdata); without that, the frame is
+ * module+offset. Runs at the end of each process image (after a warm-up
+ * while it ran, see below), from the mappings the tracer saw while the
+ * image lived, so the process need not exist any more (only its files).
+ *
+ * What is costly (opening a module, decompressing its debug info, walking
+ * its DWARF) lives in one symbol store for the whole recording: each
+ * distinct module is opened and its debug sections decompressed once, only
+ * when an address first falls into it, however many process images,
+ * exec'd programs and fork children map it. Each image has a symbolizer of
+ * its own, which is only its mappings: it maps an address to a module and
+ * an offset, and asks the store.
  */
 #ifndef MEMSLOPE_SYMBOLIZE_H
 #define MEMSLOPE_SYMBOLIZE_H
@@ -17,11 +25,39 @@
 #include "../report/trace_format.h"
 #include "proc_maps.h"
 
+/* --- the recording's store ------------------------------------------------ */
+
+struct symbol_store;
+
+/* Separate debug files are found offline, under /usr/lib/debug (by
+ * build-id, then by .gnu_debuglink); a debuginfod server is asked only when
+ * DEBUGINFOD_URLS is set and not empty when the store is created. NULL when
+ * out of memory. */
+struct symbol_store *symbol_store_create(void);
+
+/* After every symbolizer and warm-up that uses it has ended. */
+void symbol_store_destroy(struct symbol_store *store);
+
+/* What the store has done so far, for tests and measurements. */
+struct symbol_store_stats {
+    size_t files_opened;      /* ELF files opened (each distinct file once) */
+    size_t modules_reported;  /* distinct modules given to libdwfl (by build-id) */
+    size_t debug_files_found; /* separate debug files libdwfl opened */
+    size_t dwarf_loaded;      /* modules whose DWARF libdw read (and decompressed) */
+    size_t offsets_resolved;  /* (module, offset) pairs resolved with libdw, not from the cache */
+};
+
+void symbol_store_stats(struct symbol_store *store, struct symbol_store_stats *out);
+
+/* --- one process image ---------------------------------------------------- */
+
 struct symbolizer;
 
-/* maps: every file-backed mapping the process had (the tracer accumulates
- * them; overlapping or repeated entries from several reads are fine). */
-struct symbolizer *symbolizer_create(const struct proc_maps *maps);
+/* maps: every file-backed mapping the image had (the tracer accumulates
+ * them; overlapping or repeated entries from several reads are fine).
+ * Opens nothing: a file is read when an address first falls into it. NULL
+ * when store is NULL or out of memory. */
+struct symbolizer *symbolizer_create(struct symbol_store *store, const struct proc_maps *maps);
 
 /* Resolves one address into frames, innermost first: the inlined functions
  * at that address (flag TRACE_FRAME_INLINED), then the function that
@@ -30,10 +66,15 @@ struct symbolizer *symbolizer_create(const struct proc_maps *maps);
  * address - 1. Fills at most max frames and returns how many (>= 1 when max
  * >= 1). Frames whose function is an allocator entry point (operator new,
  * operator new[], and their nothrow/aligned forms) get TRACE_FRAME_ALLOCATOR.
- * module_id indexes symbolizer_modules(). Strings stay valid until
- * symbolizer_destroy(). */
+ * module_id indexes symbolizer_modules(). An address with its top four bits
+ * set (SYMBOLIZER_NOT_AN_ADDRESS: the tag of a Python frame) is one unknown
+ * frame, found in no module. Strings stay valid until the store is
+ * destroyed. The store may be shared with other threads' symbolizers; one
+ * symbolizer is used by one thread at a time. */
 size_t symbolizer_resolve(struct symbolizer *symbolizer, uint64_t address, int return_address,
                           struct trace_frame *out, size_t max);
+
+#define SYMBOLIZER_NOT_AN_ADDRESS 0xF000000000000000ull
 
 /* The modules that resolved addresses fell into, in module_id order. */
 const struct trace_module *symbolizer_modules(const struct symbolizer *symbolizer, size_t *count);
@@ -41,26 +82,23 @@ const struct trace_module *symbolizer_modules(const struct symbolizer *symbolize
 void symbolizer_destroy(struct symbolizer *symbolizer);
 
 /*
- * Symbolizing early, in a thread of its own, while the process still runs.
+ * Symbolizing early, in a thread of its own, while the image still runs.
  * Most of the end's cost is libdw reading a module's debug info (60 ms for
  * Debian's compressed libc6-dbg), and the tracer's CPU is mostly idle while
- * the target runs: so the modules of the addresses known so far are loaded,
- * and those addresses resolved, in the background. At the end the result
- * is used if the process mapped no other files since; otherwise it is
- * dropped and the end symbolizes from scratch, as without a warm-up.
- * Start it with the thread's signals blocked as the tracer's main thread
- * has them: the new thread inherits the mask.
+ * the target runs: so the modules of the addresses known so far are loaded
+ * into the store, and those addresses resolved there, in the background.
+ * At the end the image's symbolizer finds them in the store, whatever the
+ * image mapped since. Start it with the thread's signals blocked as the
+ * tracer's main thread has them: the new thread inherits the mask.
  */
 struct symbolizer_warmup;
 
 /* Copies maps and addresses (return addresses of backtraces). NULL when the
  * thread cannot start (then there is simply no warm-up). */
-struct symbolizer_warmup *symbolizer_warmup_start(const struct proc_maps *maps, const uint64_t *addresses,
-                                                  size_t count);
+struct symbolizer_warmup *symbolizer_warmup_start(struct symbol_store *store, const struct proc_maps *maps,
+                                                  const uint64_t *addresses, size_t count);
 
-/* Waits for the warm-up and ends it: returns its symbolizer if it was
- * built from exactly the file mappings of maps, else symbolizer_create(maps).
- * maps NULL: only ends it (returns NULL). */
-struct symbolizer *symbolizer_warmup_finish(struct symbolizer_warmup *warmup, const struct proc_maps *maps);
+/* Waits for the warm-up and ends it (NULL: nothing to do). */
+void symbolizer_warmup_finish(struct symbolizer_warmup *warmup);
 
 #endif

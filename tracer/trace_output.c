@@ -347,11 +347,12 @@ static int write_process_record(struct trace_writer *writer, const struct traced
     return trace_write_process(writer, &record);
 }
 
-int trace_output_process(struct trace_writer *writer, struct traced_process *process, uint32_t *module_base,
-                         uint32_t stacks_dropped, uint32_t slots_exhausted)
+int trace_output_process(struct trace_writer *writer, struct symbol_store *symbols, struct traced_process *process,
+                         uint32_t *module_base, uint32_t stacks_dropped, uint32_t slots_exhausted)
 {
-    struct symbolizer *symbolizer = symbolizer_warmup_finish(process->warmup, &process->maps);
+    symbolizer_warmup_finish(process->warmup);
     process->warmup = NULL;
+    struct symbolizer *symbolizer = symbolizer_create(symbols, &process->maps);
     struct frame_batch batch = {0};
     struct address_frames *by_address = NULL;
     uint32_t first_id = 0;

@@ -1,6 +1,8 @@
 /*
- * test_symbolize.c - tracer/symbolize.c against this test binary (built
- * with -g -O1, so lines and inlining are known here) and libc.
+ * test_symbolize.c - tracer/symbolize.c and tracer/symbol_store.c against
+ * this test binary (built with -g -O1, so lines and inlining are known
+ * here), libc, and a small library built three ways beside it
+ * (tests/unit/symbolize_library.c, the Makefile).
  */
 #include <dlfcn.h>
 #include <elf.h>
@@ -85,6 +87,7 @@ static const char *basename_of(const char *path)
 
 struct fixture {
     struct proc_maps maps;
+    struct symbol_store *store;
     struct symbolizer *symbolizer;
 };
 
@@ -93,7 +96,9 @@ static int set_up(void **state)
     struct fixture *fixture = calloc(1, sizeof *fixture);
     assert_non_null(fixture);
     assert_int_equal(proc_maps_read(getpid(), &fixture->maps), 0);
-    fixture->symbolizer = symbolizer_create(&fixture->maps);
+    fixture->store = symbol_store_create();
+    assert_non_null(fixture->store);
+    fixture->symbolizer = symbolizer_create(fixture->store, &fixture->maps);
     assert_non_null(fixture->symbolizer);
     *state = fixture;
     return 0;
@@ -103,6 +108,7 @@ static int tear_down(void **state)
 {
     struct fixture *fixture = *state;
     symbolizer_destroy(fixture->symbolizer);
+    symbol_store_destroy(fixture->store);
     proc_maps_free(&fixture->maps);
     free(fixture);
     return 0;
@@ -321,6 +327,13 @@ static const char *mark_deleted(const char *line, char *out, size_t size)
     return out;
 }
 
+static const char *keep_line(const char *line, char *out, size_t size)
+{
+    (void)out;
+    (void)size;
+    return line;
+}
+
 static const char *drop_line(const char *line, char *out, size_t size)
 {
     (void)line;
@@ -353,13 +366,15 @@ static void resolve_getpid_in(const char *maps_text)
 {
     struct proc_maps maps;
     assert_int_equal(proc_maps_parse(maps_text, strlen(maps_text), &maps), 0);
-    struct symbolizer *symbolizer = symbolizer_create(&maps);
+    struct symbol_store *store = symbol_store_create();
+    struct symbolizer *symbolizer = symbolizer_create(store, &maps);
     assert_non_null(symbolizer);
     struct trace_frame frames[4];
     size_t count = symbolizer_resolve(symbolizer, (uint64_t)(uintptr_t)dlsym(RTLD_DEFAULT, "getpid"), 0, frames, 4);
     assert_true(count >= 1);
     assert_non_null(strstr(frames[count - 1].function, "getpid"));
     symbolizer_destroy(symbolizer);
+    symbol_store_destroy(store);
     proc_maps_free(&maps);
 }
 
@@ -385,7 +400,8 @@ static void test_one_module_loaded_twice(void **state)
     char *text = maps_text_with("libc.so", duplicate_lower);
     struct proc_maps maps;
     assert_int_equal(proc_maps_parse(text, strlen(text), &maps), 0);
-    struct symbolizer *symbolizer = symbolizer_create(&maps);
+    struct symbol_store *store = symbol_store_create();
+    struct symbolizer *symbolizer = symbolizer_create(store, &maps);
     assert_non_null(symbolizer);
     uint64_t getpid_address = (uint64_t)(uintptr_t)dlsym(RTLD_DEFAULT, "getpid");
     struct trace_frame first[4], second[4];
@@ -400,6 +416,7 @@ static void test_one_module_loaded_twice(void **state)
     symbolizer_modules(symbolizer, &module_count);
     assert_int_equal(module_count, 1);
     symbolizer_destroy(symbolizer);
+    symbol_store_destroy(store);
     proc_maps_free(&maps);
     free(text);
 }
@@ -413,7 +430,8 @@ static void test_unreadable_file_gives_module_and_offset(void **state)
                                "40000000-40001000 r-xp 00000000 00:00 0 [vdso]\n";
     struct proc_maps maps;
     assert_int_equal(proc_maps_parse(text, sizeof text - 1, &maps), 0);
-    struct symbolizer *symbolizer = symbolizer_create(&maps);
+    struct symbol_store *store = symbol_store_create();
+    struct symbolizer *symbolizer = symbolizer_create(store, &maps);
     assert_non_null(symbolizer);
     struct trace_frame frame;
     assert_int_equal(symbolizer_resolve(symbolizer, 0x20000123, 1, &frame, 1), 1);
@@ -432,6 +450,7 @@ static void test_unreadable_file_gives_module_and_offset(void **state)
     symbolizer_modules(symbolizer, &module_count);
     assert_int_equal(module_count, 2); /* only the modules addresses fell into */
     symbolizer_destroy(symbolizer);
+    symbol_store_destroy(store);
     proc_maps_free(&maps);
 }
 
@@ -456,7 +475,8 @@ static void test_ten_thousand_libc_addresses(void **state)
     uint64_t stride = (text->end - text->start) / ADDRESSES;
     struct timespec start;
     clock_gettime(CLOCK_MONOTONIC, &start);
-    struct symbolizer *symbolizer = symbolizer_create(&fixture->maps);
+    struct symbol_store *store = symbol_store_create();
+    struct symbolizer *symbolizer = symbolizer_create(store, &fixture->maps);
     size_t named = 0;
     struct trace_frame frames[16];
     for (int i = 0; i < ADDRESSES; i++) {
@@ -472,12 +492,13 @@ static void test_ten_thousand_libc_addresses(void **state)
            ADDRESSES, fresh, named, cached);
     assert_true(named > ADDRESSES / 2);
     symbolizer_destroy(symbolizer);
+    symbol_store_destroy(store);
 }
 
-/* The warm-up gives what a symbolizer made at the end gives: its own when
- * the mappings are the same (already resolved addresses come from its
- * cache), a fresh one when the process mapped another file meanwhile. */
-static void test_warmup_same_result_as_at_the_end(void **state)
+/* The warm-up fills the store: the symbolizer made at the end finds the
+ * warm-up's frames there without resolving them again, whether or not the
+ * image mapped another file meanwhile. */
+static void test_warmup_fills_the_store(void **state)
 {
     struct fixture *fixture = *state;
     struct probe probe = {0};
@@ -487,21 +508,14 @@ static void test_warmup_same_result_as_at_the_end(void **state)
     struct trace_frame expected[8], got[8];
     size_t expected_count = symbolizer_resolve(fixture->symbolizer, addresses[0], 1, expected, 8);
 
-    struct symbolizer_warmup *warmup = symbolizer_warmup_start(&fixture->maps, addresses, 2);
-    assert_non_null(warmup);
-    struct symbolizer *warm = symbolizer_warmup_finish(warmup, &fixture->maps);
-    assert_non_null(warm);
-    assert_int_equal(symbolizer_resolve(warm, addresses[0], 1, got, 8), expected_count);
-    assert_string_equal(got[0].function, expected[0].function);
-    assert_int_equal(got[0].line, expected[0].line);
-    assert_int_equal(got[0].line, probe.call_line);
-    size_t modules_before;
-    symbolizer_modules(warm, &modules_before);
-    assert_true(modules_before >= 2); /* the warm-up resolved both, so both modules have ids */
-    symbolizer_destroy(warm);
+    struct symbol_store *store = symbol_store_create();
+    symbolizer_warmup_finish(symbolizer_warmup_start(store, &fixture->maps, addresses, 2));
+    struct symbol_store_stats warm;
+    symbol_store_stats(store, &warm);
+    assert_int_equal(warm.offsets_resolved, 2);
+    assert_int_equal(warm.modules_reported, 2); /* this binary and libc */
 
-    /* One more file mapped since the warm-up: it is not used, and the
-     * fresh symbolizer still resolves. */
+    /* One more file mapped since the warm-up: nothing to redo. */
     struct proc_maps more;
     assert_int_equal(proc_maps_copy(&more, &fixture->maps), 0);
     struct proc_map *grown = realloc(more.maps, (more.count + 1) * sizeof *grown);
@@ -509,20 +523,407 @@ static void test_warmup_same_result_as_at_the_end(void **state)
     more.maps = grown;
     more.maps[more.count++] = (struct proc_map){
         .start = 0x1000, .end = 0x2000, .perms = PROC_MAP_READ, .path = strdup("/etc/hostname")};
-    warmup = symbolizer_warmup_start(&fixture->maps, addresses, 2);
-    assert_non_null(warmup);
-    struct symbolizer *fresh = symbolizer_warmup_finish(warmup, &more);
-    assert_non_null(fresh);
-    size_t modules_fresh;
-    symbolizer_modules(fresh, &modules_fresh);
-    assert_int_equal(modules_fresh, 0); /* nothing resolved in it yet: not the warm one */
-    assert_int_equal(symbolizer_resolve(fresh, addresses[0], 1, got, 8), expected_count);
+    struct symbolizer *at_end = symbolizer_create(store, &more);
+    assert_non_null(at_end);
+    assert_int_equal(symbolizer_resolve(at_end, addresses[0], 1, got, 8), expected_count);
+    assert_string_equal(got[0].function, expected[0].function);
     assert_int_equal(got[0].line, probe.call_line);
-    symbolizer_destroy(fresh);
+    assert_int_equal(got[0].address, addresses[0]);
+    size_t modules;
+    symbolizer_modules(at_end, &modules);
+    assert_int_equal(modules, 1); /* module ids are the image's own, from its first address */
+    struct symbol_store_stats after;
+    symbol_store_stats(store, &after);
+    assert_memory_equal(&after, &warm, sizeof after);
+    symbolizer_destroy(at_end);
     proc_maps_free(&more);
 
-    /* Ended without maps (the image never got to the end): nothing left. */
-    assert_null(symbolizer_warmup_finish(symbolizer_warmup_start(&fixture->maps, addresses, 2), NULL));
+    symbolizer_warmup_finish(NULL); /* no warm-up: nothing to end */
+    symbol_store_destroy(store);
+}
+
+/* A warm-up thread and the main thread resolve through one store at the
+ * same time (ASan sees a use after free or a double insert if the lock
+ * fails) and agree with a store used by one thread alone. */
+static void test_warmup_and_main_thread_share_the_store(void **state)
+{
+    struct fixture *fixture = *state;
+    const struct proc_map *text = NULL;
+    for (size_t i = 0; i < fixture->maps.count && !text; i++)
+        if (strstr(fixture->maps.maps[i].path, "libc.so") && (fixture->maps.maps[i].perms & PROC_MAP_EXEC))
+            text = &fixture->maps.maps[i];
+    assert_non_null(text);
+    enum { ADDRESSES = 2000 };
+    uint64_t *addresses = malloc(ADDRESSES * sizeof *addresses);
+    assert_non_null(addresses);
+    for (int i = 0; i < ADDRESSES; i++)
+        addresses[i] = text->start + 1 + (uint64_t)i * ((text->end - text->start) / ADDRESSES);
+    struct symbol_store *store = symbol_store_create();
+    struct symbolizer_warmup *warmup = symbolizer_warmup_start(store, &fixture->maps, addresses, ADDRESSES);
+    assert_non_null(warmup);
+    struct symbolizer *symbolizer = symbolizer_create(store, &fixture->maps);
+    struct trace_frame shared[16], alone[16];
+    for (int i = ADDRESSES; i-- > 0;) {
+        size_t count = symbolizer_resolve(symbolizer, addresses[i], 1, shared, 16);
+        assert_int_equal(symbolizer_resolve(fixture->symbolizer, addresses[i], 1, alone, 16), count);
+        for (size_t f = 0; f < count; f++) {
+            assert_string_equal(shared[f].function, alone[f].function);
+            assert_string_equal(shared[f].file, alone[f].file);
+            assert_int_equal(shared[f].line, alone[f].line);
+            assert_int_equal(shared[f].module_offset, alone[f].module_offset);
+        }
+    }
+    symbolizer_warmup_finish(warmup);
+    struct symbol_store_stats stats;
+    symbol_store_stats(store, &stats);
+    assert_int_equal(stats.offsets_resolved, ADDRESSES); /* each once, by whichever thread came first */
+    assert_int_equal(stats.files_opened, 1);
+    symbolizer_destroy(symbolizer);
+    symbol_store_destroy(store);
+    free(addresses);
+}
+
+/* --- the library built three ways ---------------------------------------- */
+
+struct test_library {
+    void *handle;
+    char path[PATH_MAX];
+    uint64_t local_function; /* run-time address of its static function */
+    int local_function_line; /* of its one statement */
+};
+
+static void open_test_library(const char *name, struct test_library *library)
+{
+    char exe[PATH_MAX];
+    ssize_t length = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    assert_true(length > 0);
+    exe[length] = '\0';
+    *strrchr(exe, '/') = '\0';
+    int written = snprintf(library->path, sizeof library->path, "%s/%s", exe, name);
+    assert_true(written > 0 && (size_t)written < sizeof library->path);
+    library->handle = dlopen(library->path, RTLD_NOW | RTLD_LOCAL);
+    if (!library->handle)
+        fail_msg("%s: %s (built by the Makefile beside this test)", library->path, dlerror());
+    void *(*address_of)(void) = (void *(*)(void))dlsym(library->handle, "library_local_function_address");
+    const int *line = dlsym(library->handle, "library_local_function_line");
+    assert_non_null(address_of);
+    assert_non_null(line);
+    library->local_function = (uint64_t)(uintptr_t)address_of();
+    library->local_function_line = *line;
+}
+
+static void close_test_library(struct test_library *library)
+{
+    dlclose(library->handle);
+}
+
+static const char *library_name;
+
+/* The library's lines moved 16 TiB lower, as another image would have
+ * placed it. */
+static const char *shift_library_lower(const char *line, char *out, size_t size)
+{
+    unsigned long long start, end;
+    int consumed = 0;
+    if (!strstr(line, library_name))
+        return line;
+    assert_int_equal(sscanf(line, "%llx-%llx%n", &start, &end, &consumed), 2);
+    snprintf(out, size, "%llx-%llx%s", start - second_load_below, end - second_load_below, line + consumed);
+    return out;
+}
+
+static struct proc_maps maps_of(const char *text)
+{
+    struct proc_maps maps;
+    assert_int_equal(proc_maps_parse(text, strlen(text), &maps), 0);
+    return maps;
+}
+
+static void assert_same_frames(const struct trace_frame *a, const struct trace_frame *b, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        assert_string_equal(a[i].function, b[i].function);
+        assert_string_equal(a[i].file, b[i].file);
+        assert_int_equal(a[i].line, b[i].line);
+        assert_int_equal(a[i].flags, b[i].flags);
+        assert_int_equal(a[i].module_offset, b[i].module_offset);
+    }
+}
+
+/* Two images with the library at different bases (a fork child, another
+ * run of the same program): the same frames from one module, its debug
+ * file found (through its .gnu_debuglink) and its DWARF read once, and the
+ * second image's frame taken from the store's cache. */
+static void test_two_images_share_one_module(void **state)
+{
+    (void)state;
+    struct test_library library;
+    open_test_library("libsymtest-debuglink.so", &library);
+    library_name = "libsymtest-debuglink.so";
+    char *first_text = maps_text_with("/", keep_line), *second_text = maps_text_with("/", shift_library_lower);
+    struct proc_maps first_maps = maps_of(first_text), second_maps = maps_of(second_text);
+    struct symbol_store *store = symbol_store_create();
+    struct symbolizer *first = symbolizer_create(store, &first_maps), *second = symbolizer_create(store, &second_maps);
+
+    struct trace_frame in_first[4], in_second[4];
+    size_t count = symbolizer_resolve(first, library.local_function, 0, in_first, 4);
+    assert_int_equal(count, 1);
+    assert_string_equal(in_first[0].function, "library_local_function");
+    assert_string_equal(basename_of(in_first[0].file), "symbolize_library.c");
+    assert_in_range(in_first[0].line, library.local_function_line - 1, library.local_function_line);
+    assert_int_equal(symbolizer_resolve(second, library.local_function - second_load_below, 0, in_second, 4), count);
+    assert_same_frames(in_first, in_second, count);
+    assert_int_equal(in_second[0].address, library.local_function - second_load_below);
+    const struct trace_module *first_module = module_of(first, &in_first[0]);
+    const struct trace_module *second_module = module_of(second, &in_second[0]);
+    assert_string_equal(first_module->path, library.path);
+    assert_string_equal(second_module->path, library.path);
+    assert_int_equal(strlen(first_module->build_id), 40);
+    assert_string_equal(first_module->build_id, second_module->build_id);
+
+    struct symbol_store_stats stats;
+    symbol_store_stats(store, &stats);
+    assert_int_equal(stats.files_opened, 1);
+    assert_int_equal(stats.modules_reported, 1);
+    assert_int_equal(stats.debug_files_found, 1);
+    assert_int_equal(stats.dwarf_loaded, 1);
+    assert_int_equal(stats.offsets_resolved, 1);
+
+    symbolizer_destroy(first);
+    symbolizer_destroy(second);
+    symbol_store_destroy(store);
+    proc_maps_free(&first_maps);
+    proc_maps_free(&second_maps);
+    free(first_text);
+    free(second_text);
+    close_test_library(&library);
+}
+
+/* Stripped, with only MiniDebugInfo: the static function is named from
+ * the xz-compressed symbol table of .gnu_debugdata (no DWARF, so no line). */
+static void test_minidebuginfo_names_local_functions(void **state)
+{
+    (void)state;
+    struct test_library library;
+    open_test_library("libsymtest-minidebuginfo.so", &library);
+    struct proc_maps maps;
+    assert_int_equal(proc_maps_read(getpid(), &maps), 0);
+    struct symbol_store *store = symbol_store_create();
+    struct symbolizer *symbolizer = symbolizer_create(store, &maps);
+    struct trace_frame frame;
+    assert_int_equal(symbolizer_resolve(symbolizer, library.local_function, 0, &frame, 1), 1);
+    assert_string_equal(frame.function, "library_local_function");
+    assert_string_equal(frame.file, "");
+    assert_int_equal(frame.line, 0);
+    assert_string_equal(module_of(symbolizer, &frame)->path, library.path);
+    struct symbol_store_stats stats;
+    symbol_store_stats(store, &stats);
+    assert_int_equal(stats.debug_files_found, 0);
+    assert_int_equal(stats.dwarf_loaded, 0);
+    symbolizer_destroy(symbolizer);
+    symbol_store_destroy(store);
+    proc_maps_free(&maps);
+    close_test_library(&library);
+}
+
+static char copy_path[PATH_MAX];
+
+static const char *also_as_copy(const char *line, char *out, size_t size)
+{
+    unsigned long long start, end;
+    int consumed = 0;
+    if (!strstr(line, library_name))
+        return line;
+    assert_int_equal(sscanf(line, "%llx-%llx%n", &start, &end, &consumed), 2);
+    const char *path = strchr(line, '/');
+    assert_non_null(path);
+    int length = snprintf(out, size, "%s%llx-%llx%.*s%s\n", line, start - second_load_below,
+                          end - second_load_below, (int)(path - line - consumed), line + consumed, copy_path);
+    assert_true(length > 0 && (size_t)length < size);
+    return out;
+}
+
+static void copy_file(const char *from, const char *to)
+{
+    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+    assert_non_null(in);
+    assert_non_null(out);
+    char buffer[4096];
+    size_t n;
+    while ((n = fread(buffer, 1, sizeof buffer, in)) > 0)
+        assert_int_equal(fwrite(buffer, 1, n, out), n);
+    fclose(in);
+    assert_int_equal(fclose(out), 0);
+}
+
+/* The library and a copy of it (another inode) in one image: with a
+ * build-id they are one module; without, two. Either way both resolve,
+ * and each path is a module of the image's own. */
+static void resolve_library_and_copy(const char *name, size_t expected_modules)
+{
+    struct test_library library;
+    open_test_library(name, &library);
+    library_name = name;
+    char folder[] = "/tmp/memslope-test-XXXXXX";
+    assert_non_null(mkdtemp(folder));
+    snprintf(copy_path, sizeof copy_path, "%s/%s", folder, name);
+    copy_file(library.path, copy_path);
+    char *text = maps_text_with("/", also_as_copy);
+    struct proc_maps maps = maps_of(text);
+    struct symbol_store *store = symbol_store_create();
+    struct symbolizer *symbolizer = symbolizer_create(store, &maps);
+
+    struct trace_frame original[4], copy[4];
+    size_t count = symbolizer_resolve(symbolizer, library.local_function, 0, original, 4);
+    assert_int_equal(symbolizer_resolve(symbolizer, library.local_function - second_load_below, 0, copy, 4), count);
+    assert_string_equal(original[0].function, "library_local_function");
+    assert_same_frames(original, copy, count);
+    assert_string_equal(module_of(symbolizer, &original[0])->path, library.path);
+    assert_string_equal(module_of(symbolizer, &copy[0])->path, copy_path);
+    assert_string_equal(module_of(symbolizer, &original[0])->build_id, module_of(symbolizer, &copy[0])->build_id);
+    struct symbol_store_stats stats;
+    symbol_store_stats(store, &stats);
+    assert_int_equal(stats.files_opened, 2);
+    assert_int_equal(stats.modules_reported, expected_modules);
+    assert_int_equal(stats.offsets_resolved, expected_modules);
+
+    symbolizer_destroy(symbolizer);
+    symbol_store_destroy(store);
+    proc_maps_free(&maps);
+    free(text);
+    unlink(copy_path);
+    rmdir(folder);
+    close_test_library(&library);
+}
+
+static void test_copies_share_a_module_by_build_id(void **state)
+{
+    (void)state;
+    resolve_library_and_copy("libsymtest-debuglink.so", 1);
+}
+
+static void test_without_build_id_a_file_is_its_own_module(void **state)
+{
+    (void)state;
+    resolve_library_and_copy("libsymtest-nobuildid.so", 2);
+    /* The same file in two images is still one module. */
+    struct test_library library;
+    open_test_library("libsymtest-nobuildid.so", &library);
+    library_name = "libsymtest-nobuildid.so";
+    char *text = maps_text_with("/", shift_library_lower);
+    struct proc_maps first_maps, second_maps = maps_of(text);
+    assert_int_equal(proc_maps_read(getpid(), &first_maps), 0);
+    struct symbol_store *store = symbol_store_create();
+    struct symbolizer *first = symbolizer_create(store, &first_maps), *second = symbolizer_create(store, &second_maps);
+    struct trace_frame a, b;
+    symbolizer_resolve(first, library.local_function, 0, &a, 1);
+    symbolizer_resolve(second, library.local_function - second_load_below, 0, &b, 1);
+    assert_string_equal(a.function, "library_local_function");
+    assert_same_frames(&a, &b, 1);
+    assert_string_equal(module_of(first, &a)->build_id, "");
+    struct symbol_store_stats stats;
+    symbol_store_stats(store, &stats);
+    assert_int_equal(stats.files_opened, 1);
+    assert_int_equal(stats.modules_reported, 1);
+    symbolizer_destroy(first);
+    symbolizer_destroy(second);
+    symbol_store_destroy(store);
+    proc_maps_free(&first_maps);
+    proc_maps_free(&second_maps);
+    free(text);
+    close_test_library(&library);
+}
+
+/* The library's first line, preceded by its first page 8 KiB lower: what
+ * the accumulated maps keep of an earlier load (dlclosed) when nothing
+ * mapped since overlaps it. */
+static const char *stale_first_page_below(const char *line, char *out, size_t size)
+{
+    unsigned long long start, end, offset;
+    if (!strstr(line, library_name) || sscanf(line, "%llx-%llx %*s %llx", &start, &end, &offset) != 3 || offset != 0)
+        return line;
+    int written = snprintf(out, size, "%llx-%llx r--p 00000000 fe:00 1 %s%s", start - 0x2000, start - 0x1000,
+                           strchr(line, '/'), line);
+    assert_true(written > 0 && (size_t)written < size);
+    return out;
+}
+
+/* An address in the library's code resolves from the load its code
+ * mapping implies, not from the one the stale page implies, which comes
+ * first by address and covers the address too. */
+static void test_stale_mapping_below_a_load(void **state)
+{
+    (void)state;
+    struct test_library library;
+    open_test_library("libsymtest-nobuildid.so", &library);
+    library_name = "libsymtest-nobuildid.so";
+    char *text = maps_text_with("/", stale_first_page_below);
+    struct proc_maps maps = maps_of(text);
+    struct symbol_store *store = symbol_store_create();
+    struct symbolizer *symbolizer = symbolizer_create(store, &maps);
+    struct trace_frame frame;
+    assert_int_equal(symbolizer_resolve(symbolizer, library.local_function, 0, &frame, 1), 1);
+    assert_string_equal(frame.function, "library_local_function");
+    assert_in_range(frame.line, library.local_function_line - 1, library.local_function_line);
+    symbolizer_destroy(symbolizer);
+    symbol_store_destroy(store);
+    proc_maps_free(&maps);
+    free(text);
+    close_test_library(&library);
+}
+
+/* This process maps dozens of files; an address in one opens that one. */
+static void test_only_the_files_addresses_fall_in_are_opened(void **state)
+{
+    struct fixture *fixture = *state;
+    size_t files = 0;
+    for (size_t i = 0; i < fixture->maps.count; i++)
+        files += fixture->maps.maps[i].path[0] == '/' && fixture->maps.maps[i].offset == 0;
+    assert_true(files > 5);
+    struct symbol_store *store = symbol_store_create();
+    struct symbolizer *symbolizer = symbolizer_create(store, &fixture->maps);
+    struct symbol_store_stats stats;
+    symbol_store_stats(store, &stats);
+    assert_int_equal(stats.files_opened, 0);
+    struct trace_frame frame;
+    symbolizer_resolve(symbolizer, (uint64_t)(uintptr_t)&call_with_known_line, 0, &frame, 1);
+    assert_string_equal(frame.function, "call_with_known_line");
+    symbol_store_stats(store, &stats);
+    assert_int_equal(stats.files_opened, 1);
+    assert_int_equal(stats.modules_reported, 1);
+    symbolizer_destroy(symbolizer);
+    symbol_store_destroy(store);
+}
+
+/* A stack word with the top four bits set is the tag of a Python frame:
+ * one unknown frame, and nothing looked up. */
+static void test_python_frame_tag_is_no_address(void **state)
+{
+    struct fixture *fixture = *state;
+    struct symbol_store *store = symbol_store_create();
+    char text[128];
+    snprintf(text, sizeof text, "f000000000000000-f000000000100000 r-xp 00000000 fe:00 1 %s\n", "/usr/bin/true");
+    struct proc_maps maps = maps_of(text);
+    struct symbolizer *symbolizer = symbolizer_create(store, &maps);
+    struct trace_frame frame;
+    const uint64_t tag = SYMBOLIZER_NOT_AN_ADDRESS | 0x1234;
+    assert_int_equal(symbolizer_resolve(symbolizer, tag, 1, &frame, 1), 1);
+    assert_int_equal(frame.module_id, TRACE_NONE);
+    assert_string_equal(frame.function, "");
+    assert_int_equal(frame.address, tag);
+    size_t modules;
+    symbolizer_modules(symbolizer, &modules);
+    assert_int_equal(modules, 0);
+    struct symbol_store_stats stats;
+    symbol_store_stats(store, &stats);
+    assert_int_equal(stats.files_opened, 0);
+    /* A real address is still resolved. */
+    assert_int_equal(symbolizer_resolve(fixture->symbolizer, (uint64_t)(uintptr_t)&call_with_known_line, 0, &frame, 1),
+                     1);
+    assert_string_equal(frame.function, "call_with_known_line");
+    symbolizer_destroy(symbolizer);
+    symbol_store_destroy(store);
+    proc_maps_free(&maps);
 }
 
 int main(void)
@@ -542,7 +943,15 @@ int main(void)
         cmocka_unit_test(test_one_module_loaded_twice),
         cmocka_unit_test(test_unreadable_file_gives_module_and_offset),
         cmocka_unit_test_setup_teardown(test_ten_thousand_libc_addresses, set_up, tear_down),
-        cmocka_unit_test_setup_teardown(test_warmup_same_result_as_at_the_end, set_up, tear_down),
+        cmocka_unit_test_setup_teardown(test_warmup_fills_the_store, set_up, tear_down),
+        cmocka_unit_test_setup_teardown(test_warmup_and_main_thread_share_the_store, set_up, tear_down),
+        cmocka_unit_test(test_two_images_share_one_module),
+        cmocka_unit_test(test_minidebuginfo_names_local_functions),
+        cmocka_unit_test(test_copies_share_a_module_by_build_id),
+        cmocka_unit_test(test_without_build_id_a_file_is_its_own_module),
+        cmocka_unit_test(test_stale_mapping_below_a_load),
+        cmocka_unit_test_setup_teardown(test_only_the_files_addresses_fall_in_are_opened, set_up, tear_down),
+        cmocka_unit_test_setup_teardown(test_python_frame_tag_is_no_address, set_up, tear_down),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
