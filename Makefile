@@ -185,7 +185,7 @@ demo: deps
 	./$(MEMSLOPE) record -o $(B)/demo.trace -- ./$(B)/fixtures/demo_leak
 	./$(MEMSLOPE) report $(B)/demo.trace
 
-bench: all
+bench: all fixtures
 	$(MAKE) -C bench
 
 install: all
