@@ -100,6 +100,19 @@ need_chromium() {
     [ -n "$CHROMIUM" ] || skip "chromium is not installed (apt-get install chromium; make deps installs it)"
 }
 
+# build_leaky_ext PYTHON DIR: fixtures/python/leaky_ext.c built for that
+# interpreter into DIR, with its driver drive_leaky.py; 1 when the
+# interpreter has no Python.h (the caller skips).
+build_leaky_ext() {
+    _include=$("$1" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+    _suffix=$("$1" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+    [ -f "$_include/Python.h" ] || return 1
+    mkdir -p "$2"
+    cc -shared -fPIC -g -O0 -I"$_include" -o "$2/leaky_ext$_suffix" "$SRC_FIXTURES/python/leaky_ext.c" ||
+        fail "cannot build the extension for $1"
+    cp "$SRC_FIXTURES/python/drive_leaky.py" "$2/"
+}
+
 # fixture_line FILE MARKER -> the line that carries the marker comment (C or Python).
 fixture_line() {
     _n=$(grep -nE "(/\*|//|#) $2( \*/|\$)" "$SRC_FIXTURES/$1" | cut -d: -f1)

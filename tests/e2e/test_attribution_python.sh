@@ -11,18 +11,7 @@ need_python
 LINE=$(fixture_line python/leaky_ext.c LEAK_BYTES_LINE)
 MODULE_PATH=$(dirname "$MEMSLOPE")/../lib/memslope/python
 
-# build_ext PYTHON DIR: the extension for that interpreter, in DIR.
-build_ext() {
-    _include=$("$1" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
-    _suffix=$("$1" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
-    [ -f "$_include/Python.h" ] || return 1
-    mkdir -p "$2"
-    cc -shared -fPIC -g -O0 -I"$_include" -o "$2/leaky_ext$_suffix" "$SRC_FIXTURES/python/leaky_ext.c" ||
-        fail "cannot build the extension for $1"
-    cp "$SRC_FIXTURES/python/drive_leaky.py" "$2/"
-}
-
-build_ext "$PY" "$WORK/ext" || skip "Python.h not found for $PY (make deps installs python3-dev)"
+build_leaky_ext "$PY" "$WORK/ext" || skip "Python.h not found for $PY (make deps installs python3-dev)"
 PYTHONPATH="$WORK/ext:$MODULE_PATH" record "$WORK/b.trace" -- "$PY" "$WORK/ext/drive_leaky.py" bytes 20
 expect_eq "record exit" 0 "$REC_RC"
 

@@ -6,12 +6,7 @@
 . "$(dirname "$0")/lib.sh"
 need_memslope
 need_python
-include=$($PY -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
-suffix=$($PY -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
-[ -f "$include/Python.h" ] || skip "Python.h not found for $PY (make deps installs python3-dev)"
-cc -shared -fPIC -g -O0 -I"$include" -o "$WORK/leaky_ext$suffix" "$SRC_FIXTURES/python/leaky_ext.c" ||
-    fail "cannot build the extension"
-cp "$SRC_FIXTURES/python/drive_leaky.py" "$WORK/"
+build_leaky_ext "$PY" "$WORK" || skip "Python.h not found for $PY (make deps installs python3-dev)"
 leak_line=$(fixture_line python/leaky_ext.c LEAK_LINE)
 export PYTHONPATH="$WORK:$(dirname "$MEMSLOPE")/../lib/memslope/python"
 

@@ -12,18 +12,7 @@ need_python
 LINE=$(fixture_line python/leaky_ext.c LEAK_BYTES_LINE)
 MODULE_PATH=$(dirname "$MEMSLOPE")/../lib/memslope/python
 
-# build_ext PYTHON DIR: the extension for that interpreter, in DIR.
-build_ext() {
-    _include=$("$1" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
-    _suffix=$("$1" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
-    [ -f "$_include/Python.h" ] || return 1
-    mkdir -p "$2"
-    cc -shared -fPIC -g -O0 -I"$_include" -o "$2/leaky_ext$_suffix" "$SRC_FIXTURES/python/leaky_ext.c" ||
-        fail "cannot build the extension for $1"
-    cp "$SRC_FIXTURES/python/drive_leaky.py" "$2/"
-}
-
-build_ext "$PY" "$WORK/ext" || skip "Python.h not found for $PY (make deps installs python3-dev)"
+build_leaky_ext "$PY" "$WORK/ext" || skip "Python.h not found for $PY (make deps installs python3-dev)"
 PYTHONPATH="$WORK/ext:$MODULE_PATH" record "$WORK/b.trace" -- "$PY" "$WORK/ext/drive_leaky.py" bytes 20
 expect_eq "record exit" 0 "$REC_RC"
 
@@ -45,7 +34,7 @@ expect_eq "defaults on: each category less, by what was suppressed" \
 # --- CPython's own file, unchanged -----------------------------------------------------------
 
 CPYTHON_SUPP=/usr/lib/valgrind/python3.supp
-if [ -x /usr/bin/python3 ] && [ -f "$CPYTHON_SUPP" ] && build_ext /usr/bin/python3 "$WORK/sys"; then
+if [ -x /usr/bin/python3 ] && [ -f "$CPYTHON_SUPP" ] && build_leaky_ext /usr/bin/python3 "$WORK/sys"; then
     PYTHONPATH="$WORK/sys:$MODULE_PATH" record "$WORK/sys.trace" -- /usr/bin/python3 "$WORK/sys/drive_leaky.py" bytes 20
     expect_eq "system python3: record exit" 0 "$REC_RC"
     "$MEMSLOPE" report "$WORK/sys.trace" --format json --no-default-suppressions >"$WORK/sys_plain.json" 2>"$WORK/sys.err"
