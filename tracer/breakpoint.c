@@ -54,7 +54,7 @@ struct breakpoint *breakpoint_hit(pid_t tid, struct breakpoint_set *set)
     if (!set->count || ptrace(PTRACE_GETREGS, tid, 0, &regs) < 0)
         return NULL;
     for (size_t i = 0; i < set->count; i++)
-        if (set->items[i].planted && set->items[i].address == regs.rip - 1)
+        if (set->items[i].address == regs.rip - 1)
             return &set->items[i];
     return NULL;
 }

@@ -34,7 +34,10 @@ struct breakpoint_set {
 /* Plants an int3 at address (once; planting twice is a no-op). 0 or -1. */
 int breakpoint_plant(pid_t tid, struct breakpoint_set *set, uint64_t address, enum breakpoint_kind kind);
 
-/* The breakpoint a SIGTRAP stop of tid was caused by (rip - 1), or NULL. */
+/* The breakpoint a SIGTRAP stop of tid was caused by (rip - 1), or NULL.
+ * It may have been taken out since the thread trapped on it (a thread held
+ * while another thread's stop removed it): planted is then 0, and the
+ * thread only has to step over it. */
 struct breakpoint *breakpoint_hit(pid_t tid, struct breakpoint_set *set);
 
 /* Restores the original byte and rewinds rip to the breakpoint, executes

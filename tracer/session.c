@@ -58,6 +58,12 @@ struct traced_thread {
     pid_t tid;
     struct traced_process *process;
     int reached_exit; /* stopped at PTRACE_EVENT_EXIT already */
+    /* A stop of it was collected while the world was stopped and is not
+     * handled yet (resume_other_threads): it stays stopped meanwhile, and a
+     * stop of the world started by another thread's stop in between must
+     * count it as stopped, not interrupt it and wait for a stop that will
+     * never come (issue 19: three threads at one breakpoint hung). */
+    int held;
     UT_hash_handle hh;
 };
 
@@ -827,45 +833,84 @@ struct deferred_status {
     int status;
 };
 
+/* How long a stop of the world waits for one thread (a thread in an
+ * uninterruptible sleep, or one the kernel is killing): then the check goes
+ * on without it, and says so, rather than hang. */
+#define THREAD_STOP_TIMEOUT_NS 2000000000ull
+
+/* Waits for tid's next stop or exit until the deadline; 1 when it came. */
+static int wait_for_stop(pid_t tid, int *status, uint64_t deadline_ns)
+{
+    long pause_ns = 10000;
+    for (;;) {
+        pid_t got = waitpid(tid, status, __WALL | WNOHANG);
+        if (got == tid)
+            return 1;
+        if (got < 0 && errno != EINTR)
+            return 0;
+        if (session_now_ns() >= deadline_ns)
+            return 0;
+        struct timespec pause = {0, pause_ns};
+        nanosleep(&pause, NULL);
+        if (pause_ns < 1000000)
+            pause_ns *= 2;
+    }
+}
+
 /* Interrupts every other thread of the image and waits for each to stop.
  * What a thread reports instead of the interrupt stop (a signal, an event,
- * its exit) is kept in deferred to be handled once the scan is done. */
-/* tids receives the threads now stopped, stopped_tid first (*stopped of
- * them); the return value counts the entries of deferred (from 1). */
+ * its exit) is kept in deferred to be handled once the scan is done; until
+ * then the thread is held. A thread already held by an outer stop of the
+ * world is stopped: it is counted, not interrupted. tids receives the
+ * threads now stopped, stopped_tid first (*stopped of them); the return
+ * value counts the entries of deferred (from 1). */
 static size_t stop_other_threads(struct session *session, struct traced_process *process, pid_t stopped_tid,
                                  pid_t *tids, size_t *stopped, struct deferred_status *deferred, size_t capacity)
 {
-    size_t count = 0;
+    size_t count = 0, late = 0;
     *stopped = 0;
     tids[(*stopped)++] = stopped_tid;
     count++;
+    uint64_t deadline = session_now_ns() + THREAD_STOP_TIMEOUT_NS;
     struct traced_thread *thread, *tmp;
     HASH_ITER(hh, session->threads, thread, tmp) {
-        if (count == capacity)
+        if (count == capacity || *stopped == capacity)
             break;
         if (thread->process != process || thread->tid == stopped_tid || thread->reached_exit)
             continue;
+        if (thread->held) {
+            tids[(*stopped)++] = thread->tid;
+            continue;
+        }
         if (ptrace(PTRACE_INTERRUPT, thread->tid, 0, 0) < 0)
             continue;
         int status;
-        pid_t got;
-        do
-            got = waitpid(thread->tid, &status, __WALL);
-        while (got < 0 && errno == EINTR);
-        if (got != thread->tid)
+        if (!wait_for_stop(thread->tid, &status, deadline)) {
+            late++; /* its interrupt stop reaches the loop later, which resumes it */
             continue;
+        }
         deferred[count++] = (struct deferred_status){thread->tid, status};
-        if (WIFSTOPPED(status))
+        if (WIFSTOPPED(status)) {
             tids[(*stopped)++] = thread->tid;
+            thread->held = 1;
+        }
     }
+    if (late)
+        fprintf(stderr, "memslope: warning: %zu thread%s of process %d did not stop within %llu s; the world was "
+                        "stopped without %s\n", late, late == 1 ? "" : "s", (int)process->pid,
+                THREAD_STOP_TIMEOUT_NS / 1000000000ull, late == 1 ? "it" : "them");
     return count;
 }
 
 /* Hands the stops collected while the world was stopped back to the loop:
- * a plain interrupt stop just resumes. */
+ * a plain interrupt stop just resumes. Each thread is let go of before its
+ * stop is handled, which may stop the world again. */
 static void resume_other_threads(struct session *session, const struct deferred_status *deferred, size_t count)
 {
     for (size_t i = 1; i < count; i++) {
+        struct traced_thread *thread = thread_find(session, deferred[i].tid);
+        if (thread)
+            thread->held = 0;
         int status = deferred[i].status;
         if (WIFSTOPPED(status) && (status >> 16) == PTRACE_EVENT_STOP && WSTOPSIG(status) == SIGTRAP)
             resume(deferred[i].tid, 0);
@@ -1106,6 +1151,37 @@ static void case_leak_check(struct traced_process *process, const pid_t *tids, s
         mark_case_checked(process, recorder->open_case);
 }
 
+/* What a breakpoint of kind is for, the world being stopped (tids: the
+ * stopped threads, tid first). Returns whether it stays planted. */
+static int act_on_breakpoint(struct session *session, struct traced_process *process, pid_t tid, uint8_t kind,
+                             const pid_t *tids, size_t stopped)
+{
+    switch (kind) {
+    case BREAKPOINT_ENTRY:
+        if (session->options.iteration_symbol)
+            resolve_iteration_symbol(session, process, tid);
+        watch_markers(session, process, tid);
+        return 0;
+    case BREAKPOINT_CASE_END:
+        process_drain(process, 1);
+        case_leak_check(process, tids, stopped, TRACE_SNAP_CASE_END);
+        return 1;
+    case BREAKPOINT_MARKER_ITERATION:
+        process_drain(process, 1);
+        if (iteration_will_be_kept(&process->recorder))
+            case_leak_check(process, tids, stopped, TRACE_SNAP_ITERATION);
+        return 1;
+    case BREAKPOINT_DLOPEN:
+        resolve_iteration_symbol(session, process, tid);
+        return 1;
+    case BREAKPOINT_ITERATION:
+        process_drain(process, 1);
+        recorder_iteration(&process->recorder, session_now_ns());
+        return 1;
+    }
+    return 1;
+}
+
 /* A SIGTRAP at one of our breakpoints: act on it with the world stopped,
  * step over the displaced instruction, resume. Returns 0 when the trap is
  * not ours (the program's own SIGTRAP passes through). */
@@ -1122,31 +1198,9 @@ static int on_breakpoint(struct session *session, struct traced_thread *thread)
     size_t count =
         tids && deferred ? stop_other_threads(session, process, thread->tid, tids, &stopped, deferred, capacity) : 0;
     uint64_t address = breakpoint->address;
-    int keep = 1;
-    switch (breakpoint->kind) {
-    case BREAKPOINT_ENTRY:
-        keep = 0;
-        if (session->options.iteration_symbol)
-            resolve_iteration_symbol(session, process, thread->tid);
-        watch_markers(session, process, thread->tid);
-        break;
-    case BREAKPOINT_CASE_END:
-        process_drain(process, 1);
-        case_leak_check(process, tids, stopped, TRACE_SNAP_CASE_END);
-        break;
-    case BREAKPOINT_MARKER_ITERATION:
-        process_drain(process, 1);
-        if (iteration_will_be_kept(&process->recorder))
-            case_leak_check(process, tids, stopped, TRACE_SNAP_ITERATION);
-        break;
-    case BREAKPOINT_DLOPEN:
-        resolve_iteration_symbol(session, process, thread->tid);
-        break;
-    case BREAKPOINT_ITERATION:
-        process_drain(process, 1);
-        recorder_iteration(&process->recorder, session_now_ns());
-        break;
-    }
+    /* Taken out while this thread was held: nothing to act on. */
+    int keep = breakpoint->planted ? act_on_breakpoint(session, process, thread->tid, breakpoint->kind, tids, stopped)
+                                   : 0;
     /* Planting may have moved the set: find the breakpoint again. */
     breakpoint = NULL;
     for (size_t i = 0; i < process->breakpoints.count; i++)
