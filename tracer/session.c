@@ -456,6 +456,7 @@ static void process_end(struct session *session, struct traced_process *process)
     shm_consumer_counters(&process->shm, &stacks_dropped, &slots_exhausted);
     if (process->shm.base)
         python_frames_read_header(&process->python, process->shm.base);
+    process->invalid_events = process->shm.invalid_events;
     count_python_image(session, process);
     shm_consumer_detach(&process->shm);
     process->end_ns = session_now_ns();

@@ -69,6 +69,7 @@ struct traced_process {
     unsigned char *cases_checked; /* by case id: checked at its own end */
     size_t cases_checked_count;
     char *leak_check_note;     /* why no leak check ran, if it did not */
+    uint64_t invalid_events;   /* events of its region no shim writes, skipped (shm_consumer.h) */
     int exit_checked;          /* no-ptrace mode: the shim's exit check ran and was recorded */
     struct symbolizer_warmup *warmup; /* symbolizing in the background (symbolize.h), or NULL */
     int warmup_tried;

@@ -185,6 +185,12 @@ static void apply_event(struct shm_consumer *consumer, struct recorder *recorder
 {
     switch (event->kind) {
     case SHM_EV_ALLOC:
+        /* A stack id past the table would make the recorder index (and
+         * grow its map) by a number the target chose. */
+        if (event->stack_id >= SHM_STACK_TABLE_ENTRIES) {
+            consumer->invalid_events++;
+            break;
+        }
         recorder_alloc(recorder, time_ns, event->addr, event->size, event->stack_id, lookup_stack, consumer->base);
         break;
     case SHM_EV_FREE:
@@ -203,6 +209,7 @@ static void apply_event(struct shm_consumer *consumer, struct recorder *recorder
         recorder_case_end(recorder, time_ns);
         break;
     default:
+        consumer->invalid_events++;
         break;
     }
 }

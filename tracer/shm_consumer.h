@@ -21,6 +21,8 @@ struct shm_consumer {
     size_t active_count;
     uint64_t last_full_scan_ns;
     uint64_t events;        /* events consumed so far */
+    uint64_t invalid_events; /* events no shim writes (an unknown kind, a stack id past the table):
+                                the target scribbled on its region; skipped */
     /* TSC to nanoseconds (regions whose clock_source is SHM_CLOCK_TSC): a
      * (ticks, ns) pair taken at attach, and the latest one with its rate. */
     uint64_t base_ticks, base_ns;

@@ -307,6 +307,13 @@ static int write_warnings(struct trace_writer *writer, const struct traced_proce
                  "%u threads found no free ring slot: their allocations were not recorded", slots_exhausted);
         rc |= trace_write_warning(writer, process->process_id, message);
     }
+    if (process->invalid_events) {
+        snprintf(message, sizeof message,
+                 "%llu events in the shared memory of process %d were not valid and were skipped: the program "
+                 "wrote over memslope's region (a buffer overrun?); its figures may be incomplete",
+                 (unsigned long long)process->invalid_events, (int)process->pid);
+        rc |= trace_write_warning(writer, process->process_id, message);
+    }
     rc |= write_python(writer, process);
     rc |= write_python_warnings(writer, process);
     if (recorder->out_of_memory)

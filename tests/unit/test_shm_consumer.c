@@ -64,6 +64,34 @@ static void consumer_off(struct shm_consumer *consumer)
     shm_consumer_detach(consumer);
 }
 
+/* What no shim writes (issue 19: one forged allocation with stack id
+ * 0xfffffff0 made the tracer grow and zero a map up to that id, 16.8 GB):
+ * skipped and counted; the map stays within the stack table's size. */
+static void test_forged_events_skipped(void **state)
+{
+    void *base = *state;
+    struct ring_producer producer = {0};
+    assert_true(ring_claim_slot(base, &producer, 200));
+    struct shm_consumer consumer;
+    consumer_on(&consumer, base);
+    struct recorder recorder;
+    recorder_init(&recorder, 0);
+    struct shm_event forged = {.time_ns = monotonic_ns(), .addr = 0x10000, .size = 64, .stack_id = 0xfffffff0u,
+                               .kind = SHM_EV_ALLOC};
+    assert_true(ring_write(&producer, &forged, getpid()));
+    forged.stack_id = SHM_STACK_NONE;
+    forged.kind = 77; /* no such kind */
+    assert_true(ring_write(&producer, &forged, getpid()));
+    write_alloc(&producer, monotonic_ns(), 0, 0x20000, 100);
+    assert_int_equal(shm_consumer_drain(&consumer, &recorder, 1), 3);
+    assert_int_equal(consumer.invalid_events, 2);
+    assert_int_equal(recorder.allocations, 1);
+    assert_int_equal(recorder.live_bytes, 100);
+    assert_true(recorder.site_by_stack_size <= SHM_STACK_TABLE_ENTRIES);
+    recorder_free(&recorder);
+    consumer_off(&consumer);
+}
+
 static void test_producers_counted(void **state)
 {
     void *base = *state;
@@ -194,6 +222,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_producers_counted, setup_region, teardown_region),
+        cmocka_unit_test_setup_teardown(test_forged_events_skipped, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_repeated_stamp_not_before_previous_drain, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_rings_merged_by_stamp, setup_region, teardown_region),
 #if defined(__x86_64__)
