@@ -222,9 +222,8 @@ int session_launch(struct session *session, const char *shim_path)
     if (n == (ssize_t)sizeof exec_error) {
         waitpid(child, NULL, __WALL);
         fprintf(stderr, "memslope: cannot run '%s': %s\n", command, strerror(exec_error));
-        trace_writer_abandon(session->writer);
+        trace_writer_remove(session->writer);
         session->writer = NULL;
-        unlink(output);
         return exec_error == ENOENT ? 127 : 126;
     }
     snprintf(session->output_path, sizeof session->output_path, "%s", output);

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -30,6 +31,7 @@ struct interned_string {
 struct trace_writer {
     int fd;
     char *path;
+    int stream;                        /* written in place (stdout, a device, a FIFO): never renamed or removed */
     char error[512];
     int failed;                        /* sticky: an earlier call failed */
     uint32_t section_count;            /* sections written, END excluded */
@@ -279,6 +281,22 @@ static void free_writer(struct trace_writer *writer)
     free(writer);
 }
 
+/* "-" (standard output) or a path that names something other than a
+ * regular file or a directory (a device such as /dev/null, a FIFO, or
+ * /dev/stdout's pipe): the trace is written into it in place. Replacing it
+ * with a file, as a regular trace is (issue 19: as root, `-o /dev/null`
+ * turned /dev/null into a regular file), is never right. Returns the
+ * descriptor, -1 with errno, or -2 when path is an ordinary destination. */
+static int open_stream(const char *path)
+{
+    if (strcmp(path, "-") == 0)
+        return fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+    struct stat st;
+    if (stat(path, &st) != 0 || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))
+        return -2;
+    return open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+}
+
 struct trace_writer *trace_writer_create(const char *path, char *err, size_t err_size)
 {
     struct trace_writer *writer = calloc(1, sizeof *writer);
@@ -289,6 +307,19 @@ struct trace_writer *trace_writer_create(const char *path, char *err, size_t err
         return NULL;
     }
     writer->next_string_id = 1;
+    writer->fd = open_stream(path);
+    if (writer->fd != -2) {
+        writer->stream = 1;
+        if (writer->fd < 0 || write_file_header(writer) != 0) {
+            snprintf(err, err_size, "%s: cannot write trace: %s", path,
+                     writer->fd < 0 ? strerror(errno) : writer->error);
+            if (writer->fd >= 0)
+                close(writer->fd);
+            free_writer(writer);
+            return NULL;
+        }
+        return writer;
+    }
     writer->fd = open_temp_beside(path, &temp_path);
     if (writer->fd < 0) {
         snprintf(err, err_size, "%s: cannot create trace: %s", path, strerror(errno));
@@ -587,4 +618,11 @@ void trace_writer_abandon(struct trace_writer *writer)
 {
     close(writer->fd);
     free_writer(writer);
+}
+
+void trace_writer_remove(struct trace_writer *writer)
+{
+    if (!writer->stream)
+        unlink(writer->path);
+    trace_writer_abandon(writer);
 }

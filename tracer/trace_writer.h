@@ -7,7 +7,9 @@
  * on every section is appended whole (header, payload, crc) with one write
  * sequence, so a reader never sees a half-written file as complete, and a
  * memslope that is killed leaves a trace that reads up to its last section.
- * trace_writer_finish() appends END.
+ * trace_writer_finish() appends END. "-" (standard output) and a path that
+ * names a device, a FIFO or a socket are written in place instead, never
+ * replaced.
  *
  * Strings are interned by the writer: pass C strings, and before a section
  * that names new strings the writer emits a STRINGS section defining them.
@@ -60,5 +62,9 @@ int trace_writer_finish(struct trace_writer *writer, char *err, size_t err_size)
 
 /* Closes without END (the trace stays readable, marked incomplete). */
 void trace_writer_abandon(struct trace_writer *writer);
+
+/* Closes and removes the file it created: nothing was recorded. A stream
+ * (stdout, a device, a FIFO) is only closed. */
+void trace_writer_remove(struct trace_writer *writer);
 
 #endif
