@@ -225,14 +225,12 @@ static void handle_wait_status(struct session *session, pid_t tid, int status);
 
 /* ---- draining and snapshots ---------------------------------------------- */
 
-/* Replaces the image's mappings with a fresh read, keeping the old ones
- * that nothing new overlaps: addresses of a library dlclosed before exit
- * must still symbolize, and the result never overlaps itself. */
-static void process_refresh_maps(struct traced_process *process)
+/* Replaces the image's mappings with fresh ones (its maps read again; this
+ * frees them), keeping the old ones that nothing new overlaps: addresses of
+ * a library dlclosed before exit must still symbolize, and the result never
+ * overlaps itself. */
+static void process_merge_maps(struct traced_process *process, struct proc_maps fresh)
 {
-    struct proc_maps fresh;
-    if (proc_maps_read(process->pid, &fresh) < 0)
-        return;
     struct proc_maps *old = &process->maps;
     struct proc_map *merged = calloc(fresh.count + old->count + 1, sizeof *merged);
     if (!merged) {
@@ -261,6 +259,13 @@ static void process_refresh_maps(struct traced_process *process)
     qsort(merged, count, sizeof *merged, proc_map_compare_start);
     old->maps = merged;
     old->count = count;
+}
+
+static void process_refresh_maps(struct traced_process *process)
+{
+    struct proc_maps fresh;
+    if (proc_maps_read(process->pid, &fresh) == 0)
+        process_merge_maps(process, fresh);
 }
 
 /* New sites: their Python frames are named now, while the region that
@@ -1355,6 +1360,13 @@ static void exit_check_without_ptrace(struct session *session, struct traced_pro
         process_drain(process, 1);
         scan_handed_over(process, message);
     }
+    /* The process's own maps, read while it waits: a process that lived a
+     * few milliseconds may be gone before the tracer reads /proc/PID/maps,
+     * and its frames would have no module to be named from (issue 19). */
+    struct proc_maps handed;
+    if ((pid_t)message->exit_check.pid == process->pid && lseek(message->maps_fd, 0, SEEK_SET) == 0 &&
+        proc_maps_read_fd(message->maps_fd, &handed) == 0)
+        process_merge_maps(process, handed);
     socket_message_close(message);
     reply_to_exit_check(session);
 }
