@@ -116,10 +116,16 @@ static void write_used_suppressions(struct json_writer *json, const struct repor
 
 static void write_frames(struct json_writer *json, const struct report *report, const struct trace_model_stack *stack)
 {
+    report_write_json_frames(json, report->model, stack);
+}
+
+void report_write_json_frames(struct json_writer *json, const struct trace_model *model,
+                              const struct trace_model_stack *stack)
+{
     json_key(json, "frames");
     json_array_begin(json);
     for (uint32_t i = 0; stack && i < stack->depth; i++) {
-        const struct trace_model_frame *frame = &report->model->frames[stack->frame_ids[i]];
+        const struct trace_model_frame *frame = &model->frames[stack->frame_ids[i]];
         if (!report_frame_visible(frame))
             continue;
         int python = (frame->flags & TRACE_FRAME_PYTHON) != 0;

@@ -164,6 +164,9 @@ void report_write_text(const struct report *report, FILE *out);
 void report_write_json(const struct report *report, FILE *out);
 
 struct json_writer;
+/* The "frames" member of a site: its visible frames, innermost first. */
+void report_write_json_frames(struct json_writer *json, const struct trace_model *model,
+                              const struct trace_model_stack *stack);
 /* The "warnings" member: the whole trace's, then the primary process's (the
  * JSON report and the HTML page's data share it). */
 void report_write_json_warnings(struct json_writer *json, const struct report *report);

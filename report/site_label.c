@@ -17,13 +17,20 @@ struct named_stack {
     const struct trace_model_frame *user;
 };
 
-static char *frame_name(const struct trace_model_frame *frame)
+static char *frame_name(const struct trace_model_frame *frame, bool function_only)
 {
     char buffer[1024];
-    return strdup(attribution_frame_name(frame, buffer, sizeof buffer));
+    if (!function_only || !*frame->function)
+        return strdup(attribution_frame_name(frame, buffer, sizeof buffer));
+    if (frame->flags & TRACE_FRAME_PYTHON) {
+        const char *file = strrchr(frame->file, '/');
+        snprintf(buffer, sizeof buffer, "%s (%s)", frame->function, file ? file + 1 : frame->file);
+        return strdup(buffer);
+    }
+    return strdup(frame->function);
 }
 
-static int name_stack(const struct trace_model *model, const struct trace_model_stack *stack,
+static int name_stack(const struct trace_model *model, const struct trace_model_stack *stack, bool by_function,
                       struct named_stack *named)
 {
     memset(named, 0, sizeof *named);
@@ -43,7 +50,7 @@ static int name_stack(const struct trace_model *model, const struct trace_model_
         const struct trace_model_frame *frame = &model->frames[stack->frame_ids[i]];
         if (!report_frame_visible(frame))
             continue;
-        if (index >= user_index && !(named->callers[named->depth++] = frame_name(frame)))
+        if (index >= user_index && !(named->callers[named->depth++] = frame_name(frame, by_function && index > user_index)))
             return -1;
         index++;
     }
@@ -126,13 +133,13 @@ static int add_call_addresses(const struct named_stack *named, char **labels, si
     return rc;
 }
 
-int site_labels_build(const struct trace_model *model, const struct trace_model_stack *const *stacks, size_t count,
-                      char **labels)
+static int build_labels(const struct trace_model *model, const struct trace_model_stack *const *stacks, size_t count,
+                        bool by_function, char **labels)
 {
     struct named_stack *named = calloc(count + 1, sizeof *named);
     int rc = named ? 0 : -1;
     for (size_t i = 0; rc == 0 && i < count; i++)
-        rc = name_stack(model, stacks[i], &named[i]);
+        rc = name_stack(model, stacks[i], by_function, &named[i]);
     for (size_t i = 0; rc == 0 && i < count; i++)
         for (size_t j = i + 1; j < count; j++) {
             if (stacks[i] == stacks[j] || !same_user_frame(&named[i], &named[j]))
@@ -149,7 +156,7 @@ int site_labels_build(const struct trace_model *model, const struct trace_model_
         if (!labels[i])
             rc = -1;
     }
-    if (rc == 0)
+    if (rc == 0 && !by_function)
         rc = add_call_addresses(named, labels, count);
     for (size_t i = 0; named && i < count; i++)
         free_named(&named[i]);
@@ -157,6 +164,18 @@ int site_labels_build(const struct trace_model *model, const struct trace_model_
     if (rc != 0)
         site_labels_free(labels, count);
     return rc;
+}
+
+int site_labels_build(const struct trace_model *model, const struct trace_model_stack *const *stacks, size_t count,
+                      char **labels)
+{
+    return build_labels(model, stacks, count, false, labels);
+}
+
+int site_labels_build_by_function(const struct trace_model *model, const struct trace_model_stack *const *stacks,
+                                  size_t count, char **labels)
+{
+    return build_labels(model, stacks, count, true, labels);
 }
 
 void site_labels_free(char **labels, size_t count)

@@ -25,6 +25,12 @@
 int site_labels_build(const struct trace_model *model, const struct trace_model_stack *const *stacks, size_t count,
                       char **labels);
 
+/* The same, with callers named by function alone ("make_session
+ * (leak.c:11) <- open_user"), for sites matched by their function stack
+ * (`memslope diff`), whose stacks may call from several lines. */
+int site_labels_build_by_function(const struct trace_model *model, const struct trace_model_stack *const *stacks,
+                                  size_t count, char **labels);
+
 void site_labels_free(char **labels, size_t count);
 
 #endif
