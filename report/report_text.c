@@ -298,12 +298,15 @@ static double metric_figure(const struct report_site *site, enum report_metric m
     return 0;
 }
 
+/* By the figure, then in the case's own order (sites is one array). */
 static int compare_figure_desc(const void *left, const void *right, void *context)
 {
     enum report_metric metric = *(const enum report_metric *)context;
-    double a = metric_figure(*(const struct report_site *const *)left, metric);
-    double b = metric_figure(*(const struct report_site *const *)right, metric);
-    return a < b ? 1 : a > b ? -1 : 0;
+    const struct report_site *x = *(const struct report_site *const *)left, *y = *(const struct report_site *const *)right;
+    double a = metric_figure(x, metric), b = metric_figure(y, metric);
+    if (a != b)
+        return a < b ? 1 : -1;
+    return x < y ? -1 : x > y;
 }
 
 /* The top sites of a case by a metric (those whose figure is not zero). */
