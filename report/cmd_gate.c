@@ -151,6 +151,21 @@ static int parse_options(int argc, char **argv, struct gate_limits *limits)
 
 /* --- one process's cases ----------------------------------------------------------- */
 
+/* A figure and the limit it exceeded, readable ("1.5 KiB", "4.0 KiB"); both
+ * also exact when the readable forms are equal ("1.0 MiB (1053376 B)"). */
+static void format_pair(double figure, double limit, char *figure_text, size_t figure_size, char *limit_text,
+                        size_t limit_size)
+{
+    units_format_bytes(figure, figure_text, figure_size);
+    units_format_bytes(limit, limit_text, limit_size);
+    if (strcmp(figure_text, limit_text) != 0)
+        return;
+    size_t used = strlen(figure_text);
+    snprintf(figure_text + used, figure_size - used, " (%.0f B)", figure);
+    used = strlen(limit_text);
+    snprintf(limit_text + used, limit_size - used, " (%.0f B)", limit);
+}
+
 /* What a failure line ends with: the process ("; process gcc (pid 8484)"). */
 struct gate_context {
     const struct gate_limits *limits;
@@ -229,9 +244,9 @@ static int check_growth(const struct gate_context *g, const struct report_case *
     if (c->growth.bytes_per_iteration <= (double)g->limits->max_growth)
         return 0;
     const struct report_site *top = top_growing_site(c);
+    format_pair(c->growth.bytes_per_iteration, (double)g->limits->max_growth, figure, sizeof figure, limit, sizeof limit);
     printf("memslope gate: FAIL case '%s': growth %s per iteration > limit %s; top site %s (%s%.1f B/iteration); "
-           "process %s\n", c->name, units_format_bytes(c->growth.bytes_per_iteration, figure, sizeof figure),
-           units_format_bytes((double)g->limits->max_growth, limit, sizeof limit), site_name(g, c, top, where, sizeof where),
+           "process %s\n", c->name, figure, limit, site_name(g, c, top, where, sizeof where),
            report_estimate_mark(g->report), top ? top->growth.bytes_per_iteration : 0.0, g->process);
     return 1;
 }
@@ -252,9 +267,9 @@ static int check_leaks(const struct gate_context *g, const struct report_case *c
     const char *mark = report_estimate_mark(g->report); /* the site's figures, not the case's */
     int failures = 0;
     if (limits->has_leaked && bytes > limits->max_leaked) {
+        format_pair((double)bytes, (double)limits->max_leaked, figure, sizeof figure, limit, sizeof limit);
         printf("memslope gate: FAIL case '%s': leaked %s > limit %s; top site %s (%s%" PRIu64 " bytes in %s%" PRIu64
-               " blocks); process %s\n", c->name, units_format_bytes((double)bytes, figure, sizeof figure),
-               units_format_bytes((double)limits->max_leaked, limit, sizeof limit), site_name(g, c, top, where, sizeof where),
+               " blocks); process %s\n", c->name, figure, limit, site_name(g, c, top, where, sizeof where),
                mark, top ? top->leaked_bytes : 0, mark, top ? top->leaked_blocks : 0, g->process);
         failures++;
     }
@@ -273,9 +288,9 @@ static int check_peak(const struct gate_context *g, const struct report_case *c)
     if (c->peak_bytes <= g->limits->max_peak)
         return 0;
     const struct report_site *top = top_peak_site(c);
+    format_pair((double)c->peak_bytes, (double)g->limits->max_peak, figure, sizeof figure, limit, sizeof limit);
     printf("memslope gate: FAIL case '%s': peak %s > limit %s; top site %s (%s%" PRIu64 " bytes live at the peak); "
-           "process %s\n", c->name, units_format_bytes((double)c->peak_bytes, figure, sizeof figure),
-           units_format_bytes((double)g->limits->max_peak, limit, sizeof limit), site_name(g, c, top, where, sizeof where),
+           "process %s\n", c->name, figure, limit, site_name(g, c, top, where, sizeof where),
            report_estimate_mark(g->report), top ? top->peak_live_bytes : 0, g->process);
     return 1;
 }
@@ -333,9 +348,9 @@ static int baseline_failure(const struct gate_context *g, const struct diff_case
     else
         tolerance[0] = '\0';
     units_format_bytes(top ? site_increase(top, figure) : 0, increase, sizeof increase);
+    format_pair(new_value, old_value, now, sizeof now, before, sizeof before);
     printf("memslope gate: FAIL case '%s': %s %s%s > baseline %s%s%s; top site %s (+%s%s); process %s\n", d->name,
-           names[figure], units_format_bytes(new_value, now, sizeof now), units[figure],
-           units_format_bytes(old_value, before, sizeof before), units[figure], tolerance,
+           names[figure], now, units[figure], before, units[figure], tolerance,
            top && top->label ? top->label : "none: no single site rose", increase, units[figure], g->process);
     return 1;
 }
