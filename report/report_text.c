@@ -229,7 +229,8 @@ static void write_loss_records(FILE *out, const struct report *report, const str
     uint64_t lost_blocks =
         leaks->blocks[TRACE_LEAK_DEFINITE] + leaks->blocks[TRACE_LEAK_INDIRECT] + leaks->blocks[TRACE_LEAK_POSSIBLE];
     if (n == 0 && lost_blocks == 0)
-        fprintf(out, "%sNo leaks: every block still allocated was reachable.\n\n", indent);
+        fprintf(out, "%sNo leaks: every block still allocated %s was reachable.\n\n", indent,
+                report->case_filter && process == report->primary ? "by the case" : "at exit");
     else if (n == 0 && report_sample_rate(report))
         fprintf(out, "%sNo lost block was sampled: the summary counts them all.\n\n", indent);
     free(lost);
