@@ -172,7 +172,7 @@ static int label_sites(struct diff_site *sites, size_t count, const struct repor
     char **labels = calloc(count + 1, sizeof *labels);
     int rc = stacks && which && labels ? 0 : -1;
     for (size_t i = 0; rc == 0 && i < count; i++)
-        if (sites[i].report == report) {
+        if (sites[i].report == report && !sites[i].label) { /* labelled once, when both sides are one report */
             stacks[n] = sites[i].stack;
             which[n++] = i;
         }
