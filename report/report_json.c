@@ -266,8 +266,12 @@ static void write_python(struct json_writer *json, const struct trace_model_proc
     json_object_end(json);
 }
 
-/* Every loss record of a process's check at exit that is lost (definitely,
- * indirectly or possibly), largest first. */
+/* A process's definitely and indirectly lost loss records at exit, the
+ * JSON_LOSS_RECORDS largest (loss_records_omitted counts the rest).
+ * Possibly lost ones are only counted in leaks_at_exit: a Python process
+ * has a thousand of them, with deep stacks. */
+#define JSON_LOSS_RECORDS 100
+
 static int compare_records(const void *left, const void *right)
 {
     const struct trace_loss_record *a = *(const struct trace_loss_record *const *)left;
@@ -283,16 +287,16 @@ static void write_loss_records(struct json_writer *json, const struct report *re
                                const struct report_process *entry)
 {
     const struct trace_leaks *leaks = entry->exit_leaks;
-    json_key(json, "loss_records");
-    json_array_begin(json);
     const struct trace_loss_record **lost = calloc((size_t)leaks->count + 1, sizeof *lost);
     size_t n = 0;
     for (uint32_t i = 0; lost && i < leaks->count; i++)
-        if (leaks->records[i].category < TRACE_LEAK_REACHABLE)
+        if (leaks->records[i].category == TRACE_LEAK_DEFINITE || leaks->records[i].category == TRACE_LEAK_INDIRECT)
             lost[n++] = &leaks->records[i];
     if (lost)
         qsort(lost, n, sizeof *lost, compare_records);
-    for (size_t i = 0; i < n; i++) {
+    json_key(json, "loss_records");
+    json_array_begin(json);
+    for (size_t i = 0; i < n && i < JSON_LOSS_RECORDS; i++) {
         const struct trace_model_stack *stack = trace_model_stack(entry->process, lost[i]->stack_id);
         const struct trace_model_frame *user;
         json_object_begin(json);
@@ -303,8 +307,9 @@ static void write_loss_records(struct json_writer *json, const struct report *re
         write_user_frame(json, attribution_user_frame(report->model, stack, &user));
         json_object_end(json);
     }
-    free(lost);
     json_array_end(json);
+    json_member_uint(json, "loss_records_omitted", n > JSON_LOSS_RECORDS ? n - JSON_LOSS_RECORDS : 0);
+    free(lost);
 }
 
 static void write_process(struct json_writer *json, const struct report *report, const struct report_process *entry)

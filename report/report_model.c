@@ -747,6 +747,12 @@ static int build_processes(struct report *report)
     for (const struct trace_model_process *p = report->model->processes; p; p = p->hh.next) {
         struct report_process *entry = &report->processes[report->process_count++];
         entry->process = p;
+        /* The primary's check at exit is matched against the suppressions once. */
+        if (p == report->primary && !report->case_filter) {
+            entry->exit_leaks = report->exit_leaks;
+            entry->exit_suppressed = report->exit_suppressed;
+            continue;
+        }
         if (unsuppressed_leaks(report, p, last_leaks(p, TRACE_NONE), NULL, &entry->owned_exit_leaks,
                                &entry->exit_suppressed) != 0)
             return -1;
@@ -792,7 +798,7 @@ int report_build_request(struct report *report, const struct trace_model *model,
     report->suppressions = request->suppressions;
     report->case_filter = request->case_name;
     report->primary = request->process ? request->process : report_primary_process(model);
-    if (build_processes(report) != 0 || build_exit_leaks(report) != 0) {
+    if (build_exit_leaks(report) != 0 || build_processes(report) != 0) {
         snprintf(err, err_size, "out of memory");
         report_free(report);
         return -1;
