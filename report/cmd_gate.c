@@ -1,29 +1,39 @@
 /*
  * cmd_gate.c - `memslope gate FILE [--max-growth SIZE] [--max-leaked SIZE]
- * [--max-leaked-blocks N] [--case GLOB] [--suppressions FILE]...
- * [--no-default-suppressions]`: a trace's growth and leaks as an exit code
- * for CI (suppressed loss records count toward no limit). 0 within limits,
- * 1 when a limit is exceeded (one line per failure naming the case, the
- * figure, the limit and the top site), 2 on bad usage or an unreadable
+ * [--max-leaked-blocks N] [--max-peak SIZE] [--baseline OLD.trace
+ * [--tolerance PCT|SIZE]] [--case GLOB] [--suppressions FILE]...
+ * [--no-default-suppressions]`: a trace's growth, leaks and peak as an exit
+ * code for CI. Every case of every traced process is checked (a fork child
+ * or an exec'd program leaks as much as the primary process can);
+ * suppressed loss records count toward no limit. 0 within limits, 1 when a
+ * limit is exceeded (one line per failure naming the case, the figure, the
+ * limit, the top site and the process), 2 on bad usage or an unreadable
  * trace or suppression file.
  */
 #include <fnmatch.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../tracer/commands.h"
 #include "attribution.h"
+#include "diff.h"
 #include "report_model.h"
+#include "site_label.h"
 #include "suppressions.h"
 #include "trace_reader.h"
 #include "units.h"
 
 struct gate_limits {
-    int has_growth, has_leaked, has_leaked_blocks;
-    uint64_t max_growth, max_leaked, max_leaked_blocks;
+    int has_growth, has_leaked, has_leaked_blocks, has_peak;
+    uint64_t max_growth, max_leaked, max_leaked_blocks, max_peak;
+    const char *baseline_path;
+    int has_tolerance, tolerance_is_percent;
+    double tolerance_percent;
+    uint64_t tolerance_bytes;
     const char *case_glob;
     const char *trace_path;
     const char **suppression_files; /* argc entries */
@@ -38,7 +48,54 @@ static int usage_error(const char *message, const char *argument)
     return 2;
 }
 
-enum { OPT_MAX_GROWTH = 256, OPT_MAX_LEAKED, OPT_MAX_LEAKED_BLOCKS, OPT_CASE, OPT_SUPPRESSIONS, OPT_NO_DEFAULT };
+enum {
+    OPT_MAX_GROWTH = 256, OPT_MAX_LEAKED, OPT_MAX_LEAKED_BLOCKS, OPT_MAX_PEAK, OPT_BASELINE, OPT_TOLERANCE,
+    OPT_CASE, OPT_SUPPRESSIONS, OPT_NO_DEFAULT
+};
+
+/* "10%" (of the baseline's figure) or a size ("4K", in the figure's own unit). */
+static int parse_tolerance(const char *text, struct gate_limits *limits)
+{
+    size_t length = strlen(text);
+    if (length > 1 && text[length - 1] == '%') {
+        char *end;
+        double percent = strtod(text, &end);
+        if (end != text + length - 1 || !(percent >= 0) || !isfinite(percent))
+            return -1;
+        limits->tolerance_is_percent = 1;
+        limits->tolerance_percent = percent;
+    } else if (units_parse_size(text, &limits->tolerance_bytes) < 0) {
+        return -1;
+    }
+    limits->has_tolerance = 1;
+    return 0;
+}
+
+static int parse_limit(int option, const char *value, struct gate_limits *limits)
+{
+    switch (option) {
+    case OPT_MAX_GROWTH:
+        limits->has_growth = 1;
+        return units_parse_size(value, &limits->max_growth) < 0
+                   ? usage_error("--max-growth takes a size such as 0, 48B, 4K or 1MiB, not", value) : 0;
+    case OPT_MAX_LEAKED:
+        limits->has_leaked = 1;
+        return units_parse_size(value, &limits->max_leaked) < 0
+                   ? usage_error("--max-leaked takes a size such as 0, 48B, 4K or 1MiB, not", value) : 0;
+    case OPT_MAX_LEAKED_BLOCKS:
+        limits->has_leaked_blocks = 1;
+        return units_parse_count(value, &limits->max_leaked_blocks) < 0
+                   ? usage_error("--max-leaked-blocks takes a number, not", value) : 0;
+    case OPT_MAX_PEAK:
+        limits->has_peak = 1;
+        return units_parse_size(value, &limits->max_peak) < 0
+                   ? usage_error("--max-peak takes a size such as 64M or 1GiB, not", value) : 0;
+    case OPT_TOLERANCE:
+        return parse_tolerance(value, limits) < 0
+                   ? usage_error("--tolerance takes a percentage of the baseline (10%) or a size (4K), not", value) : 0;
+    }
+    return 0;
+}
 
 static int parse_options(int argc, char **argv, struct gate_limits *limits)
 {
@@ -46,6 +103,9 @@ static int parse_options(int argc, char **argv, struct gate_limits *limits)
         {"max-growth", required_argument, NULL, OPT_MAX_GROWTH},
         {"max-leaked", required_argument, NULL, OPT_MAX_LEAKED},
         {"max-leaked-blocks", required_argument, NULL, OPT_MAX_LEAKED_BLOCKS},
+        {"max-peak", required_argument, NULL, OPT_MAX_PEAK},
+        {"baseline", required_argument, NULL, OPT_BASELINE},
+        {"tolerance", required_argument, NULL, OPT_TOLERANCE},
         {"case", required_argument, NULL, OPT_CASE},
         {"suppressions", required_argument, NULL, OPT_SUPPRESSIONS},
         {"no-default-suppressions", no_argument, NULL, OPT_NO_DEFAULT},
@@ -59,63 +119,101 @@ static int parse_options(int argc, char **argv, struct gate_limits *limits)
     }
     opterr = 0;
     optind = 1;
-    int option;
+    int option, rc;
     while ((option = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
         switch (option) {
-        case OPT_MAX_GROWTH:
-            if (units_parse_size(optarg, &limits->max_growth) < 0)
-                return usage_error("--max-growth takes a size such as 0, 48B, 4K or 1MiB, not", optarg);
-            limits->has_growth = 1;
-            break;
-        case OPT_MAX_LEAKED:
-            if (units_parse_size(optarg, &limits->max_leaked) < 0)
-                return usage_error("--max-leaked takes a size such as 0, 48B, 4K or 1MiB, not", optarg);
-            limits->has_leaked = 1;
-            break;
-        case OPT_MAX_LEAKED_BLOCKS:
-            if (units_parse_count(optarg, &limits->max_leaked_blocks) < 0)
-                return usage_error("--max-leaked-blocks takes a number, not", optarg);
-            limits->has_leaked_blocks = 1;
-            break;
-        case OPT_CASE:
-            limits->case_glob = optarg;
-            break;
-        case OPT_SUPPRESSIONS:
-            limits->suppression_files[limits->suppression_file_count++] = optarg;
-            break;
-        case OPT_NO_DEFAULT:
-            limits->no_default_suppressions = true;
-            break;
+        case OPT_BASELINE: limits->baseline_path = optarg; break;
+        case OPT_CASE: limits->case_glob = optarg; break;
+        case OPT_SUPPRESSIONS: limits->suppression_files[limits->suppression_file_count++] = optarg; break;
+        case OPT_NO_DEFAULT: limits->no_default_suppressions = true; break;
         case 'h':
             fputs(command_usage("gate"), stdout);
             return -1;
+        case '?':
+        case ':':
+            return usage_error(optopt ? "an option needs a value" : "unknown option", argv[optind - 1]);
         default:
-            return usage_error("unknown option", argv[optind - 1]);
+            if ((rc = parse_limit(option, optarg, limits)) != 0)
+                return rc;
         }
     }
     if (optind != argc - 1)
         return usage_error(optind >= argc ? "no trace file given" : "more than one trace file given", NULL);
     limits->trace_path = argv[optind];
-    if (!limits->has_growth && !limits->has_leaked && !limits->has_leaked_blocks)
-        return usage_error("give at least one limit (--max-growth, --max-leaked or --max-leaked-blocks)", NULL);
+    if (limits->has_tolerance && !limits->baseline_path)
+        return usage_error("--tolerance goes with --baseline OLD.trace", NULL);
+    if (!limits->has_growth && !limits->has_leaked && !limits->has_leaked_blocks && !limits->has_peak &&
+        !limits->baseline_path)
+        return usage_error("give at least one limit (--max-growth, --max-leaked, --max-leaked-blocks, --max-peak "
+                           "or --baseline)", NULL);
     return 0;
 }
 
-/* "function (file:line)" of the frame that names a site: its first in the
- * user's code (attribution.h). */
-static const char *site_name(const struct report *report, const struct report_site *site, char *buffer, size_t size)
+/* --- one process's cases ----------------------------------------------------------- */
+
+/* A figure and the limit it exceeded, readable ("1.5 KiB", "4.0 KiB"); both
+ * also exact when the readable forms are equal ("1.0 MiB (1053376 B)"). */
+static void format_pair(double figure, double limit, char *figure_text, size_t figure_size, char *limit_text,
+                        size_t limit_size)
 {
-    const struct trace_model_frame *frame = NULL;
-    if (site)
-        attribution_user_frame(report->model, site->stack, &frame);
-    if (frame)
-        return attribution_frame_name(frame, buffer, size);
-    /* A sampled trace whose lost blocks were all unsampled has no such site. */
-    snprintf(buffer, size, !site && report_sample_rate(report) ? "none sampled" : "an unknown site");
+    units_format_bytes(figure, figure_text, figure_size);
+    units_format_bytes(limit, limit_text, limit_size);
+    if (strcmp(figure_text, limit_text) != 0)
+        return;
+    size_t used = strlen(figure_text);
+    snprintf(figure_text + used, figure_size - used, " (%.0f B)", figure);
+    used = strlen(limit_text);
+    snprintf(limit_text + used, limit_size - used, " (%.0f B)", limit);
+}
+
+/* What a failure line ends with: the process ("; process gcc (pid 8484)"). */
+struct gate_context {
+    const struct gate_limits *limits;
+    const struct report *report;
+    char process[256];
+    int primary; /* notes about figures that cannot be checked only for the primary */
+};
+
+/* "function (file:line)" of the frame that names a site: its first in the
+ * user's code (attribution.h), with its callers where sites of the case
+ * share that frame (site_label.h). */
+static const char *site_name(const struct gate_context *g, const struct report_case *c,
+                             const struct report_site *site, char *buffer, size_t size)
+{
+    if (!site) {
+        /* A sampled trace whose lost blocks were all unsampled has no such site. */
+        snprintf(buffer, size, report_sample_rate(g->report) ? "none sampled" : "an unknown site");
+        return buffer;
+    }
+    /* Named among the case's growing and leaking sites, so that two callers
+     * of one allocating line read apart. */
+    enum { COMPARED = 64 };
+    const struct trace_model_stack *stacks[COMPARED];
+    char *labels[COMPARED];
+    size_t count = 0;
+    stacks[count++] = site->stack;
+    for (size_t i = 0; i < c->site_count && count < COMPARED; i++)
+        if (&c->sites[i] != site && ((c->sites[i].growth.known && c->sites[i].growth.bytes_per_iteration > 0) ||
+                                     c->sites[i].leaked_bytes))
+            stacks[count++] = c->sites[i].stack;
+    if (site_labels_build(g->report->model, stacks, count, labels) != 0) {
+        snprintf(buffer, size, "an unknown site");
+        return buffer;
+    }
+    snprintf(buffer, size, "%s", labels[0]);
+    site_labels_free(labels, count);
     return buffer;
 }
 
-/* The site that leaks most in the case (its sites may be sorted by growth). */
+static const struct report_site *top_growing_site(const struct report_case *c)
+{
+    const struct report_site *top = NULL;
+    for (size_t i = 0; i < c->site_count; i++)
+        if (c->sites[i].growth.known && (!top || c->sites[i].growth.bytes_per_iteration > top->growth.bytes_per_iteration))
+            top = &c->sites[i];
+    return top;
+}
+
 static const struct report_site *top_leaking_site(const struct report_case *c)
 {
     const struct report_site *top = NULL;
@@ -125,69 +223,279 @@ static const struct report_site *top_leaking_site(const struct report_case *c)
     return top;
 }
 
-static int check_growth(const struct report *report, const struct report_case *c, const struct gate_limits *limits)
+static const struct report_site *top_peak_site(const struct report_case *c)
 {
-    char figure[64], limit[64], where[512];
+    const struct report_site *top = NULL;
+    for (size_t i = 0; i < c->site_count; i++)
+        if (c->sites[i].peak_live_bytes && (!top || c->sites[i].peak_live_bytes > top->peak_live_bytes))
+            top = &c->sites[i];
+    return top;
+}
+
+static int check_growth(const struct gate_context *g, const struct report_case *c)
+{
+    char figure[64], limit[64], where[1024];
     if (!c->growth.known) {
-        fprintf(stderr, "memslope gate: case '%s': growth unknown (fewer than 3 iteration snapshots); "
-                        "--max-growth not checked\n", c->name);
+        if (g->primary)
+            fprintf(stderr, "memslope gate: case '%s': growth unknown (fewer than 3 iteration snapshots); "
+                            "--max-growth not checked\n", c->name);
         return 0;
     }
-    if (c->growth.bytes_per_iteration <= (double)limits->max_growth)
+    if (c->growth.bytes_per_iteration <= (double)g->limits->max_growth)
         return 0;
-    const struct report_site *top = c->site_count ? &c->sites[0] : NULL;
-    printf("memslope gate: FAIL case '%s': growth %s per iteration > limit %s; top site %s (%s%.1f B/iteration)\n",
-           c->name, units_format_bytes(c->growth.bytes_per_iteration, figure, sizeof figure),
-           units_format_bytes((double)limits->max_growth, limit, sizeof limit), site_name(report, top, where, sizeof where),
-           report_estimate_mark(report), top && top->growth.known ? top->growth.bytes_per_iteration : 0.0);
+    const struct report_site *top = top_growing_site(c);
+    format_pair(c->growth.bytes_per_iteration, (double)g->limits->max_growth, figure, sizeof figure, limit, sizeof limit);
+    printf("memslope gate: FAIL case '%s': growth %s per iteration > limit %s; top site %s (%s%.1f B/iteration); "
+           "process %s\n", c->name, figure, limit, site_name(g, c, top, where, sizeof where),
+           report_estimate_mark(g->report), top ? top->growth.bytes_per_iteration : 0.0, g->process);
     return 1;
 }
 
-static int check_leaks(const struct report *report, const struct report_case *c, const struct gate_limits *limits)
+static int check_leaks(const struct gate_context *g, const struct report_case *c)
 {
+    const struct gate_limits *limits = g->limits;
     if (!c->leaks) {
-        fprintf(stderr, "memslope gate: case '%s': the trace has no leak check (recorded with --leak-check off?); "
-                        "leak limits not checked\n", c->name);
+        if (g->primary)
+            fprintf(stderr, "memslope gate: case '%s': the trace has no leak check (recorded with --leak-check "
+                            "off?); leak limits not checked\n", c->name);
         return 0;
     }
     uint64_t bytes = c->leaks->bytes[TRACE_LEAK_DEFINITE] + c->leaks->bytes[TRACE_LEAK_INDIRECT];
     uint64_t blocks = c->leaks->blocks[TRACE_LEAK_DEFINITE] + c->leaks->blocks[TRACE_LEAK_INDIRECT];
-    char figure[64], limit[64], where[512];
+    char figure[64], limit[64], where[1024];
     const struct report_site *top = top_leaking_site(c);
-    const char *mark = report_estimate_mark(report); /* the site's figures, not the case's */
+    const char *mark = report_estimate_mark(g->report); /* the site's figures, not the case's */
     int failures = 0;
     if (limits->has_leaked && bytes > limits->max_leaked) {
+        format_pair((double)bytes, (double)limits->max_leaked, figure, sizeof figure, limit, sizeof limit);
         printf("memslope gate: FAIL case '%s': leaked %s > limit %s; top site %s (%s%" PRIu64 " bytes in %s%" PRIu64
-               " blocks)\n", c->name, units_format_bytes((double)bytes, figure, sizeof figure),
-               units_format_bytes((double)limits->max_leaked, limit, sizeof limit), site_name(report, top, where, sizeof where),
-               mark, top ? top->leaked_bytes : 0, mark, top ? top->leaked_blocks : 0);
+               " blocks); process %s\n", c->name, figure, limit, site_name(g, c, top, where, sizeof where),
+               mark, top ? top->leaked_bytes : 0, mark, top ? top->leaked_blocks : 0, g->process);
         failures++;
     }
     if (limits->has_leaked_blocks && blocks > limits->max_leaked_blocks) {
         printf("memslope gate: FAIL case '%s': leaked %" PRIu64 " blocks > limit %" PRIu64 "; top site %s (%s%" PRIu64
-               " blocks)\n", c->name, blocks, limits->max_leaked_blocks, site_name(report, top, where, sizeof where),
-               mark, top ? top->leaked_blocks : 0);
+               " blocks); process %s\n", c->name, blocks, limits->max_leaked_blocks,
+               site_name(g, c, top, where, sizeof where), mark, top ? top->leaked_blocks : 0, g->process);
         failures++;
     }
     return failures;
 }
 
-/* The number of limits exceeded over the cases checked. */
-static size_t check_cases(const struct report *report, const struct gate_limits *limits, size_t *checked)
+static int check_peak(const struct gate_context *g, const struct report_case *c)
 {
-    size_t failures = 0;
-    *checked = 0;
-    for (size_t i = 0; i < report->case_count; i++) {
-        const struct report_case *c = &report->cases[i];
-        if (limits->case_glob && fnmatch(limits->case_glob, c->name, 0) != 0)
-            continue;
-        ++*checked;
-        if (limits->has_growth)
-            failures += (size_t)check_growth(report, c, limits);
-        if (limits->has_leaked || limits->has_leaked_blocks)
-            failures += (size_t)check_leaks(report, c, limits);
+    char figure[64], limit[64], where[1024];
+    if (c->peak_bytes <= g->limits->max_peak)
+        return 0;
+    const struct report_site *top = top_peak_site(c);
+    format_pair((double)c->peak_bytes, (double)g->limits->max_peak, figure, sizeof figure, limit, sizeof limit);
+    printf("memslope gate: FAIL case '%s': peak %s > limit %s; top site %s (%s%" PRIu64 " bytes live at the peak); "
+           "process %s\n", c->name, figure, limit, site_name(g, c, top, where, sizeof where),
+           report_estimate_mark(g->report), top ? top->peak_live_bytes : 0, g->process);
+    return 1;
+}
+
+/* --- against a baseline ------------------------------------------------------------- */
+
+/* The baseline's figure plus the tolerance. */
+static double allowed(const struct gate_limits *limits, double baseline)
+{
+    if (!limits->has_tolerance)
+        return baseline;
+    if (limits->tolerance_is_percent)
+        return baseline + baseline * limits->tolerance_percent / 100.0;
+    return baseline + (double)limits->tolerance_bytes;
+}
+
+enum baseline_figure { BASELINE_GROWTH, BASELINE_LEAKED, BASELINE_PEAK };
+
+static double site_increase(const struct diff_site *site, enum baseline_figure figure)
+{
+    switch (figure) {
+    case BASELINE_GROWTH:
+        return (site->new.growth_known ? site->new.growth : 0) - (site->old.growth_known ? site->old.growth : 0);
+    case BASELINE_LEAKED: return (double)site->new.leaked_bytes - (double)site->old.leaked_bytes;
+    case BASELINE_PEAK: return (double)site->new.peak_bytes - (double)site->old.peak_bytes;
     }
+    return 0;
+}
+
+/* The site whose figure rose most, or NULL when none rose. */
+static const struct diff_site *top_increase(const struct diff_case *d, enum baseline_figure figure)
+{
+    const struct diff_site *top = NULL;
+    for (size_t i = 0; i < d->site_count; i++)
+        if (site_increase(&d->sites[i], figure) > 0 &&
+            (!top || site_increase(&d->sites[i], figure) > site_increase(top, figure)))
+            top = &d->sites[i];
+    return top;
+}
+
+static int baseline_failure(const struct gate_context *g, const struct diff_case *d, enum baseline_figure figure,
+                            double new_value, double old_value)
+{
+    static const char *const names[] = {"growth", "leaked", "peak"};
+    static const char *const units[] = {" per iteration", "", ""};
+    if (new_value <= allowed(g->limits, old_value))
+        return 0;
+    char now[64], before[64], tolerance[64], increase[64];
+    const struct diff_site *top = top_increase(d, figure);
+    if (g->limits->tolerance_is_percent)
+        snprintf(tolerance, sizeof tolerance, " + %g%%", g->limits->tolerance_percent);
+    else if (g->limits->has_tolerance)
+        snprintf(tolerance, sizeof tolerance, " + %s", units_format_bytes((double)g->limits->tolerance_bytes, increase,
+                                                                           sizeof increase));
+    else
+        tolerance[0] = '\0';
+    units_format_bytes(top ? site_increase(top, figure) : 0, increase, sizeof increase);
+    format_pair(new_value, old_value, now, sizeof now, before, sizeof before);
+    printf("memslope gate: FAIL case '%s': %s %s%s > baseline %s%s%s; top site %s (+%s%s); process %s\n", d->name,
+           names[figure], now, units[figure], before, units[figure], tolerance,
+           top && top->label ? top->label : "none: no single site rose", increase, units[figure], g->process);
+    return 1;
+}
+
+static int check_baseline(const struct gate_context *g, const struct diff_case *d)
+{
+    int failures = 0;
+    if (!d->old.present) {
+        fprintf(stderr, "memslope gate: case '%s' (process %s) is not in the baseline: not compared\n", d->name,
+                g->process);
+        return 0;
+    }
+    if (d->old.growth_known && d->new.growth_known)
+        failures += baseline_failure(g, d, BASELINE_GROWTH, d->new.growth, d->old.growth > 0 ? d->old.growth : 0);
+    else if (g->primary && (d->old.iterations || d->new.iterations))
+        fprintf(stderr, "memslope gate: case '%s': growth unknown on %s side; growth not compared\n", d->name,
+                d->old.growth_known ? "the new" : d->new.growth_known ? "the baseline's" : "either");
+    if (d->old.leaks_known && d->new.leaks_known)
+        failures += baseline_failure(g, d, BASELINE_LEAKED, (double)d->new.leaked_bytes, (double)d->old.leaked_bytes);
+    failures += baseline_failure(g, d, BASELINE_PEAK, (double)d->new.peak_bytes, (double)d->old.peak_bytes);
     return failures;
+}
+
+/* --- every process ------------------------------------------------------------------- */
+
+struct gate_run {
+    const struct gate_limits *limits;
+    const struct suppressions *suppressions;
+    const struct trace_model *model, *baseline; /* baseline NULL without --baseline */
+    size_t cases_checked, processes_checked, failures;
+    int failed; /* out of memory */
+};
+
+/* A process worth checking: the primary, or one that allocated or was checked for leaks. */
+static int process_checked(const struct trace_model *model, const struct trace_model_process *process)
+{
+    if (process == report_primary_process(model) || process->info.allocations)
+        return 1;
+    for (size_t i = 0; i < process->leak_count; i++)
+        if (process->leaks[i].case_id == TRACE_NONE)
+            return 1;
+    return 0;
+}
+
+/* Processes of two traces correspond when both are primary, or by their
+ * name and their rank among the processes of that name. */
+static const struct trace_model_process *baseline_counterpart(const struct trace_model *model,
+                                                               const struct trace_model_process *process,
+                                                               const struct trace_model *baseline)
+{
+    const struct trace_model_process *primary = report_primary_process(model);
+    if (process == primary)
+        return report_primary_process(baseline);
+    const char *name = report_process_name(process);
+    size_t rank = 0;
+    for (const struct trace_model_process *p = model->processes; p && p != process; p = p->hh.next)
+        rank += p != primary && strcmp(report_process_name(p), name) == 0;
+    const struct trace_model_process *baseline_primary = report_primary_process(baseline);
+    for (const struct trace_model_process *p = baseline->processes; p; p = p->hh.next)
+        if (p != baseline_primary && strcmp(report_process_name(p), name) == 0 && rank-- == 0)
+            return p;
+    return NULL;
+}
+
+/* "gcc (pid 8484)", "as (pid 8487, exec'd by gcc)", "bench (pid 12, forked by pid 11)". */
+static void describe_process(const struct trace_model *model, const struct trace_model_process *process, char *buffer,
+                             size_t size)
+{
+    const struct trace_model_process *parent = process->info.parent_process_id != TRACE_NONE
+                                                   ? trace_model_process(model, process->info.parent_process_id)
+                                                   : NULL;
+    if (!parent)
+        snprintf(buffer, size, "%s (pid %u)", report_process_name(process), process->info.pid);
+    else if (parent->info.pid == process->info.pid)
+        snprintf(buffer, size, "%s (pid %u, exec'd by %s)", report_process_name(process), process->info.pid,
+                 report_process_name(parent));
+    else
+        snprintf(buffer, size, "%s (pid %u, forked by pid %u)", report_process_name(process), process->info.pid,
+                 parent->info.pid);
+}
+
+static int build(const struct gate_run *run, const struct trace_model *model, const char *path,
+                 const struct trace_model_process *process, struct report *report)
+{
+    char err[1024];
+    struct report_request request = {REPORT_METRIC_GROWTH, NULL, run->suppressions, process};
+    if (report_build_request(report, model, path, &request, err, sizeof err) == 0)
+        return 0;
+    fprintf(stderr, "memslope gate: %s\n", err);
+    return -1;
+}
+
+static void check_case(struct gate_run *run, const struct gate_context *g, const struct report_case *c,
+                       const struct report_diff *diff)
+{
+    const struct gate_limits *limits = run->limits;
+    run->cases_checked++;
+    if (limits->has_growth)
+        run->failures += (size_t)check_growth(g, c);
+    if (limits->has_leaked || limits->has_leaked_blocks)
+        run->failures += (size_t)check_leaks(g, c);
+    if (limits->has_peak)
+        run->failures += (size_t)check_peak(g, c);
+    const struct diff_case *d = diff ? report_diff_case(diff, c->name) : NULL;
+    if (d)
+        run->failures += (size_t)check_baseline(g, d);
+}
+
+static void check_process(struct gate_run *run, const struct trace_model_process *process)
+{
+    struct report report, old_report;
+    struct report_diff diff;
+    int have_diff = 0, have_old = 0;
+    if (build(run, run->model, run->limits->trace_path, process, &report) != 0) {
+        run->failed = 1;
+        return;
+    }
+    struct gate_context g = {run->limits, &report, "", process == report_primary_process(run->model)};
+    describe_process(run->model, process, g.process, sizeof g.process);
+    const struct trace_model_process *old = run->baseline ? baseline_counterpart(run->model, process, run->baseline)
+                                                          : NULL;
+    if (run->baseline && !old)
+        fprintf(stderr, "memslope gate: process %s has no counterpart in the baseline: not compared\n", g.process);
+    if (old && (have_old = build(run, run->baseline, run->limits->baseline_path, old, &old_report) == 0)) {
+        char err[512];
+        have_diff = report_diff_build(&diff, &old_report, &report, NULL, err, sizeof err) == 0;
+        if (!have_diff) {
+            fprintf(stderr, "memslope gate: %s\n", err);
+            run->failed = 1;
+        }
+    }
+    int any = 0;
+    for (size_t i = 0; i < report.case_count; i++) {
+        const struct report_case *c = &report.cases[i];
+        if (run->limits->case_glob && fnmatch(run->limits->case_glob, c->name, 0) != 0)
+            continue;
+        any = 1;
+        check_case(run, &g, c, have_diff ? &diff : NULL);
+    }
+    run->processes_checked += (size_t)any;
+    if (have_diff)
+        report_diff_free(&diff);
+    if (have_old)
+        report_free(&old_report);
+    report_free(&report);
 }
 
 /* The set is to be freed whatever this returns. */
@@ -208,36 +516,55 @@ static int load_suppressions(const struct gate_limits *limits, struct suppressio
     return 0;
 }
 
+static int read_trace(const char *path, struct trace_model *model)
+{
+    char err[1024];
+    if (trace_read_file(path, model, err, sizeof err) != 0) {
+        fprintf(stderr, "memslope gate: %s\n", err);
+        return -1;
+    }
+    if (model->incomplete)
+        fprintf(stderr, "memslope gate: warning: %s is incomplete (%s); checking what it holds\n", path,
+                model->incomplete_reason);
+    return 0;
+}
+
+/* The primary first, then the others in the trace's order. */
+static void check_processes(struct gate_run *run)
+{
+    const struct trace_model_process *primary = report_primary_process(run->model);
+    if (primary)
+        check_process(run, primary);
+    for (const struct trace_model_process *p = run->model->processes; p && !run->failed; p = p->hh.next)
+        if (p != primary && process_checked(run->model, p))
+            check_process(run, p);
+}
+
 static int gate_trace(const struct gate_limits *limits, const struct suppressions *suppressions)
 {
-    struct trace_model model;
-    struct report report;
-    char err[1024];
-    if (trace_read_file(limits->trace_path, &model, err, sizeof err) != 0) {
-        fprintf(stderr, "memslope gate: %s\n", err);
+    struct trace_model model, baseline;
+    if (read_trace(limits->trace_path, &model) != 0)
         return 2;
-    }
-    if (model.incomplete)
-        fprintf(stderr, "memslope gate: warning: %s is incomplete (%s); checking what it holds\n", limits->trace_path,
-                model.incomplete_reason);
-    if (report_build_with_suppressions(&report, &model, limits->trace_path, REPORT_METRIC_GROWTH, NULL, suppressions,
-                                       err, sizeof err) != 0) {
-        fprintf(stderr, "memslope gate: %s\n", err);
+    if (limits->baseline_path && read_trace(limits->baseline_path, &baseline) != 0) {
         trace_model_free(&model);
         return 2;
     }
-    size_t checked;
-    size_t failures = check_cases(&report, limits, &checked);
-    report_free(&report);
+    struct gate_run run = {limits, suppressions, &model, limits->baseline_path ? &baseline : NULL, 0, 0, 0, 0};
+    check_processes(&run);
     trace_model_free(&model);
-    if (!checked) {
+    if (limits->baseline_path)
+        trace_model_free(&baseline);
+    if (run.failed)
+        return 2;
+    if (!run.cases_checked) {
         fprintf(stderr, "memslope gate: no case in %s matches '%s' (memslope report %s lists the cases)\n",
                 limits->trace_path, limits->case_glob ? limits->case_glob : "*", limits->trace_path);
         return 2;
     }
-    printf("memslope gate: %s: %zu case%s checked, %zu limit%s exceeded\n", failures ? "FAIL" : "ok", checked,
-           checked == 1 ? "" : "s", failures, failures == 1 ? "" : "s");
-    return failures ? 1 : 0;
+    printf("memslope gate: %s: %zu case%s checked in %zu process%s, %zu limit%s exceeded\n",
+           run.failures ? "FAIL" : "ok", run.cases_checked, run.cases_checked == 1 ? "" : "s", run.processes_checked,
+           run.processes_checked == 1 ? "" : "es", run.failures, run.failures == 1 ? "" : "s");
+    return run.failures ? 1 : 0;
 }
 
 int cmd_gate(int argc, char **argv)

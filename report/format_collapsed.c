@@ -1,8 +1,10 @@
 /* format_collapsed.c - collapsed stacks ("root;...;leaf N"), the input of
- * flamegraph.pl and inferno-flamegraph. Counts are whole numbers (inferno
- * reads integers only): growth is rounded, and a growing site that rounds to
- * zero still counts 1 so it stays visible. Identical lines are merged and
- * the output is sorted, as stackcollapse-* tools write it. */
+ * flamegraph.pl and inferno-flamegraph. Frames are functions (formats.h,
+ * struct format_function): the line is left out, so a caller that calls
+ * from three lines is one frame, as stackcollapse-perf writes them. Counts
+ * are whole numbers (inferno reads integers only): growth is rounded, and a
+ * growing site that rounds to zero still counts 1 so it stays visible.
+ * Identical lines are merged and the output is sorted. */
 #include "formats.h"
 
 #include <inttypes.h>
@@ -22,19 +24,9 @@ static void write_sanitized(FILE *out, const char *text)
         fputc(*p == ';' ? ',' : (*p == '\n' || *p == '\r') ? ' ' : *p, out);
 }
 
-static void write_frame_label(FILE *out, const struct trace_model_frame *frame)
-{
-    char name[512];
-    write_sanitized(out, format_function_name(frame, name, sizeof name));
-    if (*frame->file && frame->line) {
-        fputs(" (", out);
-        write_sanitized(out, frame->file);
-        fprintf(out, ":%" PRIu32 ")", frame->line);
-    }
-}
-
 /* The sample's stack as one string, root first. NULL when out of memory. */
-static char *stack_text(const struct report *report, const struct format_sample *sample)
+static char *stack_text(const struct report *report, const struct format_functions *functions,
+                        const struct format_sample *sample)
 {
     char *text = NULL;
     size_t length = 0;
@@ -54,9 +46,11 @@ static char *stack_text(const struct report *report, const struct format_sample 
         fputs("]", out);
     }
     for (uint32_t i = 0; i < count; i++) {
+        char label[1024];
         if (i || sample->case_name)
             fputc(';', out);
-        write_frame_label(out, &report->model->frames[ids[i]]);
+        write_sanitized(out, format_function_label(&functions->items[functions->of_frame[ids[i]]], label,
+                                                   sizeof label));
     }
     if (count == 0)
         fputs(sample->case_name ? ";[unknown stack]" : "[unknown stack]", out);
@@ -109,15 +103,19 @@ int report_write_collapsed(const struct report *report, enum report_metric metri
         snprintf(err, err_size, "%s: %s", report->trace_name, format_weight_empty_reason(report, weight));
         return -1;
     }
+    struct format_functions functions;
+    int have_functions = format_functions_build(report->model, &functions) == 0;
     struct collapsed_line *lines = calloc(samples.count, sizeof *lines);
-    int failed = !lines;
+    int failed = !lines || !have_functions;
     for (size_t i = 0; !failed && i < samples.count; i++) {
-        lines[i].stack = stack_text(report, &samples.items[i]);
+        lines[i].stack = stack_text(report, &functions, &samples.items[i]);
         lines[i].count = whole_count(samples.items[i].weight);
         failed = !lines[i].stack;
     }
     if (!failed)
         write_lines(out, lines, samples.count);
+    if (have_functions)
+        format_functions_free(&functions);
     if (lines)
         free_lines(lines, samples.count);
     format_samples_free(&samples);

@@ -17,12 +17,17 @@
 #define MEMSLOPE_VERSION "unknown"
 #endif
 
-/* Frames the page refers to by index: only visible frames that some stack uses. */
+/* Frames the page refers to by index: only visible frames that some stack
+ * uses; each names its function (formats.h), which the flame graph draws. */
 struct html_frames {
     const struct trace_model *model;
     int64_t *index_of;  /* per trace frame; -1: not used yet */
     uint32_t *order;    /* trace frame id per page index */
     size_t count;
+    struct format_functions functions;
+    int64_t *function_index; /* per function; -1: not used yet */
+    uint32_t *function_order; /* function per page function index */
+    size_t function_count;
     uint32_t *scratch;  /* one stack's frame ids */
     uint32_t scratch_capacity;
     int failed;
@@ -40,6 +45,16 @@ static int64_t frame_index(struct html_frames *frames, uint32_t frame_id)
         frames->order[frames->count++] = frame_id;
     }
     return frames->index_of[frame_id];
+}
+
+static int64_t function_index(struct html_frames *frames, uint32_t frame_id)
+{
+    uint32_t function = frames->functions.of_frame[frame_id];
+    if (frames->function_index[function] < 0) {
+        frames->function_index[function] = (int64_t)frames->function_count;
+        frames->function_order[frames->function_count++] = function;
+    }
+    return frames->function_index[function];
 }
 
 /* "stack": page frame indexes, root first. Returns how many. */
@@ -63,7 +78,10 @@ static uint32_t write_stack(struct json_writer *json, struct html_frames *frames
     return count;
 }
 
-static void write_frames(struct json_writer *json, const struct html_frames *frames)
+/* "frames": [name, file, line, module, function, "module+0xOFFSET"] each
+ * (the last tells two calls on one line apart); "functions": [label, file,
+ * lowest line, module] each. */
+static void write_frames(struct json_writer *json, struct html_frames *frames)
 {
     json_key(json, "frames");
     json_array_begin(json);
@@ -77,6 +95,27 @@ static void write_frames(struct json_writer *json, const struct html_frames *fra
         json_string(json, frame->flags & TRACE_FRAME_PYTHON ? "python"
                           : frame->module                  ? format_base_name(frame->module->path)
                                                            : "");
+        json_int(json, function_index(frames, frames->order[i]));
+        char where[600];
+        if (frame->module)
+            snprintf(where, sizeof where, "%s+0x%llx", format_base_name(frame->module->path),
+                     (unsigned long long)frame->module_offset);
+        else
+            snprintf(where, sizeof where, "0x%llx", (unsigned long long)frame->address);
+        json_string(json, where);
+        json_array_end(json);
+    }
+    json_array_end(json);
+    json_key(json, "functions");
+    json_array_begin(json);
+    for (size_t i = 0; i < frames->function_count; i++) {
+        const struct format_function *function = &frames->functions.items[frames->function_order[i]];
+        char label[1024];
+        json_array_begin(json);
+        json_string(json, format_function_label(function, label, sizeof label));
+        json_string(json, function->file);
+        json_uint(json, function->line);
+        json_string(json, strcmp(function->module, "python") == 0 ? "python" : format_base_name(function->module));
         json_array_end(json);
     }
     json_array_end(json);
@@ -127,6 +166,8 @@ static const char *exit_text(const struct trace_model_process *process, char *bu
                  strsignal(process->info.exit_signal));
     else if (process->info.flags & TRACE_PROC_EXITED)
         snprintf(buffer, size, "exited %d", process->info.exit_status);
+    else if (process->info.flags & TRACE_PROC_EXECED)
+        snprintf(buffer, size, "replaced by exec");
     else
         snprintf(buffer, size, "did not finish");
     return buffer;
@@ -165,12 +206,26 @@ static void write_totals(struct json_writer *json, const struct report *report)
     json_object_end(json);
 }
 
+/* The time window the heap chart covers: the whole run, or with --case the
+ * case's own span. */
+struct time_window {
+    uint64_t from_ns, to_ns;
+};
+
+static int in_window(const struct time_window *window, uint64_t time_ns)
+{
+    return time_ns >= window->from_ns && time_ns <= window->to_ns;
+}
+
 /* Heap over time: the periodic timeline points and every snapshot, [ms, bytes]. */
-static void write_timeline(struct json_writer *json, const struct trace_model_process *process)
+static void write_timeline(struct json_writer *json, const struct trace_model_process *process,
+                           const struct time_window *window)
 {
     json_key(json, "timeline");
     json_array_begin(json);
     for (size_t i = 0; process && i < process->timeline_count; i++) {
+        if (!in_window(window, process->timeline[i].time_ns))
+            continue;
         json_array_begin(json);
         json_double(json, ms_since(process->timeline[i].time_ns, process->info.start_ns));
         json_uint(json, process->timeline[i].live_bytes);
@@ -178,6 +233,8 @@ static void write_timeline(struct json_writer *json, const struct trace_model_pr
     }
     /* A short run may end before the first periodic sample: the snapshots still draw its shape. */
     for (size_t i = 0; process && i < process->snapshot_count; i++) {
+        if (!in_window(window, process->snapshots[i].time_ns))
+            continue;
         json_array_begin(json);
         json_double(json, ms_since(process->snapshots[i].time_ns, process->info.start_ns));
         json_uint(json, process->snapshots[i].live_bytes);
@@ -186,11 +243,32 @@ static void write_timeline(struct json_writer *json, const struct trace_model_pr
     json_array_end(json);
 }
 
-static void write_process_sites(struct json_writer *json, struct html_frames *frames,
-                                const struct trace_model_process *process)
+/* With --case, the case's own figures (what it allocated while open, live
+ * when it peaked). */
+static void write_filtered_case_sites(struct json_writer *json, struct html_frames *frames,
+                                      const struct report *report)
 {
+    for (size_t c = 0; c < report->case_count; c++)
+        for (size_t i = 0; i < report->cases[c].site_count; i++) {
+            const struct report_site *site = &report->cases[c].sites[i];
+            json_object_begin(json);
+            write_stack(json, frames, site->stack);
+            json_member_uint(json, "allocations", site->allocations);
+            json_member_uint(json, "allocated", site->allocated_bytes);
+            json_member_uint(json, "frees", site->frees);
+            json_member_uint(json, "live", site->live_bytes);
+            json_member_uint(json, "peak", site->peak_live_bytes);
+            json_object_end(json);
+        }
+}
+
+static void write_process_sites(struct json_writer *json, struct html_frames *frames, const struct report *report)
+{
+    const struct trace_model_process *process = report->case_filter ? NULL : report->primary;
     json_key(json, "process_sites");
     json_array_begin(json);
+    if (report->case_filter)
+        write_filtered_case_sites(json, frames, report);
     for (const struct trace_model_site *s = process ? process->sites : NULL; s; s = s->hh.next) {
         json_object_begin(json);
         write_stack(json, frames, trace_model_stack(process, s->site.stack_id));
@@ -232,14 +310,21 @@ static void write_iteration_snapshots(struct json_writer *json, const struct tra
     json_array_end(json);
 }
 
-static void write_case_site(struct json_writer *json, struct html_frames *frames, const struct report_site *site)
+/* "stack" and "user": the frame the tables name the site by (attribution.h),
+ * as an index into stack (root first). */
+static void write_named_stack(struct json_writer *json, struct html_frames *frames,
+                              const struct trace_model_stack *stack)
 {
     const struct trace_model_frame *user;
-    int user_frame = attribution_user_frame(frames->model, site->stack, &user);
-    json_object_begin(json);
-    uint32_t depth = write_stack(json, frames, site->stack);
-    /* The frame the tables name the site by (attribution.h), as an index into stack (root first). */
+    int user_frame = attribution_user_frame(frames->model, stack, &user);
+    uint32_t depth = write_stack(json, frames, stack);
     json_member_int(json, "user", user_frame >= 0 && (uint32_t)user_frame < depth ? (int64_t)depth - 1 - user_frame : -1);
+}
+
+static void write_case_site(struct json_writer *json, struct html_frames *frames, const struct report_site *site)
+{
+    json_object_begin(json);
+    write_named_stack(json, frames, site->stack);
     write_growth(json, "growth", &site->growth);
     json_member_uint(json, "setup", site->setup_bytes);
     json_member_uint(json, "live", site->live_bytes);
@@ -259,7 +344,11 @@ static void write_case(struct json_writer *json, struct html_frames *frames, con
     json_object_begin(json);
     json_member_string(json, "name", report_case->name);
     json_member_uint(json, "iterations", report_case->iterations);
-    json_member_uint(json, "setup_bytes", report_case->setup_bytes);
+    json_key(json, "setup_bytes"); /* null without iterations */
+    if (report_case->setup_known)
+        json_uint(json, report_case->setup_bytes);
+    else
+        json_null(json);
     json_member_uint(json, "setup_blocks", report_case->setup_blocks);
     write_growth(json, "growth", &report_case->growth);
     write_leaks(json, "leaks", report_case->leaks, &report_case->suppressed);
@@ -276,24 +365,100 @@ static void write_case(struct json_writer *json, struct html_frames *frames, con
     json_object_end(json);
 }
 
+static int compare_records(const void *left, const void *right)
+{
+    const struct trace_loss_record *a = *(const struct trace_loss_record *const *)left;
+    const struct trace_loss_record *b = *(const struct trace_loss_record *const *)right;
+    if (a->bytes != b->bytes)
+        return a->bytes < b->bytes ? 1 : -1;
+    return a->stack_id < b->stack_id ? -1 : a->stack_id > b->stack_id;
+}
+
+/* The lost loss records of a process's check at exit, largest first. */
+static void write_loss_records(struct json_writer *json, struct html_frames *frames, const struct report_process *entry)
+{
+    const struct trace_leaks *leaks = entry->exit_leaks;
+    const struct trace_loss_record **lost = calloc((size_t)(leaks ? leaks->count : 0) + 1, sizeof *lost);
+    size_t n = 0;
+    if (!lost)
+        frames->failed = 1;
+    for (uint32_t i = 0; lost && leaks && i < leaks->count; i++)
+        if (leaks->records[i].category < TRACE_LEAK_REACHABLE)
+            lost[n++] = &leaks->records[i];
+    if (n)
+        qsort(lost, n, sizeof *lost, compare_records);
+    json_key(json, "loss_records");
+    json_array_begin(json);
+    for (size_t i = 0; i < n; i++) {
+        json_object_begin(json);
+        json_member_string(json, "category", trace_leak_category_name(lost[i]->category));
+        json_member_uint(json, "bytes", lost[i]->bytes);
+        json_member_uint(json, "blocks", lost[i]->blocks);
+        write_named_stack(json, frames, trace_model_stack(entry->process, lost[i]->stack_id));
+        json_object_end(json);
+    }
+    json_array_end(json);
+    free(lost);
+}
+
+/* Every process but the primary, with its own leak check at exit. */
+static void write_other_processes(struct json_writer *json, struct html_frames *frames, const struct report *report)
+{
+    char exit_buffer[128];
+    json_key(json, "processes");
+    json_array_begin(json);
+    for (size_t i = 0; !report->case_filter && i < report->process_count; i++) {
+        const struct report_process *entry = &report->processes[i];
+        const struct trace_model_process *p = entry->process;
+        if (p == report->primary)
+            continue;
+        json_object_begin(json);
+        json_member_uint(json, "pid", p->info.pid);
+        json_member_string(json, "exe", p->info.exe);
+        json_member_string(json, "exit", exit_text(p, exit_buffer, sizeof exit_buffer));
+        json_member_uint(json, "allocations", p->info.allocations);
+        json_member_uint(json, "allocated_bytes", p->info.allocated_bytes);
+        json_member_uint(json, "peak_bytes", p->info.peak_bytes);
+        write_leaks(json, "leaks_at_exit", entry->exit_leaks, &entry->exit_suppressed);
+        write_loss_records(json, frames, entry);
+        json_object_end(json);
+    }
+    json_array_end(json);
+}
+
+/* The whole run, or the span of the case --case selected. */
+static struct time_window case_window(const struct report *report)
+{
+    struct time_window window = {0, UINT64_MAX};
+    const struct trace_case *trace_case =
+        report->case_filter && report->case_count ? trace_case_of(report->primary, report->cases[0].case_id) : NULL;
+    if (trace_case && !(trace_case->flags & TRACE_CASE_IMPLICIT))
+        window = (struct time_window){trace_case->begin_ns, trace_case->end_ns ? trace_case->end_ns : UINT64_MAX};
+    return window;
+}
+
 /* The page's data; frames last, since the stacks above decide which are used. */
 static void write_data(struct json_writer *json, struct html_frames *frames, const struct report *report)
 {
     char exit_buffer[128];
+    struct time_window window = case_window(report);
     json_object_begin(json);
     json_member_string(json, "version", MEMSLOPE_VERSION);
     json_member_string(json, "trace", report->trace_name);
     write_command(json, report);
     json_member_string(json, "exit", exit_text(report->primary, exit_buffer, sizeof exit_buffer));
     write_totals(json, report);
+    if (report->case_filter)
+        json_member_string(json, "case_filter", report->case_filter);
     write_leaks(json, "leaks_at_exit", report->exit_leaks, &report->exit_suppressed);
-    write_timeline(json, report->primary);
+    write_timeline(json, report->primary, &window);
     json_key(json, "cases");
     json_array_begin(json);
     for (size_t i = 0; i < report->case_count; i++)
         write_case(json, frames, report, &report->cases[i]);
     json_array_end(json);
-    write_process_sites(json, frames, report->primary);
+    write_process_sites(json, frames, report);
+    write_other_processes(json, frames, report);
     report_write_json_warnings(json, report);
     write_frames(json, frames);
     json_object_end(json);
@@ -317,14 +482,23 @@ static int frames_init(struct html_frames *frames, const struct trace_model *mod
     frames->model = model;
     frames->index_of = malloc(((size_t)model->frame_count + 1) * sizeof *frames->index_of);
     frames->order = malloc(((size_t)model->frame_count + 1) * sizeof *frames->order);
-    if (!frames->index_of || !frames->order)
+    if (!frames->index_of || !frames->order || format_functions_build(model, &frames->functions) != 0)
         return -1;
     memset(frames->index_of, 0xff, ((size_t)model->frame_count + 1) * sizeof *frames->index_of);
+    size_t functions = frames->functions.count + 1;
+    frames->function_index = malloc(functions * sizeof *frames->function_index);
+    frames->function_order = malloc(functions * sizeof *frames->function_order);
+    if (!frames->function_index || !frames->function_order)
+        return -1;
+    memset(frames->function_index, 0xff, functions * sizeof *frames->function_index);
     return 0;
 }
 
 static void frames_free(struct html_frames *frames)
 {
+    format_functions_free(&frames->functions);
+    free(frames->function_index);
+    free(frames->function_order);
     free(frames->index_of);
     free(frames->order);
     free(frames->scratch);

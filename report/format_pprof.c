@@ -11,8 +11,11 @@
  * inuse_space.
  *
  * A Location is one return address: the frame there and, innermost first,
- * the frames inlined into it (one Line each), as profile.proto has it. It
- * refers to its module's Mapping (path and build id).
+ * the frames inlined into it (one Line each, with the line of the call), as
+ * profile.proto has it. It refers to its module's Mapping (path and build
+ * id). A Function is a function as every flame-graph format keys it
+ * (formats.h, struct format_function), with its lowest line as start_line,
+ * so pprof's function views draw one box per caller.
  */
 #include "formats.h"
 
@@ -41,7 +44,7 @@ enum {
     MAPPING_HAS_LINE_NUMBERS = 9, MAPPING_HAS_INLINE_FRAMES = 10,
     LOCATION_ID = 1, LOCATION_MAPPING_ID = 2, LOCATION_ADDRESS = 3, LOCATION_LINE = 4,
     LINE_FUNCTION_ID = 1, LINE_LINE = 2,
-    FUNCTION_ID = 1, FUNCTION_NAME = 2, FUNCTION_SYSTEM_NAME = 3, FUNCTION_FILENAME = 4,
+    FUNCTION_ID = 1, FUNCTION_NAME = 2, FUNCTION_SYSTEM_NAME = 3, FUNCTION_FILENAME = 4, FUNCTION_START_LINE = 5,
 };
 
 enum value_slot { ALLOC_OBJECTS, ALLOC_SPACE, INUSE_OBJECTS, INUSE_SPACE, GROWTH, LEAKED_OBJECTS, LEAKED_SPACE,
@@ -54,16 +57,6 @@ static const char *const slot_unit[VALUE_SLOTS] = {"count", "bytes", "count", "b
 struct string_entry {
     char *text;
     int64_t index;
-    UT_hash_handle hh;
-};
-
-struct function_key {
-    int64_t name, file;
-};
-
-struct function_entry {
-    struct function_key key;
-    uint64_t id;
     UT_hash_handle hh;
 };
 
@@ -87,7 +80,8 @@ struct pprof_builder {
     struct string_entry *strings; /* uthash by text */
     char **string_order;          /* by index */
     size_t string_count, string_capacity;
-    struct function_entry *functions;
+    struct format_functions functions;
+    uint64_t *function_ids; /* per format function; 0: not written yet */
     uint64_t function_count;
     struct location_entry *locations; /* uthash by frame ids */
     uint64_t location_count;
@@ -128,38 +122,29 @@ out_of_memory:
     return 0;
 }
 
-static void write_function(struct pprof_builder *b, const struct function_entry *entry)
+static void write_function(struct pprof_builder *b, const struct format_function *function, uint64_t id)
 {
+    char label[1024];
+    int64_t name = string_index(b, format_function_label(function, label, sizeof label));
     struct pb_buffer *m = &b->function_message;
     pb_reset(m);
-    pb_uint64_field(m, FUNCTION_ID, entry->id);
-    pb_int64_field(m, FUNCTION_NAME, entry->key.name);
-    pb_int64_field(m, FUNCTION_SYSTEM_NAME, entry->key.name);
-    pb_int64_field(m, FUNCTION_FILENAME, entry->key.file);
+    pb_uint64_field(m, FUNCTION_ID, id);
+    pb_int64_field(m, FUNCTION_NAME, name);
+    pb_int64_field(m, FUNCTION_SYSTEM_NAME, name);
+    pb_int64_field(m, FUNCTION_FILENAME, string_index(b, function->file));
+    pb_int64_field(m, FUNCTION_START_LINE, function->line);
     pb_message_field(&b->profile, PROFILE_FUNCTION, m);
 }
 
-/* The Function for a frame's name and file, written the first time it is seen. */
-static uint64_t function_id(struct pprof_builder *b, const struct trace_model_frame *frame)
+/* The Function of a frame, written the first time it is seen. */
+static uint64_t function_id(struct pprof_builder *b, uint32_t frame_id)
 {
-    char name[512];
-    struct function_key key;
-    memset(&key, 0, sizeof key);
-    key.name = string_index(b, format_function_name(frame, name, sizeof name));
-    key.file = string_index(b, frame->file);
-    struct function_entry *entry;
-    HASH_FIND(hh, b->functions, &key, sizeof key, entry);
-    if (entry)
-        return entry->id;
-    if (!(entry = calloc(1, sizeof *entry))) {
-        b->failed = 1;
-        return 0;
+    uint32_t index = b->functions.of_frame[frame_id];
+    if (!b->function_ids[index]) {
+        b->function_ids[index] = ++b->function_count;
+        write_function(b, &b->functions.items[index], b->function_ids[index]);
     }
-    entry->key = key;
-    entry->id = ++b->function_count;
-    HASH_ADD(hh, b->functions, key, sizeof entry->key, entry);
-    write_function(b, entry);
-    return entry->id;
+    return b->function_ids[index];
 }
 
 /* --- samples --------------------------------------------------------------------------- */
@@ -243,8 +228,29 @@ static void write_sample(struct pprof_builder *b, const struct trace_model_stack
     free(locations);
 }
 
+/* With --case, the case's own figures: what it allocated while open, and
+ * what it retained (its live bytes at its end, less those at its start). */
+static void write_filtered_case_samples(struct pprof_builder *b)
+{
+    for (size_t c = 0; c < b->report->case_count; c++)
+        for (size_t i = 0; i < b->report->cases[c].site_count; i++) {
+            const struct report_site *site = &b->report->cases[c].sites[i];
+            int64_t slots[VALUE_SLOTS] = {0};
+            slots[ALLOC_OBJECTS] = (int64_t)site->allocations;
+            slots[ALLOC_SPACE] = (int64_t)site->allocated_bytes;
+            slots[INUSE_OBJECTS] = (int64_t)site->live_blocks;
+            slots[INUSE_SPACE] = (int64_t)site->live_bytes;
+            if (site->allocations || site->live_blocks)
+                write_sample(b, site->stack, slots, NULL);
+        }
+}
+
 static void write_process_samples(struct pprof_builder *b)
 {
+    if (b->report->case_filter) {
+        write_filtered_case_samples(b);
+        return;
+    }
     const struct trace_model_process *process = b->report->primary;
     for (const struct trace_model_site *s = process ? process->sites : NULL; s; s = s->hh.next) {
         int64_t slots[VALUE_SLOTS] = {0};
@@ -319,7 +325,7 @@ static void write_location(struct pprof_builder *b, const struct location_entry 
     pb_uint64_field(m, LOCATION_ADDRESS, outer->address);
     for (size_t i = 0; i < entry->count; i++) {
         const struct trace_model_frame *frame = &frames[entry->frame_ids[i]];
-        uint64_t function = function_id(b, frame);
+        uint64_t function = function_id(b, entry->frame_ids[i]);
         if (mapping)
             note_frame_in_mapping(&b->mappings[mapping - 1], frame);
         pb_reset(line);
@@ -436,7 +442,8 @@ static int builder_init(struct pprof_builder *b, const struct report *report)
     pb_init(&b->location_message);
     pb_init(&b->line_message);
     string_index(b, ""); /* string_table[0] must be "" */
-    if (collect_mappings(b) != 0)
+    if (collect_mappings(b) != 0 || format_functions_build(report->model, &b->functions) != 0 ||
+        !(b->function_ids = calloc(b->functions.count + 1, sizeof *b->function_ids)))
         b->failed = 1;
     return b->failed ? -1 : 0;
 }
@@ -450,12 +457,8 @@ static void builder_free(struct pprof_builder *b)
         free(s->text);
         free(s);
     }
-    struct function_entry *f, *next_function;
-    HASH_ITER(hh, b->functions, f, next_function)
-    {
-        HASH_DEL(b->functions, f);
-        free(f);
-    }
+    format_functions_free(&b->functions);
+    free(b->function_ids);
     free(b->string_order);
     struct location_entry *l, *next_location;
     HASH_ITER(hh, b->locations, l, next_location)

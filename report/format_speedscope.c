@@ -1,6 +1,8 @@
 /* format_speedscope.c - speedscope's file format: one sampled profile per
  * metric that has weight, samples root first, frames shared by all
- * profiles and deduplicated by the trace's frame id. */
+ * profiles, one per function (formats.h, struct format_function) as
+ * `memslope perf` writes them: file and line are the function's file and
+ * lowest line, or its module when it has no source file. */
 #include "formats.h"
 
 #include <stdlib.h>
@@ -30,44 +32,49 @@ static const struct profile_spec profile_specs[] = {
 };
 enum { PROFILE_SPECS = sizeof profile_specs / sizeof *profile_specs };
 
-/* speedscope frame indexes: one per trace frame used, then one per case frame. */
+/* speedscope frame indexes: one per function used, then one per case frame. */
 struct frame_table {
     const struct report *report;
-    int64_t *of_trace_frame; /* -1: not used yet */
-    int64_t *of_case;        /* -1: not used yet */
-    uint32_t *order;         /* trace frame id, or frame_count + case index, per speedscope index */
+    struct format_functions functions;
+    int64_t *of_function; /* -1: not used yet */
+    int64_t *of_case;     /* -1: not used yet */
+    uint32_t *order;      /* function index, or function count + case index, per speedscope index */
     size_t count;
 };
 
 static int frame_table_init(struct frame_table *table, const struct report *report)
 {
-    size_t frames = report->model->frame_count, cases = report->case_count;
     memset(table, 0, sizeof *table);
     table->report = report;
-    table->of_trace_frame = malloc((frames + 1) * sizeof *table->of_trace_frame);
-    table->of_case = malloc((cases + 1) * sizeof *table->of_case);
-    table->order = malloc((frames + cases + 1) * sizeof *table->order);
-    if (!table->of_trace_frame || !table->of_case || !table->order)
+    if (format_functions_build(report->model, &table->functions) != 0)
         return -1;
-    memset(table->of_trace_frame, 0xff, (frames + 1) * sizeof *table->of_trace_frame);
+    size_t functions = table->functions.count, cases = report->case_count;
+    table->of_function = malloc((functions + 1) * sizeof *table->of_function);
+    table->of_case = malloc((cases + 1) * sizeof *table->of_case);
+    table->order = malloc((functions + cases + 1) * sizeof *table->order);
+    if (!table->of_function || !table->of_case || !table->order)
+        return -1;
+    memset(table->of_function, 0xff, (functions + 1) * sizeof *table->of_function);
     memset(table->of_case, 0xff, (cases + 1) * sizeof *table->of_case);
     return 0;
 }
 
 static void frame_table_free(struct frame_table *table)
 {
-    free(table->of_trace_frame);
+    format_functions_free(&table->functions);
+    free(table->of_function);
     free(table->of_case);
     free(table->order);
 }
 
 static int64_t index_of_trace_frame(struct frame_table *table, uint32_t frame_id)
 {
-    if (table->of_trace_frame[frame_id] < 0) {
-        table->of_trace_frame[frame_id] = (int64_t)table->count;
-        table->order[table->count++] = frame_id;
+    uint32_t function = table->functions.of_frame[frame_id];
+    if (table->of_function[function] < 0) {
+        table->of_function[function] = (int64_t)table->count;
+        table->order[table->count++] = function;
     }
-    return table->of_trace_frame[frame_id];
+    return table->of_function[function];
 }
 
 static int64_t index_of_case(struct frame_table *table, const char *case_name)
@@ -77,27 +84,29 @@ static int64_t index_of_case(struct frame_table *table, const char *case_name)
         c++;
     if (table->of_case[c] < 0) {
         table->of_case[c] = (int64_t)table->count;
-        table->order[table->count++] = table->report->model->frame_count + (uint32_t)c;
+        table->order[table->count++] = (uint32_t)table->functions.count + (uint32_t)c;
     }
     return table->of_case[c];
 }
 
 static void write_frame(struct json_writer *json, const struct frame_table *table, uint32_t entry)
 {
-    const struct trace_model *model = table->report->model;
+    size_t functions = table->functions.count;
     json_object_begin(json);
-    if (entry >= model->frame_count) {
+    if (entry >= functions) {
         char name[512];
-        snprintf(name, sizeof name, "[case %s]", table->report->cases[entry - model->frame_count].name);
+        snprintf(name, sizeof name, "[case %s]", table->report->cases[entry - functions].name);
         json_member_string(json, "name", name);
     } else {
-        const struct trace_model_frame *frame = &model->frames[entry];
-        char name[512];
-        json_member_string(json, "name", format_function_name(frame, name, sizeof name));
-        if (*frame->file)
-            json_member_string(json, "file", frame->file);
-        if (frame->line)
-            json_member_uint(json, "line", frame->line);
+        const struct format_function *function = &table->functions.items[entry];
+        char name[1024];
+        json_member_string(json, "name", format_function_label(function, name, sizeof name));
+        if (*function->file)
+            json_member_string(json, "file", function->file);
+        else if (*function->module)
+            json_member_string(json, "file", function->module);
+        if (*function->file && function->line)
+            json_member_uint(json, "line", function->line);
     }
     json_object_end(json);
 }

@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uthash.h>
 
 const char *format_base_name(const char *path)
 {
@@ -21,6 +22,107 @@ const char *format_function_name(const struct trace_model_frame *frame, char *bu
         snprintf(buffer, size, "%s+0x%" PRIx64, format_base_name(frame->module->path), frame->module_offset);
     else
         snprintf(buffer, size, "0x%" PRIx64, frame->address);
+    return buffer;
+}
+
+struct function_key_entry {
+    char *key; /* name \x1f module \x1f file */
+    uint32_t index;
+    UT_hash_handle hh;
+};
+
+static void flame_name(const struct trace_model_frame *frame, char *buffer, size_t size)
+{
+    if (*frame->function)
+        snprintf(buffer, size, "%s", frame->function);
+    else if (frame->module && *frame->module->path)
+        snprintf(buffer, size, "[%s]", format_base_name(frame->module->path));
+    else
+        snprintf(buffer, size, "[unknown]");
+}
+
+static int add_function(struct format_functions *functions, const char *name, const char *module,
+                        const struct trace_model_frame *frame)
+{
+    struct format_function *function = &functions->items[functions->count];
+    if (!(function->name = strdup(name)))
+        return -1;
+    function->module = module;
+    function->file = frame->file;
+    function->line = frame->line;
+    return (int)functions->count++;
+}
+
+/* A later frame of the function: its first file, its lowest line. */
+static void note_frame(struct format_function *function, const struct trace_model_frame *frame)
+{
+    if (!*function->file)
+        function->file = frame->file;
+    if (frame->line && (!function->line || frame->line < function->line))
+        function->line = frame->line;
+}
+
+int format_functions_build(const struct trace_model *model, struct format_functions *functions)
+{
+    memset(functions, 0, sizeof *functions);
+    functions->items = calloc((size_t)model->frame_count + 1, sizeof *functions->items);
+    functions->of_frame = calloc((size_t)model->frame_count + 1, sizeof *functions->of_frame);
+    struct function_key_entry *keys = NULL, *entry, *next;
+    int rc = functions->items && functions->of_frame ? 0 : -1;
+    for (uint32_t i = 0; rc == 0 && i < model->frame_count; i++) {
+        const struct trace_model_frame *frame = &model->frames[i];
+        const char *module = frame->flags & TRACE_FRAME_PYTHON ? "python" : frame->module ? frame->module->path : "";
+        char name[512], *key = NULL;
+        flame_name(frame, name, sizeof name);
+        /* Unnamed frames are one function per module, whatever file. */
+        if (asprintf(&key, "%s\x1f%s\x1f%s", name, module, *frame->function ? frame->file : "") < 0) {
+            rc = -1;
+            break;
+        }
+        HASH_FIND_STR(keys, key, entry);
+        if (entry) {
+            free(key);
+            note_frame(&functions->items[entry->index], frame);
+            functions->of_frame[i] = entry->index;
+            continue;
+        }
+        int index = (entry = calloc(1, sizeof *entry)) ? add_function(functions, name, module, frame) : -1;
+        if (index < 0) {
+            free(key);
+            free(entry);
+            rc = -1;
+            break;
+        }
+        entry->key = key;
+        entry->index = (uint32_t)index;
+        HASH_ADD_KEYPTR(hh, keys, entry->key, strlen(entry->key), entry);
+        functions->of_frame[i] = entry->index;
+    }
+    HASH_ITER(hh, keys, entry, next) {
+        HASH_DEL(keys, entry);
+        free(entry->key);
+        free(entry);
+    }
+    if (rc != 0)
+        format_functions_free(functions);
+    return rc;
+}
+
+void format_functions_free(struct format_functions *functions)
+{
+    for (size_t i = 0; functions->items && i < functions->count; i++)
+        free(functions->items[i].name);
+    free(functions->items);
+    free(functions->of_frame);
+    memset(functions, 0, sizeof *functions);
+}
+
+const char *format_function_label(const struct format_function *function, char *buffer, size_t size)
+{
+    if (strcmp(function->module, "python") == 0 && *function->file)
+        snprintf(buffer, size, "%s (%s)", function->name, format_base_name(function->file));
+    else
+        snprintf(buffer, size, "%s", function->name);
     return buffer;
 }
 
@@ -106,9 +208,30 @@ static int collect_per_case(const struct report *report, enum format_weight weig
     return 0;
 }
 
+static double case_site_counter(const struct report_site *site, enum format_weight weight)
+{
+    switch (weight) {
+    case FORMAT_WEIGHT_PEAK: return (double)site->peak_live_bytes;
+    case FORMAT_WEIGHT_ALLOCATED: return (double)site->allocated_bytes;
+    case FORMAT_WEIGHT_ALLOCATIONS: return (double)site->allocations;
+    case FORMAT_WEIGHT_TEMPORARY: return (double)site->frees;
+    default: return 0;
+    }
+}
+
+/* With --case, the case's own counters (report_model.h: the allocations
+ * made while it was open, live bytes when it peaked), not the process's. */
 static int collect_process_wide(const struct report *report, enum format_weight weight,
                                 struct format_samples *samples, size_t *capacity)
 {
+    for (size_t c = 0; report->case_filter && c < report->case_count; c++)
+        for (size_t i = 0; i < report->cases[c].site_count; i++) {
+            const struct report_site *site = &report->cases[c].sites[i];
+            if (add_sample(samples, capacity, NULL, site->stack, case_site_counter(site, weight)) != 0)
+                return -1;
+        }
+    if (report->case_filter)
+        return 0;
     const struct trace_model_process *process = report->primary;
     for (const struct trace_model_site *s = process ? process->sites : NULL; s; s = s->hh.next)
         if (add_sample(samples, capacity, NULL, trace_model_stack(process, s->site.stack_id),

@@ -11,8 +11,9 @@
  *
  * Which figures are split by case: growth and leaks are per case (a case
  * frame at the root when the report holds more than one case); allocations,
- * allocated bytes, live at peak and frees are counted per site for the whole
- * process by the tracer, so they come from the primary process's sites.
+ * allocated bytes, live at peak and frees come from the primary process's
+ * sites, or with --case (report->case_filter) from the case's: what it
+ * allocated while open, and what was live when it peaked.
  */
 #ifndef MEMSLOPE_FORMATS_H
 #define MEMSLOPE_FORMATS_H
@@ -87,6 +88,33 @@ uint32_t format_visible_frames(const struct trace_model *model, const struct tra
 /* A frame's function name, or for an unsymbolized frame "module+0xOFFSET"
  * or "0xADDRESS". Returns buffer. */
 const char *format_function_name(const struct trace_model_frame *frame, char *buffer, size_t size);
+
+/* The functions the flame graphs draw: one box per function, whatever line
+ * of it made the call, as `memslope perf` draws CPU samples. A function is
+ * its name, its module and its source file; a Python frame's module is
+ * "python". A frame without a symbol is "[module]" (every unnamed frame of
+ * one module is one box, as perf shows them), or "[unknown]" outside every
+ * known module. */
+struct format_function {
+    char *name;
+    const char *file;   /* the first file seen for it ("" when none) */
+    const char *module; /* module path, "python", or "" */
+    uint32_t line;      /* the lowest line seen in it, nearest its start (0: none) */
+};
+
+struct format_functions {
+    struct format_function *items;
+    size_t count;
+    uint32_t *of_frame; /* per trace frame id: index into items */
+};
+
+/* Every frame of the model mapped to its function. 0, or -1 when out of memory. */
+int format_functions_build(const struct trace_model *model, struct format_functions *functions);
+void format_functions_free(struct format_functions *functions);
+
+/* A function's name with a Python frame's file ("step (bench.py)"): the
+ * qualname alone would merge every script's "<module>". Returns buffer. */
+const char *format_function_label(const struct format_function *function, char *buffer, size_t size);
 
 /* The last component of a path. */
 const char *format_base_name(const char *path);

@@ -1,4 +1,6 @@
 /* report_json.c - the JSON report, version 1 (design.md, "JSON report"). */
+#include <stdlib.h>
+
 #include "attribution.h"
 #include "json_writer.h"
 #include "report_model.h"
@@ -112,12 +114,18 @@ static void write_used_suppressions(struct json_writer *json, const struct repor
     json_array_end(json);
 }
 
-static void write_frames(struct json_writer *json, const struct report *report, const struct report_site *site)
+static void write_frames(struct json_writer *json, const struct report *report, const struct trace_model_stack *stack)
+{
+    report_write_json_frames(json, report->model, stack);
+}
+
+void report_write_json_frames(struct json_writer *json, const struct trace_model *model,
+                              const struct trace_model_stack *stack)
 {
     json_key(json, "frames");
     json_array_begin(json);
-    for (uint32_t i = 0; site->stack && i < site->stack->depth; i++) {
-        const struct trace_model_frame *frame = &report->model->frames[site->stack->frame_ids[i]];
+    for (uint32_t i = 0; stack && i < stack->depth; i++) {
+        const struct trace_model_frame *frame = &model->frames[stack->frame_ids[i]];
         if (!report_frame_visible(frame))
             continue;
         int python = (frame->flags & TRACE_FRAME_PYTHON) != 0;
@@ -141,24 +149,34 @@ static void write_frames(struct json_writer *json, const struct report *report, 
     json_array_end(json);
 }
 
-static void write_site(struct json_writer *json, const struct report *report, const struct report_site *site)
+/* The frame that names a stack: the first in the user's code (attribution.h). */
+static void write_user_frame(struct json_writer *json, int user_frame)
 {
-    const struct trace_model_frame *user;
-    int user_frame = attribution_user_frame(report->model, site->stack, &user);
-    json_object_begin(json);
-    write_frames(json, report, site);
-    /* The frame that names the site: the first in the user's code (attribution.h). */
     json_key(json, "user_frame");
     if (user_frame >= 0)
         json_int(json, user_frame);
     else
         json_null(json);
+}
+
+static void write_site(struct json_writer *json, const struct report *report, const struct report_case *c,
+                       const struct report_site *site)
+{
+    const struct trace_model_frame *user;
+    int user_frame = attribution_user_frame(report->model, site->stack, &user);
+    json_object_begin(json);
+    write_frames(json, report, site->stack);
+    write_user_frame(json, user_frame);
     json_key(json, "growth_bytes_per_iteration");
     if (site->growth.known)
         json_double(json, site->growth.bytes_per_iteration);
     else
         json_null(json);
-    json_member_uint(json, "setup_bytes", site->setup_bytes);
+    json_key(json, "setup_bytes");
+    if (c->setup_known)
+        json_uint(json, site->setup_bytes);
+    else
+        json_null(json);
     json_member_uint(json, "live_bytes", site->live_bytes);
     json_member_uint(json, "leaked_bytes", site->leaked_bytes);
     json_member_uint(json, "leaked_blocks", site->leaked_blocks);
@@ -185,7 +203,13 @@ static void write_case(struct json_writer *json, const struct report *report, co
     json_object_begin(json);
     json_member_string(json, "name", c->name);
     json_member_uint(json, "iterations", c->iterations);
-    write_amount(json, "setup", c->setup_bytes, c->setup_blocks);
+    /* null without iterations: nothing tells setup from growth then */
+    if (c->setup_known)
+        write_amount(json, "setup", c->setup_bytes, c->setup_blocks);
+    else {
+        json_key(json, "setup");
+        json_null(json);
+    }
     json_key(json, "growth");
     if (c->growth.known) {
         json_object_begin(json);
@@ -202,7 +226,7 @@ static void write_case(struct json_writer *json, const struct report *report, co
     size_t omitted = 0;
     for (size_t i = 0; i < c->site_count; i++) {
         if (site_listed(&c->sites[i], i))
-            write_site(json, report, &c->sites[i]);
+            write_site(json, report, c, &c->sites[i]);
         else
             omitted++;
     }
@@ -242,8 +266,56 @@ static void write_python(struct json_writer *json, const struct trace_model_proc
     json_object_end(json);
 }
 
-static void write_process(struct json_writer *json, const struct trace_model_process *p, int primary)
+/* A process's definitely and indirectly lost loss records at exit, the
+ * JSON_LOSS_RECORDS largest (loss_records_omitted counts the rest).
+ * Possibly lost ones are only counted in leaks_at_exit: a Python process
+ * has a thousand of them, with deep stacks. */
+#define JSON_LOSS_RECORDS 100
+
+static int compare_records(const void *left, const void *right)
 {
+    const struct trace_loss_record *a = *(const struct trace_loss_record *const *)left;
+    const struct trace_loss_record *b = *(const struct trace_loss_record *const *)right;
+    if (a->bytes != b->bytes)
+        return a->bytes < b->bytes ? 1 : -1;
+    if (a->category != b->category)
+        return a->category < b->category ? -1 : 1;
+    return a->stack_id < b->stack_id ? -1 : a->stack_id > b->stack_id;
+}
+
+static void write_loss_records(struct json_writer *json, const struct report *report,
+                               const struct report_process *entry)
+{
+    const struct trace_leaks *leaks = entry->exit_leaks;
+    const struct trace_loss_record **lost = calloc((size_t)leaks->count + 1, sizeof *lost);
+    size_t n = 0;
+    for (uint32_t i = 0; lost && i < leaks->count; i++)
+        if (leaks->records[i].category == TRACE_LEAK_DEFINITE || leaks->records[i].category == TRACE_LEAK_INDIRECT)
+            lost[n++] = &leaks->records[i];
+    if (lost)
+        qsort(lost, n, sizeof *lost, compare_records);
+    json_key(json, "loss_records");
+    json_array_begin(json);
+    for (size_t i = 0; i < n && i < JSON_LOSS_RECORDS; i++) {
+        const struct trace_model_stack *stack = trace_model_stack(entry->process, lost[i]->stack_id);
+        const struct trace_model_frame *user;
+        json_object_begin(json);
+        json_member_string(json, "category", trace_leak_category_name(lost[i]->category));
+        json_member_uint(json, "bytes", lost[i]->bytes);
+        json_member_uint(json, "blocks", lost[i]->blocks);
+        write_frames(json, report, stack);
+        write_user_frame(json, attribution_user_frame(report->model, stack, &user));
+        json_object_end(json);
+    }
+    json_array_end(json);
+    json_member_uint(json, "loss_records_omitted", n > JSON_LOSS_RECORDS ? n - JSON_LOSS_RECORDS : 0);
+    free(lost);
+}
+
+static void write_process(struct json_writer *json, const struct report *report, const struct report_process *entry)
+{
+    const struct trace_model_process *p = entry->process;
+    int primary = p == report->primary;
     json_object_begin(json);
     json_member_uint(json, "pid", p->info.pid);
     json_member_string(json, "exe", p->info.exe);
@@ -256,6 +328,10 @@ static void write_process(struct json_writer *json, const struct trace_model_pro
     write_exit(json, p);
     write_totals(json, p);
     write_amount(json, "live_at_exit", p->info.live_bytes, p->info.live_blocks);
+    /* Never filtered by --case: a process's own check at exit. */
+    write_leaks(json, "leaks_at_exit", entry->exit_leaks, &entry->exit_suppressed);
+    if (entry->exit_leaks)
+        write_loss_records(json, report, entry);
     write_python(json, p);
     write_strings(json, "warnings", p->warnings, p->warning_count);
     json_object_end(json);
@@ -265,8 +341,8 @@ static void write_processes(struct json_writer *json, const struct report *repor
 {
     json_key(json, "processes");
     json_array_begin(json);
-    for (const struct trace_model_process *p = report->model->processes; p; p = p->hh.next)
-        write_process(json, p, p == report->primary);
+    for (size_t i = 0; i < report->process_count; i++)
+        write_process(json, report, &report->processes[i]);
     json_array_end(json);
 }
 
@@ -291,6 +367,8 @@ void report_write_json(const struct report *report, FILE *out)
     json_object_begin(&json);
     json_member_string(&json, "format", "memslope-report");
     json_member_uint(&json, "version", 1);
+    if (report->case_filter)
+        json_member_string(&json, "case_filter", report->case_filter);
     write_command(&json, report);
     write_exit(&json, report->primary);
     write_totals(&json, report->primary);

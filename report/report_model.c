@@ -276,8 +276,9 @@ static int compare_used(const void *left, const void *right)
  * sampled trace they are estimates) and add up in *suppressed, and per
  * suppression in *used unless it is NULL. Returns 0 (*copy NULL when leaks
  * is), or -1 when out of memory. */
-static int unsuppressed_leaks(const struct report *report, const struct trace_leaks *leaks, struct used_list *used,
-                              struct trace_leaks **copy, struct report_amount *suppressed)
+static int unsuppressed_leaks(const struct report *report, const struct trace_model_process *process,
+                              const struct trace_leaks *leaks, struct used_list *used, struct trace_leaks **copy,
+                              struct report_amount *suppressed)
 {
     *copy = NULL;
     *suppressed = (struct report_amount){0, 0};
@@ -296,7 +297,7 @@ static int unsuppressed_leaks(const struct report *report, const struct trace_le
     *copy = kept;
     for (uint32_t i = 0; i < leaks->count; i++) {
         const struct trace_loss_record *record = &leaks->records[i];
-        const struct trace_model_stack *stack = trace_model_stack(report->primary, record->stack_id);
+        const struct trace_model_stack *stack = trace_model_stack(process, record->stack_id);
         const struct suppression *match = record->category < TRACE_LEAK_CATEGORIES
                                               ? suppressions_match(report->suppressions, report->model, stack,
                                                                    record->category)
@@ -514,7 +515,8 @@ static int set_case_growth(struct report_case *report_case, struct site_table *t
     return rc;
 }
 
-/* The whole process as one case: the trace has no markers. */
+/* The whole process as one case: the trace has no markers, or only
+ * iterations outside any named case (--iteration SYMBOL). */
 static int build_process_case(struct report_case *report_case, const struct report *report)
 {
     const struct trace_model_process *process = report->primary;
@@ -523,16 +525,20 @@ static int build_process_case(struct report_case *report_case, const struct repo
     report_case->suppressed = report->exit_suppressed;
     if (!process)
         return finish_sites(&table, report_case, report->metric);
-    /* Setup is what stayed live at exit until the growth estimator splits it. */
-    report_case->setup_bytes = process->info.live_bytes;
-    report_case->setup_blocks = process->info.live_blocks;
+    /* With iterations, setup is what stayed live at exit until the growth
+     * estimator splits it; without, there is nothing to tell it from growth. */
+    report_case->setup_known = report_case->iterations > 0;
+    if (report_case->setup_known) {
+        report_case->setup_bytes = process->info.live_bytes;
+        report_case->setup_blocks = process->info.live_blocks;
+    }
     report_case->peak_bytes = process->info.peak_bytes;
     for (const struct trace_model_site *s = process->sites; s; s = s->hh.next) {
         struct report_site *site = table_site(&table, process, s->site.stack_id);
         if (site) {
             site->live_bytes = s->site.live_bytes;
             site->live_blocks = s->site.live_blocks;
-            site->setup_bytes = s->site.live_bytes;
+            site->setup_bytes = report_case->setup_known ? s->site.live_bytes : 0;
         }
     }
     add_loss_records(&table, process, report->exit_leaks);
@@ -552,21 +558,39 @@ static const struct trace_leaks *last_leaks(const struct trace_model_process *pr
     return found;
 }
 
-/* The case's first and last snapshots (NULL when it has none). */
-static void case_bounds(const struct trace_model_process *process, uint32_t case_id,
-                        const struct trace_snapshot **first, const struct trace_snapshot **last, uint64_t *peak)
+/* The case's first, last and fullest snapshots (NULL when it has none). */
+struct case_bounds {
+    const struct trace_snapshot *first, *last, *peak;
+};
+
+static struct case_bounds case_bounds(const struct trace_model_process *process, uint32_t case_id)
 {
-    *first = *last = NULL;
-    *peak = 0;
+    struct case_bounds bounds = {NULL, NULL, NULL};
     for (size_t i = 0; i < process->snapshot_count; i++) {
         const struct trace_snapshot *s = &process->snapshots[i];
         if (s->case_id != case_id)
             continue;
-        if (!*first)
-            *first = s;
-        *last = s;
-        if (s->live_bytes > *peak)
-            *peak = s->live_bytes;
+        if (!bounds.first)
+            bounds.first = s;
+        bounds.last = s;
+        if (!bounds.peak || s->live_bytes > bounds.peak->live_bytes)
+            bounds.peak = s;
+    }
+    return bounds;
+}
+
+/* Each site's live bytes at the snapshot where the case peaked, sites
+ * live then but untouched by the case included (the case's peak counts
+ * them too). */
+static void add_case_peak(struct site_table *table, const struct trace_model_process *process,
+                          const struct trace_snapshot *peak)
+{
+    for (struct site_entry *e = table->entries; e; e = e->hh.next)
+        e->site.peak_live_bytes = 0;
+    for (uint32_t i = 0; peak && i < peak->count; i++) {
+        struct report_site *site = table_site(table, process, peak->entries[i].stack_id);
+        if (site)
+            site->peak_live_bytes = peak->entries[i].live_bytes;
     }
 }
 
@@ -576,9 +600,10 @@ static int compare_entry_stack(const void *left, const void *right)
     return a->stack_id < b->stack_id ? -1 : a->stack_id > b->stack_id;
 }
 
-/* Per site: what the case retained between its first and last snapshot. */
+/* Per site: what the case retained between its first and last snapshot
+ * (its setup too, with setup_known, until the growth estimator splits it). */
 static int add_case_retained(struct site_table *table, const struct trace_model_process *process,
-                             const struct trace_snapshot *first, const struct trace_snapshot *last)
+                             const struct trace_snapshot *first, const struct trace_snapshot *last, int setup_known)
 {
     if (!last || first == last)
         return 0;
@@ -594,7 +619,8 @@ static int add_case_retained(struct site_table *table, const struct trace_model_
         uint64_t bytes = clamped_difference(end->live_bytes, begin ? begin->live_bytes : 0);
         struct report_site *site = bytes ? table_site(table, process, end->stack_id) : NULL;
         if (site) {
-            site->live_bytes = site->setup_bytes = bytes;
+            site->live_bytes = bytes;
+            site->setup_bytes = setup_known ? bytes : 0;
             site->live_blocks = clamped_difference(end->live_blocks, begin ? begin->live_blocks : 0);
         }
     }
@@ -607,24 +633,27 @@ static int build_marked_case(struct report_case *report_case, const struct repor
                              const struct trace_case *trace_case)
 {
     const struct trace_model_process *process = report->primary;
-    const struct trace_snapshot *first, *last;
     struct site_table table = {0};
-    if (unsuppressed_leaks(report, last_leaks(process, trace_case->case_id), NULL, &report_case->owned_leaks,
+    if (unsuppressed_leaks(report, process, last_leaks(process, trace_case->case_id), NULL, &report_case->owned_leaks,
                            &report_case->suppressed) != 0)
         return -1;
     report_case->leaks = report_case->owned_leaks;
-    case_bounds(process, trace_case->case_id, &first, &last, &report_case->peak_bytes);
-    if (first && last && first != last) {
-        report_case->setup_bytes = clamped_difference(last->live_bytes, first->live_bytes);
-        report_case->setup_blocks = clamped_difference(last->live_blocks, first->live_blocks);
+    struct case_bounds bounds = case_bounds(process, trace_case->case_id);
+    report_case->peak_bytes = bounds.peak ? bounds.peak->live_bytes : 0;
+    /* Until the growth estimator splits it, setup is all the case retained. */
+    report_case->setup_known = report_case->iterations > 0;
+    if (report_case->setup_known && bounds.first && bounds.last != bounds.first) {
+        report_case->setup_bytes = clamped_difference(bounds.last->live_bytes, bounds.first->live_bytes);
+        report_case->setup_blocks = clamped_difference(bounds.last->live_blocks, bounds.first->live_blocks);
     }
-    if (add_case_retained(&table, process, first, last) != 0)
+    if (add_case_retained(&table, process, bounds.first, bounds.last, report_case->setup_known) != 0)
         table.failed = 1;
     add_loss_records(&table, process, report_case->leaks);
     if (set_case_growth(report_case, &table, process) != 0)
         table.failed = 1;
     for (struct site_entry *e = table.entries; e; e = e->hh.next)
         add_process_counters(&e->site, process);
+    add_case_peak(&table, process, bounds.peak);
     add_case_counters(&table, process, trace_case->case_id);
     return finish_sites(&table, report_case, report->metric);
 }
@@ -705,24 +734,76 @@ int report_build_with_suppressions(struct report *report, const struct trace_mod
                                    enum report_metric metric, const char *case_name,
                                    const struct suppressions *suppressions, char *err, size_t err_size)
 {
-    memset(report, 0, sizeof *report);
-    report->model = model;
-    report->trace_name = trace_name;
-    report->metric = metric;
-    report->suppressions = suppressions;
-    report->primary = report_primary_process(model);
+    struct report_request request = {metric, case_name, suppressions, NULL};
+    return report_build_request(report, model, trace_name, &request, err, err_size);
+}
+
+/* Every process's check at exit, less the suppressed. */
+static int build_processes(struct report *report)
+{
+    report->processes = calloc(report->model->process_count + 1, sizeof *report->processes);
+    if (!report->processes)
+        return -1;
+    for (const struct trace_model_process *p = report->model->processes; p; p = p->hh.next) {
+        struct report_process *entry = &report->processes[report->process_count++];
+        entry->process = p;
+        /* The primary's check at exit is matched against the suppressions once. */
+        if (p == report->primary && !report->case_filter) {
+            entry->exit_leaks = report->exit_leaks;
+            entry->exit_suppressed = report->exit_suppressed;
+            continue;
+        }
+        if (unsuppressed_leaks(report, p, last_leaks(p, TRACE_NONE), NULL, &entry->owned_exit_leaks,
+                               &entry->exit_suppressed) != 0)
+            return -1;
+        entry->exit_leaks = entry->owned_exit_leaks;
+    }
+    return 0;
+}
+
+/* The marked case --case selects in the primary, or TRACE_NONE (no filter,
+ * or the whole-process case: its check is the one at exit). */
+static uint32_t filtered_case_id(const struct report *report)
+{
+    const struct trace_model_process *process = report->primary;
+    for (size_t i = 0; report->case_filter && process && i < process->case_count; i++) {
+        const struct trace_case *trace_case = &process->cases[i];
+        if (!(trace_case->flags & TRACE_CASE_IMPLICIT) && case_selected(report, trace_case, report->case_filter))
+            return trace_case->case_id;
+    }
+    return TRACE_NONE;
+}
+
+/* The leak check the report leads with (report->exit_leaks) and what each
+ * suppression took out of it. */
+static int build_exit_leaks(struct report *report)
+{
     struct used_list used = {NULL, 0};
-    int rc = unsuppressed_leaks(report, last_leaks(report->primary, TRACE_NONE), &used, &report->owned_exit_leaks,
+    const struct trace_leaks *check = last_leaks(report->primary, filtered_case_id(report));
+    int rc = unsuppressed_leaks(report, report->primary, check, &used, &report->owned_exit_leaks,
                                 &report->exit_suppressed);
     report->used_suppressions = used.items;
     report->used_suppression_count = used.count;
-    if (rc != 0) {
+    report->exit_leaks = report->owned_exit_leaks;
+    return rc;
+}
+
+int report_build_request(struct report *report, const struct trace_model *model, const char *trace_name,
+                         const struct report_request *request, char *err, size_t err_size)
+{
+    memset(report, 0, sizeof *report);
+    report->model = model;
+    report->trace_name = trace_name;
+    report->metric = request->metric;
+    report->suppressions = request->suppressions;
+    report->case_filter = request->case_name;
+    report->primary = request->process ? request->process : report_primary_process(model);
+    if (build_exit_leaks(report) != 0 || build_processes(report) != 0) {
         snprintf(err, err_size, "out of memory");
         report_free(report);
         return -1;
     }
-    report->exit_leaks = report->owned_exit_leaks;
-    if (build_cases(report, case_name, err, err_size) != 0) {
+    if (build_cases(report, request->case_name, err, err_size) != 0) {
         report_free(report);
         return -1;
     }
@@ -736,9 +817,30 @@ void report_free(struct report *report)
         free_leaks(report->cases[i].owned_leaks);
     }
     free(report->cases);
+    for (size_t i = 0; i < report->process_count; i++)
+        free_leaks(report->processes[i].owned_exit_leaks);
+    free(report->processes);
     free_leaks(report->owned_exit_leaks);
     free(report->used_suppressions);
     memset(report, 0, sizeof *report);
+}
+
+const struct report_process *report_process_of(const struct report *report,
+                                               const struct trace_model_process *process)
+{
+    for (size_t i = 0; i < report->process_count; i++)
+        if (report->processes[i].process == process)
+            return &report->processes[i];
+    return NULL;
+}
+
+const char *report_process_name(const struct trace_model_process *process)
+{
+    if (process->info.argc > 0 && *process->info.argv[0])
+        return base_name(process->info.argv[0]);
+    if (*process->info.exe)
+        return base_name(process->info.exe);
+    return "process";
 }
 
 uint64_t report_sample_rate(const struct report *report)

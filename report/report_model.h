@@ -48,6 +48,8 @@ struct report_site {
     uint64_t live_bytes, live_blocks;
     uint64_t leaked_bytes, leaked_blocks; /* definitely + indirectly lost */
     uint64_t allocations, frees, allocated_bytes;
+    /* Live bytes when the case peaked: at the snapshot of a marked case
+     * with the most live bytes; the process's peak for the whole-process case. */
     uint64_t peak_live_bytes;
 };
 
@@ -55,6 +57,7 @@ struct report_case {
     const char *name;
     uint32_t case_id; /* TRACE_NONE for the whole-process case made up by the report */
     uint64_t iterations;
+    int setup_known; /* 0: no iterations, so nothing to tell setup from growth (null in JSON) */
     uint64_t setup_bytes, setup_blocks;
     struct report_growth growth;
     /* The case's leak check less its suppressed loss records (whose figures
@@ -68,11 +71,27 @@ struct report_case {
     size_t site_count;
 };
 
+/* A traced process image's leak check at exit, less its suppressed loss
+ * records (counted in exit_suppressed). */
+struct report_process {
+    const struct trace_model_process *process;
+    const struct trace_leaks *exit_leaks; /* NULL: no check at exit (an image replaced by exec, --leak-check off) */
+    struct report_amount exit_suppressed;
+    struct trace_leaks *owned_exit_leaks;
+};
+
 struct report {
     const struct trace_model *model;
     const char *trace_name;
-    const struct trace_model_process *primary; /* NULL when the trace names no process */
-    const struct trace_leaks *exit_leaks;      /* the primary's check at exit, less the suppressed; NULL if none */
+    /* The process whose cases the report holds: report_primary_process,
+     * unless the request named another (gate checks every process). NULL
+     * when the trace names no process. */
+    const struct trace_model_process *primary;
+    const char *case_filter; /* --case NAME, or NULL */
+    /* The primary's check at exit, less the suppressed; NULL if none. With
+     * case_filter, the selected case's own check instead (the blocks it
+     * allocated, checked at its end, or at exit if it never ended). */
+    const struct trace_leaks *exit_leaks;
     struct report_amount exit_suppressed;      /* what the suppressions took out of it */
     const struct suppressions *suppressions;   /* NULL: none */
     struct trace_leaks *owned_exit_leaks;      /* what exit_leaks points to */
@@ -81,6 +100,16 @@ struct report {
     enum report_metric metric;
     struct report_case *cases;
     size_t case_count;
+    struct report_process *processes; /* every process image of the trace, in its order */
+    size_t process_count;
+};
+
+/* What to build a report of. */
+struct report_request {
+    enum report_metric metric;
+    const char *case_name;                     /* NULL: every case */
+    const struct suppressions *suppressions;   /* NULL: none; must outlive the report */
+    const struct trace_model_process *process; /* whose cases; NULL: report_primary_process */
 };
 
 /* Builds the report; case_name (NULL: all) keeps one case. Returns 0, or -1
@@ -93,7 +122,18 @@ int report_build(struct report *report, const struct trace_model *model, const c
 int report_build_with_suppressions(struct report *report, const struct trace_model *model, const char *trace_name,
                                    enum report_metric metric, const char *case_name,
                                    const struct suppressions *suppressions, char *err, size_t err_size);
+/* The general form of the two above. */
+int report_build_request(struct report *report, const struct trace_model *model, const char *trace_name,
+                         const struct report_request *request, char *err, size_t err_size);
 void report_free(struct report *report);
+
+/* The report's entry for a process (NULL when it has none). */
+const struct report_process *report_process_of(const struct report *report,
+                                               const struct trace_model_process *process);
+
+/* The name a process goes by in messages: its command's base name
+ * (argv[0]), else its executable's. */
+const char *report_process_name(const struct trace_model_process *process);
 
 /* The process image that did the work: the one with the most iterations
  * marked; else the one with the most allocations, unless the end of the
@@ -124,6 +164,9 @@ void report_write_text(const struct report *report, FILE *out);
 void report_write_json(const struct report *report, FILE *out);
 
 struct json_writer;
+/* The "frames" member of a site: its visible frames, innermost first. */
+void report_write_json_frames(struct json_writer *json, const struct trace_model *model,
+                              const struct trace_model_stack *stack);
 /* The "warnings" member: the whole trace's, then the primary process's (the
  * JSON report and the HTML page's data share it). */
 void report_write_json_warnings(struct json_writer *json, const struct report *report);

@@ -6,9 +6,10 @@
 #include <string.h>
 
 #include "attribution.h"
+#include "site_label.h"
 #include "suppressions.h"
 
-enum { TOP_SITES = 10, FRAMES_SHOWN = 5, COMMAND_WIDTH = 24 };
+enum { TOP_SITES = 10, FRAMES_SHOWN = 5, COMMAND_WIDTH = 24, OTHER_PROCESS_RECORDS = 5 };
 
 static const char *const category_names[TRACE_LEAK_CATEGORIES] = {"definitely lost", "indirectly lost",
                                                                    "possibly lost", "still reachable"};
@@ -109,10 +110,10 @@ static void write_python(FILE *out, const struct trace_model_process *p)
             (python->flags & TRACE_PYTHON_FRAMES) ? "Python frames shown" : "Python frames not read");
 }
 
-static void write_frame(FILE *out, const struct trace_model_frame *frame, int first)
+static void write_frame(FILE *out, const struct trace_model_frame *frame, int first, const char *indent)
 {
     const char *function = *frame->function ? frame->function : "???";
-    fprintf(out, "    %s %s", first ? "at" : "by", function);
+    fprintf(out, "%s    %s %s", indent, first ? "at" : "by", function);
     if (*frame->file && frame->line)
         fprintf(out, " (%s:%u)", frame->file, frame->line);
     else if (frame->flags & TRACE_FRAME_PYTHON)
@@ -132,9 +133,10 @@ static void write_frame(FILE *out, const struct trace_model_frame *frame, int fi
  * first frame of the user's code (attribution.h) lies deeper, the frames
  * between the allocation's caller and it are summed up on one line, so
  * that the code to look at is always shown. */
-static void write_stack(FILE *out, const struct report *report, uint32_t stack_id)
+static void write_stack(FILE *out, const struct report *report, const struct trace_model_process *process,
+                        uint32_t stack_id, const char *indent)
 {
-    const struct trace_model_stack *stack = report->primary ? trace_model_stack(report->primary, stack_id) : NULL;
+    const struct trace_model_stack *stack = process ? trace_model_stack(process, stack_id) : NULL;
     const struct trace_model_frame *user;
     int user_index = attribution_user_frame(report->model, stack, &user);
     int elide_from = user_index >= FRAMES_SHOWN ? 1 : -1, visible = 0, shown = 0;
@@ -145,15 +147,16 @@ static void write_stack(FILE *out, const struct report *report, uint32_t stack_i
         int index = visible++;
         if (index >= elide_from && index < user_index && elide_from >= 0) {
             if (index == elide_from)
-                fprintf(out, "    ... %d frames in the interpreter and system libraries ...\n", user_index - elide_from);
+                fprintf(out, "%s    ... %d frames in the interpreter and system libraries ...\n", indent,
+                        user_index - elide_from);
             continue;
         }
-        write_frame(out, frame, shown++ == 0);
+        write_frame(out, frame, shown++ == 0, indent);
     }
     if (!stack)
-        fprintf(out, "    (stack %u is not in the trace)\n", stack_id);
+        fprintf(out, "%s    (stack %u is not in the trace)\n", indent, stack_id);
     else if (shown == 0)
-        fputs("    (no frames outside the allocator)\n", out);
+        fprintf(out, "%s    (no frames outside the allocator)\n", indent);
 }
 
 /* --- leaks: memcheck-style loss records and summary ------------------------------ */
@@ -200,8 +203,10 @@ static void write_sampling_note(FILE *out, const struct report *report)
                 report_human_bytes(report_sample_rate(report), rate, sizeof rate));
 }
 
-/* Loss records that are lost (still reachable ones are only summed), largest first. */
-static void write_loss_records(FILE *out, const struct report *report, const struct trace_leaks *leaks)
+/* Loss records that are lost (still reachable ones are only summed), the
+ * largest `limit` first, each line after indent. */
+static void write_loss_records(FILE *out, const struct report *report, const struct trace_model_process *process,
+                               const struct trace_leaks *leaks, size_t limit, const char *indent)
 {
     const struct trace_loss_record **lost = calloc((size_t)leaks->count + 1, sizeof *lost);
     size_t n = 0;
@@ -212,156 +217,280 @@ static void write_loss_records(FILE *out, const struct report *report, const str
         qsort(lost, n, sizeof *lost, compare_records);
     char bytes[32], blocks[32];
     const char *mark = report_estimate_mark(report);
-    for (size_t i = 0; i < n && i < TOP_SITES; i++) {
-        fprintf(out, "%s%s bytes in %s%s blocks are %s in loss record %zu of %zu\n", mark,
+    for (size_t i = 0; i < n && i < limit; i++) {
+        fprintf(out, "%s%s%s bytes in %s%s blocks are %s in loss record %zu of %zu\n", indent, mark,
                 with_commas(lost[i]->bytes, bytes, 32), mark, with_commas(lost[i]->blocks, blocks, 32),
                 category_names[lost[i]->category], i + 1, n);
-        write_stack(out, report, lost[i]->stack_id);
+        write_stack(out, report, process, lost[i]->stack_id, indent);
         fputc('\n', out);
     }
-    if (n > TOP_SITES)
-        fprintf(out, "(%zu more loss records; --format json lists every site)\n\n", n - TOP_SITES);
+    if (n > limit)
+        fprintf(out, "%s(%zu more loss records; --format json lists every one)\n\n", indent, n - limit);
     uint64_t lost_blocks =
         leaks->blocks[TRACE_LEAK_DEFINITE] + leaks->blocks[TRACE_LEAK_INDIRECT] + leaks->blocks[TRACE_LEAK_POSSIBLE];
     if (n == 0 && lost_blocks == 0)
-        fputs("No leaks: every block still allocated at exit was reachable.\n\n", out);
+        fprintf(out, "%sNo leaks: every block still allocated %s was reachable.\n\n", indent,
+                report->case_filter && process == report->primary ? "by the case" : "at exit");
     else if (n == 0 && report_sample_rate(report))
-        fputs("No lost block was sampled: the summary below counts them all.\n\n", out);
+        fprintf(out, "%sNo lost block was sampled: the summary counts them all.\n\n", indent);
     free(lost);
 }
 
-/* --- site tables ---------------------------------------------------------------- */
+/* --- cases ------------------------------------------------------------------------ */
 
-static int compare_by_live(const void *left, const void *right)
+/* "1,048,576 bytes (1.0 MiB)": exact, as memcheck prints, and readable. */
+static const char *bytes_text(uint64_t bytes, const char *mark, char *buffer, size_t size)
 {
-    const struct trace_site *a = *(const struct trace_site *const *)left, *b = *(const struct trace_site *const *)right;
-    if (a->live_bytes != b->live_bytes)
-        return a->live_bytes < b->live_bytes ? 1 : -1;
-    return a->stack_id < b->stack_id ? -1 : a->stack_id > b->stack_id;
+    char exact[32], human[32];
+    with_commas(bytes, exact, sizeof exact);
+    if (bytes < 1024)
+        snprintf(buffer, size, "%s%s bytes", mark, exact);
+    else
+        snprintf(buffer, size, "%s%s bytes (%s)", mark, exact, report_human_bytes(bytes, human, sizeof human));
+    return buffer;
 }
 
-static int compare_by_allocations(const void *left, const void *right)
+static void write_case_figures(FILE *out, const struct report_case *c)
 {
-    const struct trace_site *a = *(const struct trace_site *const *)left, *b = *(const struct trace_site *const *)right;
-    if (a->allocations != b->allocations)
-        return a->allocations < b->allocations ? 1 : -1;
-    return a->stack_id < b->stack_id ? -1 : a->stack_id > b->stack_id;
-}
-
-/* The primary's sites, sorted; NULL when there are none. */
-static const struct trace_site **sorted_sites(const struct trace_model_process *process, size_t *count,
-                                              int (*compare)(const void *, const void *))
-{
-    *count = 0;
-    if (!process || process->site_count == 0)
-        return NULL;
-    const struct trace_site **sites = calloc(process->site_count, sizeof *sites);
-    for (const struct trace_model_site *s = process->sites; sites && s; s = s->hh.next)
-        sites[(*count)++] = &s->site;
-    if (sites)
-        qsort(sites, *count, sizeof *sites, compare);
-    return sites;
-}
-
-static void write_not_freed(FILE *out, const struct report *report)
-{
-    size_t n;
-    const struct trace_site **sites = sorted_sites(report->primary, &n, compare_by_live);
-    char live[32], blocks[48], allocations[48];
-    fputs("Top sites by bytes not freed at exit\n\n", out);
-    write_sampling_note(out, report);
-    const char *mark = report_estimate_mark(report);
-    size_t shown = 0;
-    for (size_t i = 0; i < n && shown < TOP_SITES && sites[i]->live_bytes; i++, shown++) {
-        fprintf(out, "%s%s in %s%s not freed, from %s%s\n", mark, report_human_bytes(sites[i]->live_bytes, live, 32),
-                mark, plural(sites[i]->live_blocks, "block", blocks, 32), mark,
-                plural(sites[i]->allocations, "allocation", allocations, 32));
-        write_stack(out, report, sites[i]->stack_id);
-        fputc('\n', out);
+    char iterations[48], peak[64], setup[64], blocks[48], lost[64], suppressed[64];
+    fprintf(out, "%s: %s; peak %s\n", c->name,
+            c->iterations ? plural(c->iterations, "iteration", iterations, sizeof iterations) : "no iterations",
+            bytes_text(c->peak_bytes, "", peak, sizeof peak));
+    if (!c->setup_known)
+        fputs("  setup, growth: not estimated (they need iterations: mark them with memslope_iteration() or\n"
+              "                 record --iteration SYMBOL)\n", out);
+    else
+        fprintf(out, "  setup:  %s in %s\n", bytes_text(c->setup_bytes, "", setup, sizeof setup),
+                plural(c->setup_blocks, "block", blocks, sizeof blocks));
+    if (c->setup_known && c->growth.known)
+        fprintf(out, "  growth: %.1f B per iteration (%.1f blocks)\n", c->growth.bytes_per_iteration,
+                c->growth.blocks_per_iteration);
+    else if (c->setup_known)
+        fputs("  growth: not estimated (fewer than 3 iteration snapshots)\n", out);
+    if (!c->leaks) {
+        fputs("  leaked: not checked (no leak check covers this case: recorded with --leak-check off?)\n", out);
+        return;
     }
-    if (shown == 0)
-        fputs("Every allocation was freed.\n\n", out);
-    free(sites);
+    uint64_t bytes = c->leaks->bytes[TRACE_LEAK_DEFINITE] + c->leaks->bytes[TRACE_LEAK_INDIRECT];
+    uint64_t count = c->leaks->blocks[TRACE_LEAK_DEFINITE] + c->leaks->blocks[TRACE_LEAK_INDIRECT];
+    fprintf(out, "  leaked: %s in %s (definitely and indirectly lost)", bytes_text(bytes, "", lost, sizeof lost),
+            plural(count, "block", blocks, sizeof blocks));
+    if (c->suppressed.blocks)
+        fprintf(out, "; %s suppressed", bytes_text(c->suppressed.bytes, "", suppressed, sizeof suppressed));
+    fputc('\n', out);
 }
 
-static void write_top_allocations(FILE *out, const struct report *report)
+/* A list of a case's sites: the first TOP_SITES with a figure, in the case's order or by leaks. */
+struct site_list {
+    const struct report_site *sites[TOP_SITES];
+    size_t count;
+};
+
+static double metric_figure(const struct report_site *site, enum report_metric metric)
 {
-    size_t n;
-    const struct trace_site **sites = sorted_sites(report->primary, &n, compare_by_allocations);
-    char allocations[48], allocated[32], live[32];
-    fputs("Top sites by allocations\n\n", out);
-    write_sampling_note(out, report);
-    const char *mark = report_estimate_mark(report);
-    for (size_t i = 0; i < n && i < TOP_SITES && sites[i]->allocations; i++) {
-        fprintf(out, "%s%s, %s%s allocated, %s%s live at exit\n", mark,
-                plural(sites[i]->allocations, "allocation", allocations, sizeof allocations), mark,
-                report_human_bytes(sites[i]->allocated_bytes, allocated, 32), mark,
-                report_human_bytes(sites[i]->live_bytes, live, 32));
-        write_stack(out, report, sites[i]->stack_id);
-        fputc('\n', out);
+    switch (metric) {
+    case REPORT_METRIC_GROWTH:
+        return site->growth.known && site->growth.bytes_per_iteration >= 0.05 ? site->growth.bytes_per_iteration : 0;
+    case REPORT_METRIC_LEAKED: return (double)site->leaked_bytes;
+    case REPORT_METRIC_PEAK: return (double)site->peak_live_bytes;
+    case REPORT_METRIC_ALLOCATED: return (double)site->allocated_bytes;
+    case REPORT_METRIC_TEMPORARY: return (double)site->frees;
     }
-    if (n == 0)
-        fputs("No allocation sites were recorded.\n\n", out);
-    free(sites);
+    return 0;
 }
 
-/* --- cases, other processes, warnings ---------------------------------------------- */
-
-/* The site that grows most in a case, when one grows. */
-static const struct report_site *top_growing_site(const struct report_case *c)
+/* By the figure, then in the case's own order (sites is one array). */
+static int compare_figure_desc(const void *left, const void *right, void *context)
 {
-    const struct report_site *top = NULL;
-    for (size_t i = 0; i < c->site_count; i++)
-        if (c->sites[i].growth.known && c->sites[i].growth.bytes_per_iteration > 0 &&
-            (!top || c->sites[i].growth.bytes_per_iteration > top->growth.bytes_per_iteration))
-            top = &c->sites[i];
-    return top;
+    enum report_metric metric = *(const enum report_metric *)context;
+    const struct report_site *x = *(const struct report_site *const *)left, *y = *(const struct report_site *const *)right;
+    double a = metric_figure(x, metric), b = metric_figure(y, metric);
+    if (a != b)
+        return a < b ? 1 : -1;
+    return x < y ? -1 : x > y;
+}
+
+/* The top sites of a case by a metric (those whose figure is not zero). */
+static void select_sites(const struct report_case *c, enum report_metric metric, struct site_list *list)
+{
+    list->count = 0;
+    for (size_t i = 0; i < c->site_count; i++) {
+        const struct report_site *site = &c->sites[i];
+        if (metric_figure(site, metric) <= 0)
+            continue;
+        if (list->count < TOP_SITES) {
+            list->sites[list->count++] = site;
+        } else if (metric_figure(site, metric) > metric_figure(list->sites[TOP_SITES - 1], metric)) {
+            list->sites[TOP_SITES - 1] = site; /* the case is sorted by another metric */
+        } else {
+            continue;
+        }
+        qsort_r(list->sites, list->count, sizeof *list->sites, compare_figure_desc, &metric);
+    }
+}
+
+static const char *const metric_titles[] = {
+    [REPORT_METRIC_GROWTH] = "growth per iteration",
+    [REPORT_METRIC_LEAKED] = "bytes leaked (definitely and indirectly lost)",
+    [REPORT_METRIC_PEAK] = "live bytes at the peak",
+    [REPORT_METRIC_ALLOCATED] = "bytes allocated",
+    [REPORT_METRIC_TEMPORARY] = "temporary allocations (freed again)",
+};
+
+static const char *site_figure(const struct report *report, const struct report_site *site,
+                               enum report_metric metric, char *buffer, size_t size)
+{
+    const char *mark = report_estimate_mark(report);
+    char bytes[32], count[48];
+    switch (metric) {
+    case REPORT_METRIC_GROWTH:
+        snprintf(buffer, size, "%s%.1f B/iteration", mark, site->growth.bytes_per_iteration);
+        break;
+    case REPORT_METRIC_LEAKED:
+        snprintf(buffer, size, "%s%s B in %s%s", mark, with_commas(site->leaked_bytes, bytes, sizeof bytes), mark,
+                 plural(site->leaked_blocks, "block", count, sizeof count));
+        break;
+    case REPORT_METRIC_PEAK:
+        snprintf(buffer, size, "%s%s B", mark, with_commas(site->peak_live_bytes, bytes, sizeof bytes));
+        break;
+    case REPORT_METRIC_ALLOCATED:
+        snprintf(buffer, size, "%s%s B in %s%s", mark, with_commas(site->allocated_bytes, bytes, sizeof bytes), mark,
+                 plural(site->allocations, "allocation", count, sizeof count));
+        break;
+    case REPORT_METRIC_TEMPORARY:
+        snprintf(buffer, size, "%s%s of %s%s freed", mark, with_commas(site->frees, bytes, sizeof bytes), mark,
+                 plural(site->allocations, "allocation", count, sizeof count));
+        break;
+    }
+    return buffer;
+}
+
+/* Why a list is empty. */
+static const char *empty_reason(const struct report_case *c, enum report_metric metric)
+{
+    switch (metric) {
+    case REPORT_METRIC_GROWTH: return "no site grows";
+    case REPORT_METRIC_LEAKED: return c->leaks ? "nothing leaked" : "no leak check";
+    case REPORT_METRIC_PEAK: return "no site was live at the peak";
+    case REPORT_METRIC_ALLOCATED: return "no allocation with a backtrace";
+    case REPORT_METRIC_TEMPORARY: return "no allocation was freed again";
+    }
+    return "none";
+}
+
+/* The label of site among the listed ones (labels[i] for listed[i]). */
+static const char *label_of(const struct report_site *site, const struct report_site *const *listed,
+                            char *const *labels, size_t count)
+{
+    for (size_t i = 0; labels && i < count; i++)
+        if (listed[i] == site)
+            return labels[i];
+    return "[unknown stack]";
+}
+
+struct case_lists {
+    enum report_metric metric; /* the list's metric: the report's, or peak for a case without growth */
+    struct site_list top, leaking;
+    const struct report_site *listed[2 * TOP_SITES];
+    const struct trace_model_stack *stacks[2 * TOP_SITES];
+    char *labels[2 * TOP_SITES];
+    size_t listed_count;
+};
+
+static void write_site_list(FILE *out, const struct report *report, const struct case_lists *lists,
+                            const struct site_list *list, enum report_metric metric)
+{
+    char figure[128];
+    for (size_t i = 0; i < list->count; i++)
+        fprintf(out, "    %-28s %s\n", site_figure(report, list->sites[i], metric, figure, sizeof figure),
+                label_of(list->sites[i], lists->listed, lists->labels, lists->listed_count));
+}
+
+static void collect_listed(struct case_lists *lists, const struct site_list *list)
+{
+    for (size_t i = 0; i < list->count; i++) {
+        size_t j = 0;
+        while (j < lists->listed_count && lists->listed[j] != list->sites[i])
+            j++;
+        if (j == lists->listed_count) {
+            lists->stacks[lists->listed_count] = list->sites[i]->stack;
+            lists->listed[lists->listed_count++] = list->sites[i];
+        }
+    }
+}
+
+static void write_case_sites(FILE *out, const struct report *report, const struct report_case *c)
+{
+    struct case_lists lists = {.metric = report->metric};
+    int growth_unknown = report->metric == REPORT_METRIC_GROWTH && !c->growth.known;
+    if (growth_unknown)
+        lists.metric = REPORT_METRIC_PEAK;
+    select_sites(c, lists.metric, &lists.top);
+    if (lists.metric != REPORT_METRIC_LEAKED)
+        select_sites(c, REPORT_METRIC_LEAKED, &lists.leaking);
+    collect_listed(&lists, &lists.top);
+    collect_listed(&lists, &lists.leaking);
+    if (site_labels_build(report->model, lists.stacks, lists.listed_count, lists.labels) != 0)
+        memset(lists.labels, 0, sizeof lists.labels);
+    fprintf(out, "  Top sites by %s%s\n", metric_titles[lists.metric],
+            growth_unknown ? " (no growth figures for this case)" : "");
+    write_site_list(out, report, &lists, &lists.top, lists.metric);
+    if (!lists.top.count)
+        fprintf(out, "    (%s)\n", empty_reason(c, lists.metric));
+    if (lists.leaking.count) {
+        fprintf(out, "  Leaking sites (definitely and indirectly lost)\n");
+        write_site_list(out, report, &lists, &lists.leaking, REPORT_METRIC_LEAKED);
+    }
+    site_labels_free(lists.labels, lists.listed_count);
 }
 
 static void write_cases(FILE *out, const struct report *report)
 {
-    int marked = 0;
-    for (size_t i = 0; report->primary && i < report->primary->case_count; i++)
-        marked |= !(report->primary->cases[i].flags & TRACE_CASE_IMPLICIT);
-    if (!marked)
-        return; /* the whole process is the only case: the summary line said it all */
-    char setup[32], blocks[48], iterations[48];
-    fputs("Cases\n\n", out);
+    fputs(report->case_count == 1 ? "Case\n\n" : "Cases\n\n", out);
+    write_sampling_note(out, report);
     for (size_t i = 0; i < report->case_count; i++) {
-        const struct report_case *c = &report->cases[i];
-        fprintf(out, "%s: %s, retained %s in %s, ", c->name, plural(c->iterations, "iteration", iterations, 48),
-                report_human_bytes(c->setup_bytes, setup, 32), plural(c->setup_blocks, "block", blocks, 48));
-        const struct report_site *top = c->growth.known ? top_growing_site(c) : NULL;
-        const struct trace_model_frame *frame = NULL;
-        char where[512];
-        if (top)
-            attribution_user_frame(report->model, top->stack, &frame);
-        if (c->growth.known)
-            fprintf(out, "growth %.1f B/iteration", c->growth.bytes_per_iteration);
-        if (frame)
-            fprintf(out, ", top site %s", attribution_frame_name(frame, where, sizeof where));
-        if (!c->growth.known)
-            fputs("growth not estimated", out);
-        if (c->leaks)
-            fprintf(out, ", %s definitely lost", report_human_bytes(c->leaks->bytes[TRACE_LEAK_DEFINITE], setup, 32));
+        write_case_figures(out, &report->cases[i]);
+        write_case_sites(out, report, &report->cases[i]);
         fputc('\n', out);
     }
-    fputc('\n', out);
+}
+
+/* --- other processes, warnings ------------------------------------------------------ */
+
+static void write_process_leaks(FILE *out, const struct report *report, const struct report_process *entry)
+{
+    const struct trace_leaks *leaks = entry->exit_leaks;
+    char bytes[32], blocks[32];
+    fputs("  leaks at exit:", out);
+    for (int c = 0; c < TRACE_LEAK_CATEGORIES; c++)
+        fprintf(out, "%s %s: %s bytes in %s blocks", c == 2 ? ",\n                " : c ? "," : "",
+                category_names[c], with_commas(leaks->bytes[c], bytes, 32), with_commas(leaks->blocks[c], blocks, 32));
+    if (entry->exit_suppressed.blocks)
+        fprintf(out, ",\n                 suppressed: %s bytes in %s blocks",
+                with_commas(entry->exit_suppressed.bytes, bytes, 32),
+                with_commas(entry->exit_suppressed.blocks, blocks, 32));
+    fputs("\n\n", out);
+    write_loss_records(out, report, entry->process, leaks, OTHER_PROCESS_RECORDS, "  ");
 }
 
 static void write_other_processes(FILE *out, const struct report *report)
 {
-    if (report->model->process_count < 2)
+    if (report->process_count < 2 || report->case_filter)
         return;
-    char allocated[32], allocations[48];
+    char allocated[32], allocations[48], peak[32];
     fputs("Other processes\n\n", out);
-    for (const struct trace_model_process *p = report->model->processes; p; p = p->hh.next) {
+    for (size_t i = 0; i < report->process_count; i++) {
+        const struct report_process *entry = &report->processes[i];
+        const struct trace_model_process *p = entry->process;
         if (p == report->primary)
             continue;
         fprintf(out, "pid %u %s: ", p->info.pid, *p->info.exe ? p->info.exe : "(unknown)");
         write_exit(out, p);
-        fprintf(out, "; %s, %s allocated\n", plural(p->info.allocations, "allocation", allocations, 48),
-                report_human_bytes(p->info.allocated_bytes, allocated, 32));
+        fprintf(out, "; %s, %s allocated, peak %s\n", plural(p->info.allocations, "allocation", allocations, 48),
+                report_human_bytes(p->info.allocated_bytes, allocated, 32),
+                report_human_bytes(p->info.peak_bytes, peak, 32));
+        if (entry->exit_leaks)
+            write_process_leaks(out, report, entry);
     }
     fputc('\n', out);
 }
@@ -372,22 +501,30 @@ static void write_warning_list(FILE *out, const char *const *warnings, size_t co
         fprintf(out, "warning: %s\n", warnings[i]);
 }
 
+static void write_leaks(FILE *out, const struct report *report)
+{
+    if (report->case_filter)
+        fprintf(out, "Leaks of case %s: the blocks it allocated, largest first (memcheck's categories)\n\n",
+                report->case_filter);
+    else
+        fputs("Leaks at exit, largest first (memcheck's categories)\n\n", out);
+    write_sampling_note(out, report);
+    write_loss_records(out, report, report->primary, report->exit_leaks, TOP_SITES, "");
+    write_leak_summary(out, report->exit_leaks, &report->exit_suppressed);
+    write_used_suppressions(out, report);
+    fputc('\n', out);
+}
+
 void report_write_text(const struct report *report, FILE *out)
 {
     write_summary(out, report);
     write_python(out, report->primary);
     fputc('\n', out);
-    if (report->exit_leaks) {
-        fputs("Leaks at exit, largest first (memcheck's categories)\n\n", out);
-        write_sampling_note(out, report);
-        write_loss_records(out, report, report->exit_leaks);
-        write_leak_summary(out, report->exit_leaks, &report->exit_suppressed);
-        write_used_suppressions(out, report);
-        fputc('\n', out);
-    } else {
-        write_not_freed(out, report);
-    }
-    write_top_allocations(out, report);
+    if (report->exit_leaks)
+        write_leaks(out, report);
+    else
+        fputs("No leak check (recorded with --leak-check off, or the process did not end): the cases below\n"
+              "list what was live.\n\n", out);
     write_cases(out, report);
     write_other_processes(out, report);
     write_warning_list(out, report->model->warnings, report->model->warning_count);

@@ -1,9 +1,12 @@
 /*
- * cmd_leaks.c - `memslope leaks [--format text|json] PID`: a leak check of a
- * running process that was never started under memslope, like macOS
- * `leaks PID`. Stops every thread, walks glibc's heap from outside, runs
- * the leak scan, reads a preview of each leaked block, and lets the process
- * go exactly as it was. No backtraces: the process recorded none.
+ * cmd_leaks.c - `memslope leaks [--format text|json] [--verbose] PID`: a
+ * leak check of a running process that was never started under memslope,
+ * like macOS `leaks PID`. Stops every thread, walks glibc's heap from
+ * outside, runs the leak scan, reads a preview of each leaked block, and
+ * lets the process go exactly as it was. No backtraces: the process
+ * recorded none, so lost blocks are grouped by category and size. Exit
+ * status as macOS leaks: 0 nothing definitely or indirectly lost, 1 some
+ * is, 2 usage, 3 the process could not be scanned.
  */
 #include "commands.h"
 
@@ -19,16 +22,22 @@
 #include "../report/json_writer.h"
 
 #define PREVIEW_BYTES 32u
+#define GROUPS_SHOWN 10
+
+enum { EXIT_NO_LEAKS = 0, EXIT_LEAKS = 1, EXIT_USAGE = 2, EXIT_SCAN_FAILED = 3 };
 
 static const char usage_text[] =
-    "usage: memslope leaks [--format text|json] PID\n"
+    "usage: memslope leaks [--format text|json] [--verbose] PID\n"
     "  Leak check of a running process that was never started under memslope: stops its threads\n"
-    "  (ptrace), walks glibc's heap, classifies every block as memcheck does, lists the leaked\n"
-    "  blocks with a preview of their bytes, and lets the process continue.\n"
-    "  Exit status: 0 the scan ran (leaks or not), 1 it could not, 2 usage.\n";
+    "  (ptrace), walks glibc's heap, classifies every block as memcheck does, and lets the process\n"
+    "  continue. Prints the categories and the largest groups of lost blocks (by category and size,\n"
+    "  with a preview of their bytes); --verbose lists every lost block.\n"
+    "  Exit status (as macOS leaks): 0 nothing definitely or indirectly lost, 1 some blocks are,\n"
+    "  2 usage, 3 the process could not be scanned.\n";
 
 struct leaks_options {
     bool json;
+    bool verbose;
     pid_t pid;
 };
 
@@ -59,7 +68,7 @@ static double cpu_seconds(void)
 static int usage_error(const char *message)
 {
     fprintf(stderr, "memslope leaks: %s\n%s", message, usage_text);
-    return 2;
+    return EXIT_USAGE;
 }
 
 static int parse_options(int argc, char **argv, struct leaks_options *options)
@@ -76,12 +85,14 @@ static int parse_options(int argc, char **argv, struct leaks_options *options)
             if (strcmp(arg + 9, "json") != 0 && strcmp(arg + 9, "text") != 0)
                 return usage_error("--format takes text or json");
             options->json = strcmp(arg + 9, "json") == 0;
+        } else if (strcmp(arg, "-v") == 0 || strcmp(arg, "--verbose") == 0) {
+            options->verbose = true;
         } else if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
             fputs(usage_text, stdout);
             return 0;
         } else if (arg[0] == '-' && arg[1] != '\0') {
             fprintf(stderr, "memslope leaks: unknown option %s\n%s", arg, usage_text);
-            return 2;
+            return EXIT_USAGE;
         } else if (pid_text) {
             return usage_error("give exactly one PID");
         } else {
@@ -95,7 +106,7 @@ static int parse_options(int argc, char **argv, struct leaks_options *options)
     long pid = strtol(pid_text, &end, 10);
     if (errno || *end || end == pid_text || pid <= 0 || pid > 0x3fffffff) {
         fprintf(stderr, "memslope leaks: '%s' is not a process id (a positive number)\n%s", pid_text, usage_text);
-        return 2;
+        return EXIT_USAGE;
     }
     options->pid = (pid_t)pid;
     return -1; /* go on */
@@ -176,10 +187,104 @@ static double scan_rate(const struct leaks_result *r, double seconds)
     return seconds > 0 ? (double)bytes / seconds / 1e9 : 0.0;
 }
 
+/* Lost blocks of one category and one size: without backtraces, what
+ * tells a leak apart (a thousand lost 48-byte sessions are one group). */
+struct block_group {
+    uint32_t category;
+    uint64_t size, count;
+    size_t first; /* the first block's index: its preview stands for the group */
+};
+
+static int compare_groups(const void *left, const void *right)
+{
+    const struct block_group *a = left, *b = right;
+    uint64_t x = a->size * a->count, y = b->size * b->count;
+    if (x != y)
+        return x < y ? 1 : -1;
+    if (a->category != b->category)
+        return a->category < b->category ? -1 : 1;
+    return a->size < b->size ? -1 : a->size > b->size;
+}
+
+static int compare_group_keys(const void *left, const void *right)
+{
+    const struct block_group *a = left, *b = right;
+    if (a->category != b->category)
+        return a->category < b->category ? -1 : 1;
+    if (a->size != b->size)
+        return a->size < b->size ? -1 : 1;
+    return a->first < b->first ? -1 : a->first > b->first;
+}
+
+/* The groups of lost blocks, largest total first. NULL when out of memory. */
+static struct block_group *group_blocks(const struct leaks_result *r, size_t *count)
+{
+    struct block_group *groups = calloc(r->heap.block_count + 1, sizeof *groups);
+    size_t n = 0;
+    for (size_t i = 0; groups && i < r->heap.block_count; i++) {
+        const struct leakscan_block *b = &r->heap.blocks[i];
+        if (b->category != TRACE_LEAK_REACHABLE)
+            groups[n++] = (struct block_group){b->category, b->size, 1, i};
+    }
+    if (!groups)
+        return NULL;
+    qsort(groups, n, sizeof *groups, compare_group_keys);
+    size_t merged = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (merged && groups[merged - 1].category == groups[i].category && groups[merged - 1].size == groups[i].size)
+            groups[merged - 1].count++;
+        else
+            groups[merged++] = groups[i];
+    }
+    qsort(groups, merged, sizeof *groups, compare_groups);
+    *count = merged;
+    return groups;
+}
+
+static const char *const category_labels[TRACE_LEAK_CATEGORIES] = {"definitely lost", "indirectly lost",
+                                                                   "possibly lost", "still reachable"};
+
+static void print_block_line(const struct leaks_result *r, size_t i)
+{
+    const struct leakscan_block *b = &r->heap.blocks[i];
+    char hex[3 * PREVIEW_BYTES + 1], ascii[PREVIEW_BYTES + 1];
+    preview_hex(r->previews[i], preview_length(b), hex);
+    preview_ascii(r->previews[i], preview_length(b), ascii);
+    printf("  0x%016" PRIx64 " %10" PRIu64 "  %-16s %s  |%s|\n", b->address, b->size, category_labels[b->category],
+           hex, ascii);
+}
+
+/* Every lost block, one a line (--verbose). */
+static void print_every_block(const struct leaks_result *r)
+{
+    printf("\n  %-18s %10s  %-16s %s\n", "address", "size", "category", "first bytes");
+    for (size_t i = 0; i < r->heap.block_count; i++)
+        if (r->heap.blocks[i].category != TRACE_LEAK_REACHABLE)
+            print_block_line(r, i);
+}
+
+/* The largest groups, with the first bytes of one block of each. */
+static void print_groups(const struct leaks_result *r, const struct block_group *groups, size_t count)
+{
+    printf("\nLargest groups of lost blocks (same category and size), with the first bytes of one:\n");
+    printf("  %8s %10s %12s  %-16s %s\n", "blocks", "size", "total", "category", "first bytes");
+    for (size_t g = 0; g < count && g < GROUPS_SHOWN; g++) {
+        const struct block_group *group = &groups[g];
+        const struct leakscan_block *b = &r->heap.blocks[group->first];
+        char hex[3 * 8 + 1], ascii[8 + 1];
+        size_t length = preview_length(b) < 8 ? preview_length(b) : 8;
+        preview_hex(r->previews[group->first], length, hex);
+        preview_ascii(r->previews[group->first], length, ascii);
+        printf("  %8" PRIu64 " %10" PRIu64 " %12" PRIu64 "  %-16s %-23s |%s|\n", group->count, group->size,
+               group->count * group->size, category_labels[group->category], hex, ascii);
+    }
+    if (count > GROUPS_SHOWN)
+        printf("  (%zu more groups)\n", count - GROUPS_SHOWN);
+    printf("(--verbose lists every lost block, with its address and first %u bytes)\n", PREVIEW_BYTES);
+}
+
 static void print_text(const struct leaks_options *options, const struct leaks_result *r)
 {
-    static const char *const labels[TRACE_LEAK_CATEGORIES] = {"definitely lost", "indirectly lost", "possibly lost",
-                                                              "still reachable"};
     uint64_t leaked_blocks = 0, leaked_bytes = 0;
     for (int c = 0; c < TRACE_LEAK_REACHABLE; c++)
         leaked_blocks += r->totals.blocks[c], leaked_bytes += r->totals.bytes[c];
@@ -188,24 +293,38 @@ static void print_text(const struct leaks_options *options, const struct leaks_r
     printf("Process %d: %" PRIu64 " leaks for %" PRIu64 " total leaked bytes\n\n", (int)options->pid, leaked_blocks,
            leaked_bytes);
     for (int c = 0; c < TRACE_LEAK_CATEGORIES; c++)
-        printf("  %-16s %" PRIu64 " bytes in %" PRIu64 " blocks\n", labels[c], r->totals.bytes[c],
+        printf("  %-16s %" PRIu64 " bytes in %" PRIu64 " blocks\n", category_labels[c], r->totals.bytes[c],
                r->totals.blocks[c]);
-    if (leaked_blocks)
-        printf("\n  %-18s %10s  %-16s %s\n", "address", "size", "category", "first bytes");
-    for (size_t i = 0; i < r->heap.block_count; i++) {
-        const struct leakscan_block *b = &r->heap.blocks[i];
-        if (b->category == TRACE_LEAK_REACHABLE)
-            continue;
-        char hex[3 * PREVIEW_BYTES + 1], ascii[PREVIEW_BYTES + 1];
-        preview_hex(r->previews[i], preview_length(b), hex);
-        preview_ascii(r->previews[i], preview_length(b), ascii);
-        printf("  0x%016" PRIx64 " %10" PRIu64 "  %-16s %s  |%s|\n", b->address, b->size, labels[b->category], hex,
-               ascii);
-    }
+    size_t group_count = 0;
+    struct block_group *groups = leaked_blocks && !options->verbose ? group_blocks(r, &group_count) : NULL;
+    if (leaked_blocks && (options->verbose || !groups))
+        print_every_block(r);
+    else if (groups)
+        print_groups(r, groups, group_count);
+    free(groups);
     printf("\n(sizes are usable sizes: glibc rounds requests up; scanned %.1f MiB in %.3f s, %.2f GB/s "
            "(CPU %.3f s); heap walk %.3f s)\n",
            (double)(r->stats.root_bytes + r->stats.block_bytes) / (1 << 20), r->scan_seconds,
            scan_rate(r, r->scan_seconds), r->scan_cpu_seconds, r->walk_seconds);
+}
+
+/* "groups": lost blocks by category and size, largest total first. */
+static void write_json_groups(struct json_writer *json, const struct leaks_result *r)
+{
+    size_t count = 0;
+    struct block_group *groups = group_blocks(r, &count);
+    json_key(json, "groups");
+    json_array_begin(json);
+    for (size_t g = 0; groups && g < count; g++) {
+        json_object_begin(json);
+        json_member_string(json, "category", leakscan_category_name(groups[g].category));
+        json_member_uint(json, "size", groups[g].size);
+        json_member_uint(json, "blocks", groups[g].count);
+        json_member_uint(json, "bytes", groups[g].size * groups[g].count);
+        json_object_end(json);
+    }
+    json_array_end(json);
+    free(groups);
 }
 
 static void print_json(const struct leaks_options *options, const struct leaks_result *r)
@@ -243,6 +362,7 @@ static void print_json(const struct leaks_options *options, const struct leaks_r
         json_object_end(&json);
     }
     json_array_end(&json);
+    write_json_groups(&json, r);
     json_key(&json, "scan");
     json_object_begin(&json);
     json_member_uint(&json, "threads", r->thread_count);
@@ -271,7 +391,7 @@ int cmd_leaks(int argc, char **argv)
     struct leakscan_stopped stopped;
     if (leakscan_stop_process(options.pid, &stopped, err, sizeof err) < 0) {
         fprintf(stderr, "memslope leaks: %s\n", err);
-        return 1;
+        return EXIT_SCAN_FAILED;
     }
     struct leaks_result result = {0};
     rc = scan_stopped(&stopped, &result, err, sizeof err);
@@ -285,7 +405,10 @@ int cmd_leaks(int argc, char **argv)
     } else {
         fprintf(stderr, "memslope leaks: %s\n", err);
     }
+    uint64_t lost = result.totals.blocks[TRACE_LEAK_DEFINITE] + result.totals.blocks[TRACE_LEAK_INDIRECT];
     free(result.previews);
     leakscan_heap_free(&result.heap);
-    return rc == 0 ? 0 : 1;
+    if (rc != 0)
+        return EXIT_SCAN_FAILED;
+    return lost ? EXIT_LEAKS : EXIT_NO_LEAKS;
 }

@@ -77,7 +77,8 @@ static int parse_leak_check(const char *text, uint32_t *value)
     return 0;
 }
 
-enum { OPT_ITERATION = 256, OPT_LEAK_CHECK, OPT_SNAPSHOTS, OPT_INTERVAL, OPT_SAMPLE_RATE, OPT_MAX_FRAMES, OPT_NO_FOLLOW };
+enum { OPT_ITERATION = 256, OPT_LEAK_CHECK, OPT_SNAPSHOTS, OPT_INTERVAL, OPT_SAMPLE_RATE, OPT_MAX_FRAMES, OPT_NO_FOLLOW,
+       OPT_QUIET };
 
 /* Fills options from argv; returns 0, or an exit status for a usage error. */
 static int parse_options(int argc, char **argv, struct record_options *options)
@@ -91,6 +92,7 @@ static int parse_options(int argc, char **argv, struct record_options *options)
         {"sample-rate", required_argument, NULL, OPT_SAMPLE_RATE},
         {"max-frames", required_argument, NULL, OPT_MAX_FRAMES},
         {"no-follow", no_argument, NULL, OPT_NO_FOLLOW},
+        {"quiet", no_argument, NULL, OPT_QUIET},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -148,6 +150,9 @@ static int parse_options(int argc, char **argv, struct record_options *options)
         case OPT_NO_FOLLOW:
             options->follow_children = 0;
             break;
+        case OPT_QUIET:
+            options->quiet = 1;
+            break;
         case 'h':
             fputs(command_usage("record"), stdout);
             return -1;
@@ -186,12 +191,13 @@ int cmd_record(int argc, char **argv)
         return rc;
     }
     int exit_code = session_run(&session);
+    progress_clear(&session.progress);
     char err[4096];
     if (trace_writer_finish(session.writer, err, sizeof err) < 0) {
         fprintf(stderr, "memslope: %s\n", err);
         if (exit_code == 0)
             exit_code = 1;
-    } else {
+    } else if (!session.options.quiet) {
         fprintf(stderr, "memslope: trace written to %s (memslope report %s)\n", session.output_path,
                 session.output_path);
     }

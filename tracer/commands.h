@@ -10,6 +10,7 @@
 int cmd_record(int argc, char **argv);      /* tracer/cmd_record.c */
 int cmd_report(int argc, char **argv);      /* report/cmd_report.c */
 int cmd_gate(int argc, char **argv);        /* report/cmd_gate.c */
+int cmd_diff(int argc, char **argv);        /* report/cmd_diff.c */
 int cmd_leaks(int argc, char **argv);       /* tracer/cmd_leaks.c */
 int cmd_perf(int argc, char **argv);        /* tracer/cmd_perf.c */
 int cmd_instruments(int argc, char **argv); /* tracer/cmd_instruments.c */

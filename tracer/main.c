@@ -24,6 +24,7 @@ static const struct command commands[] = {
      "  --sample-rate BYTES       backtraces for a Poisson sample of allocations (default 0: all)\n"
      "  --max-frames N            deepest backtrace kept (default 64)\n"
      "  --no-follow               do not trace child processes\n"
+     "  --quiet                   no status line on a terminal, no closing note\n"
      "Exits with the command's exit status (128 + signal when it was killed).\n"},
     {"report", cmd_report, "summarise a trace",
      "usage: memslope report FILE [--format text|json|speedscope|collapsed|html|pprof|suppressions] [-o OUT]\n"
@@ -31,13 +32,24 @@ static const struct command commands[] = {
      "                      [--suppressions FILE]... [--no-default-suppressions]\n"
      "Suppressed loss records (LeakSanitizer's or Valgrind's format) are counted apart; the default\n"
      "suppressions (share/memslope/default.supp) apply unless --no-default-suppressions.\n"},
-    {"gate", cmd_gate, "turn a trace's growth and leaks into an exit code",
-     "usage: memslope gate FILE [--max-growth SIZE] [--max-leaked SIZE] [--max-leaked-blocks N] [--case GLOB]\n"
+    {"gate", cmd_gate, "turn a trace's growth, leaks and peak into an exit code",
+     "usage: memslope gate FILE [--max-growth SIZE] [--max-leaked SIZE] [--max-leaked-blocks N] [--max-peak SIZE]\n"
+     "                     [--baseline OLD.trace [--tolerance PCT|SIZE]] [--case GLOB]\n"
      "                     [--suppressions FILE]... [--no-default-suppressions]\n"
-     "Exits 0 within limits, 1 when a limit is exceeded, 2 on bad usage or an unreadable trace.\n"
-     "Suppressed loss records count toward no limit.\n"},
+     "Checks every case of every traced process. --baseline fails a case whose growth, leaks or peak\n"
+     "exceed OLD.trace's (plus the tolerance, 0 by default: 10% or 4K). Exits 0 within limits, 1 when\n"
+     "a limit is exceeded, 2 on bad usage or an unreadable trace. Suppressed loss records count\n"
+     "toward no limit.\n"},
+    {"diff", cmd_diff, "compare two traces, site by site",
+     "usage: memslope diff OLD.trace NEW.trace [--format text|json] [--case NAME]\n"
+     "                     [--suppressions FILE]... [--no-default-suppressions]\n"
+     "Per case, the sites whose growth per iteration, leaks, peak or allocations changed, matched by\n"
+     "their function stack (never by address), largest change first; unchanged sites are left out.\n"},
     {"leaks", cmd_leaks, "leak check of a running process that was never preloaded",
-     "usage: memslope leaks [--format text|json] PID\n"},
+     "usage: memslope leaks [--format text|json] [--verbose] PID\n"
+     "A summary by default (the categories, the largest groups of lost blocks); --verbose lists every\n"
+     "lost block. Exits 0 when no block is definitely or indirectly lost, 1 when some are (as macOS\n"
+     "leaks), 2 on bad usage, 3 when the process cannot be scanned.\n"},
     {"perf", cmd_perf, "Linux CPU sampling with perf, to speedscope",
      "usage: memslope perf [--rate HZ] [--call-graph dwarf|fp] [--format speedscope|collapsed] [-o OUT] [--open]\n"
      "                     [--] COMMAND [ARG...]\n"},

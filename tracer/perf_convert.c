@@ -169,7 +169,7 @@ int perf_write_speedscope(const struct perf_profile *profile, const char *name, 
     json_object_begin(&json);
     json_member_string(&json, "$schema", SPEEDSCOPE_SCHEMA);
     json_member_string(&json, "name", name);
-    json_member_string(&json, "exporter", "memslope " MEMSLOPE_VERSION);
+    json_member_string(&json, "exporter", "memslope@" MEMSLOPE_VERSION); /* as memslope report writes it */
     json_member_uint(&json, "activeProfileIndex", busiest_thread(profile));
     write_frames(&json, profile);
     json_key(&json, "profiles");

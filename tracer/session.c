@@ -1478,6 +1478,7 @@ static int session_run_without_ptrace(struct session *session, const sigset_t *w
         pid_t got = waitpid(process->pid, &status, WNOHANG);
         process = receive_regions(session, process);
         size_t events = process_drain(process, 0);
+        progress_update(&session->progress, session, session_now_ns());
         if (got == process->pid) {
             end_without_ptrace(session, process, status);
             warn_iterations_missed(session);
@@ -1504,6 +1505,7 @@ int session_run(struct session *session)
     sigaddset(&wait_set, SIGINT);
     sigaddset(&wait_set, SIGQUIT);
     sigprocmask(SIG_BLOCK, &wait_set, NULL);
+    progress_init(&session->progress, session->options.quiet, session_now_ns());
     if (session->no_ptrace)
         return session_run_without_ptrace(session, &wait_set);
 
@@ -1524,6 +1526,7 @@ int session_run(struct session *session)
             last_reap_ns = now;
         }
         events = drain_all(session);
+        progress_update(&session->progress, session, now);
         if (reaped || events)
             continue;
         struct timespec timeout = {0, IDLE_WAIT_NS};

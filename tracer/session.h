@@ -13,6 +13,7 @@
 #include "breakpoint.h"
 #include "leak_check.h"
 #include "proc_maps.h"
+#include "progress.h"
 #include "python_frames.h"
 #include "recorder.h"
 #include "shm_consumer.h"
@@ -29,6 +30,7 @@ struct record_options {
     uint64_t sample_rate;
     uint32_t leak_check;      /* enum trace_leak_check */
     int follow_children;
+    int quiet;                /* --quiet: no status line */
     const char *iteration_symbol; /* --iteration SYMBOL: NULL when not given */
     const char *python_iteration; /* --iteration py:[MODULE:]QUALNAME, without "py:"; NULL when not given */
     char *const *command;     /* argv of the target, NULL-terminated */
@@ -106,6 +108,7 @@ struct session {
     size_t detach_count;           /* memslope got SIGTERM/SIGHUP: forwarded to the target */
     int warmups_running;           /* images with a symbolizer warm-up not yet ended (at most 1) */
     struct symbol_store *symbols;  /* shared by every image's symbolizer (symbolize.h); the caller's */
+    struct progress_line progress; /* the status line on a terminal (progress.h) */
 };
 
 /* Forks and execs the command with the shim preloaded and PTRACE_SEIZE

@@ -51,7 +51,7 @@ if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null
     browse page "file://$WORK/b.html" --dump-dom
     expect_quiet_console page
     expect_match "html: the leaking table names leaky_bytes" \
-        "id=\"leaking-table\".*<summary><code>leaky_bytes \\(leaky_ext.c:$LINE\\)</code>" "$WORK/page.out"
+        "id=\"leaking-table\".*<summary><code class=\"site-label\">leaky_bytes \\(leaky_ext.c:$LINE\\)" "$WORK/page.out"
 fi
 
 finish

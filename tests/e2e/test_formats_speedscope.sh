@@ -69,6 +69,8 @@ if hits:
     need(stack[-1].get("file", "").endswith("demo_leak.c") and stack[-1].get("line") == leak_line,
          "leaky_site frame at demo_leak.c:%d (got %s)" % (leak_line, stack[-1]))
     need([f["name"] for f in stack[-3:]] == ["main", "handle_request", "leaky_site"], "root first: main, handle_request, leaky_site")
+# One frame per function: handle_request calls from two lines, main once per function.
+need([f["name"] for f in frames].count("handle_request") == 1, "one handle_request frame")
 need(sum(by_name["allocations"]["weights"]) == 217 and by_name["allocations"]["unit"] == "none", "217 allocations, unit none")
 need(sum(by_name["allocated bytes"]["weights"]) == 31552, "31552 bytes allocated")
 need(sum(by_name["live at peak"]["weights"]) == 6208, "6208 bytes live at peak")

@@ -1,8 +1,8 @@
 #!/bin/sh
 # memslope leaks PID when it cannot or must not scan: usage errors exit 2;
 # a pid that does not exist, a refused ptrace and a heap that does not
-# validate exit 1 with a message naming the problem and what to do, and
-# the target is never left stopped.
+# validate exit 3 (1 means leaks were found, as macOS leaks) with a message
+# naming the problem and what to do, and the target is never left stopped.
 . "$(dirname "$0")/lib.sh"
 need_memslope
 need_fixture leak_corrupt
@@ -30,7 +30,7 @@ max=$(cat /proc/sys/kernel/pid_max 2>/dev/null || echo 4194304)
 free_pid=$((max - 1))
 [ -d "/proc/$free_pid" ] && free_pid=$((max - 2))
 run_leaks "$free_pid"
-expect_eq "no such process: exit status" 1 "$RC"
+expect_eq "no such process: exit status" 3 "$RC"
 expect_match "no such process: message" "no process with pid $free_pid" "$WORK/err"
 
 # A heap that does not validate: refuse, and leave the process running.
@@ -40,7 +40,7 @@ CHILD=$!
 exec 3>"$WORK/in"
 for _i in $(seq 1 100); do grep -q '^pid ' "$WORK/pid" && break; sleep 0.1; done
 run_leaks "$CHILD"
-expect_eq "corrupt heap: exit status" 1 "$RC"
+expect_eq "corrupt heap: exit status" 3 "$RC"
 expect_match "corrupt heap: message" "does not validate: chunk at 0x[0-9a-f]+ \(size field 0x123457\).*refusing to guess" "$WORK/err"
 expect_in "corrupt heap: process state afterwards" "S R" "$(awk '/^State:/{print $2}' /proc/$CHILD/status)"
 
@@ -51,7 +51,7 @@ if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null 2>&1; then
     RC=$?
     log "\$ (as nobody) memslope leaks $CHILD -> exit $RC"
     sed 's/^/    | /' "$WORK/err"
-    expect_eq "ptrace refused: exit status" 1 "$RC"
+    expect_eq "ptrace refused: exit status" 3 "$RC"
     expect_match "ptrace refused: message" "ptrace access check refused.*CAP_SYS_PTRACE.*ptrace_scope" "$WORK/err"
 else
     log "not root or no setpriv: the refused-ptrace case is not exercised"

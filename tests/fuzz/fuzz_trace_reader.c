@@ -1,6 +1,7 @@
 /* fuzz_trace_reader.c - libFuzzer target: any byte string through the trace
- * reader, and whatever it accepts through the report model and both
- * renderers. Seeds: tests/fuzz/corpus/trace_reader/ (written by
+ * reader, and whatever it accepts through the report model, both
+ * renderers, `memslope diff` of the report against itself, and the model
+ * of each other process as the gate builds it. Seeds: tests/fuzz/corpus/trace_reader/ (written by
  * MEMSLOPE_FUZZ_CORPUS=DIR build/unit/test_trace_roundtrip). */
 #include <stddef.h>
 #include <stdint.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "../../report/diff.h"
 #include "../../report/report_model.h"
 #include "../../report/trace_reader.h"
 
@@ -30,12 +32,23 @@ static void render(const struct trace_model *model, enum report_metric metric)
     if (report_build(&report, model, "fuzz", metric, NULL, err, sizeof err) != 0)
         return;
     FILE *out = fopen("/dev/null", "w");
+    struct report_diff diff;
     if (out) {
         report_write_text(&report, out);
         report_write_json(&report, out);
+        if (report_diff_build(&diff, &report, &report, NULL, err, sizeof err) == 0) {
+            report_diff_write_text(&diff, out);
+            report_diff_write_json(&diff, out);
+            report_diff_free(&diff);
+        }
         fclose(out);
     }
     report_free(&report);
+    for (const struct trace_model_process *p = model->processes; p; p = p->hh.next) {
+        struct report_request request = {metric, NULL, NULL, p};
+        if (report_build_request(&report, model, "fuzz", &request, err, sizeof err) == 0)
+            report_free(&report);
+    }
 }
 
 static uint64_t le(const uint8_t *b, int n)

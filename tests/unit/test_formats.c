@@ -103,11 +103,10 @@ static void test_collapsed_leaked_and_process_metrics(void **state)
 {
     struct fixture *f = *state;
     /* 432 definitely + 48 indirectly lost; malloc (an allocator frame) is hidden. */
-    expect_collapsed(f, REPORT_METRIC_LEAKED, "main (leak.c:12);leaky_site (leak.c:6) 480\n");
-    expect_collapsed(f, REPORT_METRIC_ALLOCATED,
-                     "0xdeadbeef;helper 47520\nmain (leak.c:12);leaky_site (leak.c:6) 480\n");
-    expect_collapsed(f, REPORT_METRIC_PEAK, "0xdeadbeef;helper 3616\nmain (leak.c:12);leaky_site (leak.c:6) 480\n");
-    expect_collapsed(f, REPORT_METRIC_TEMPORARY, "0xdeadbeef;helper 990\n");
+    expect_collapsed(f, REPORT_METRIC_LEAKED, "main;leaky_site 480\n");
+    expect_collapsed(f, REPORT_METRIC_ALLOCATED, "[unknown];helper 47520\nmain;leaky_site 480\n");
+    expect_collapsed(f, REPORT_METRIC_PEAK, "[unknown];helper 3616\nmain;leaky_site 480\n");
+    expect_collapsed(f, REPORT_METRIC_TEMPORARY, "[unknown];helper 990\n");
 }
 
 static void test_collapsed_growth_needs_figures(void **state)
@@ -119,7 +118,7 @@ static void test_collapsed_growth_needs_figures(void **state)
     assert_non_null(strstr(err, "no growth figures"));
     free(text);
     set_growth(f, 47.6); /* rounded to whole bytes for inferno */
-    expect_collapsed(f, REPORT_METRIC_GROWTH, "main (leak.c:12);leaky_site (leak.c:6) 48\n");
+    expect_collapsed(f, REPORT_METRIC_GROWTH, "main;leaky_site 48\n");
     set_growth(f, -8);
     text = NULL;
     assert_int_equal(collapsed(f, REPORT_METRIC_GROWTH, &text, err, sizeof err), -1);
@@ -127,19 +126,38 @@ static void test_collapsed_growth_needs_figures(void **state)
     free(text);
 }
 
+/* Makes stack 9 a second call of leaky_site from main, at another line of
+ * main (13) through another frame: the flame graphs must draw one main. */
+static void second_caller_line(struct fixture *f)
+{
+    struct trace_model_frame *leaf = &f->model.frames[3], *caller = &f->model.frames[4];
+    *leaf = f->model.frames[1];
+    leaf->address += 0x40;
+    *caller = f->model.frames[2];
+    caller->line = 13;
+    caller->address += 0x20;
+}
+
+static void test_flame_frames_are_functions(void **state)
+{
+    struct fixture *f = *state;
+    second_caller_line(f);
+    expect_collapsed(f, REPORT_METRIC_ALLOCATED, "main;leaky_site 48000\n");
+}
+
 static void test_collapsed_names_have_no_separator(void **state)
 {
     struct fixture *f = *state;
     f->model.frames[1].function = "ns;fn\nx";
     f->model.frames[1].file = "a;b.c";
-    expect_collapsed(f, REPORT_METRIC_LEAKED, "main (leak.c:12);ns,fn x (a,b.c:6) 480\n");
+    expect_collapsed(f, REPORT_METRIC_LEAKED, "main;ns,fn x 480\n");
 }
 
 static void test_collapsed_case_frames(void **state)
 {
     struct fixture *f = *state;
     assert_int_equal(f->report.case_count, 2);
-    expect_collapsed(f, REPORT_METRIC_LEAKED, "[case parse];0xdeadbeef;helper 32\n");
+    expect_collapsed(f, REPORT_METRIC_LEAKED, "[case parse];[unknown];helper 32\n");
 }
 
 static void write_file(struct fixture *f, int (*writer)(const struct report *, FILE *, char *, size_t))
@@ -195,6 +213,20 @@ static void test_speedscope_without_growth(void **state)
     check_python(f, "d = json.load(open(sys.argv[1]))",
                  "assert [p['name'] for p in d['profiles']] == ['leaked', 'live at peak', 'allocated bytes', "
                  "'allocations']\nassert d['activeProfileIndex'] == 0\n");
+}
+
+static void test_speedscope_one_frame_per_function(void **state)
+{
+    struct fixture *f = *state;
+    second_caller_line(f);
+    write_file(f, report_write_speedscope);
+    check_python(f, "d = json.load(open(sys.argv[1]))",
+                 "frames = d['shared']['frames']\n"
+                 "assert [fr['name'] for fr in frames].count('main') == 1, frames\n"
+                 "main = [fr for fr in frames if fr['name'] == 'main'][0]\n"
+                 "assert main['file'] == 'leak.c' and main['line'] == 12\n"
+                 "p = [p for p in d['profiles'] if p['name'] == 'allocated bytes'][0]\n"
+                 "assert len(set(tuple(s) for s in p['samples'])) == 1 and sum(p['weights']) == 48000\n");
 }
 
 static void test_speedscope_growth_is_active(void **state)
@@ -267,8 +299,24 @@ static void test_pprof_decodes(void **state)
                  "inlined = [l for l in locations.values() if len([v for k, v in l if k == 4]) == 2]\n"
                  "assert len(inlined) == 1, locations\n"
                  "assert [strings[one(functions[one(fields(v), 1)], 2)] for k, v in inlined[0] if k == 4] == "
-                 "['helper', '0xdeadbeef']\n"
+                 "['helper', '[unknown]']\n"
                  "assert one(inlined[0], 3) == 0xdeadbeef\n");
+}
+
+static void test_pprof_one_function_per_caller(void **state)
+{
+    struct fixture *f = *state;
+    second_caller_line(f);
+    write_file(f, report_write_pprof);
+    check_python(f, pprof_prelude,
+                 "names = [strings[one(fn, 2)] for fn in functions.values()]\n"
+                 "assert names.count('main') == 1 and names.count('leaky_site') == 1, names\n"
+                 "main = [fn for fn in functions.values() if strings[one(fn, 2)] == 'main'][0]\n"
+                 "assert one(main, 5) == 12\n"
+                 /* the Locations keep the lines each call was made from */
+                 "lines = sorted(one(fields(v), 2) for l in locations.values() for k, v in l if k == 4\n"
+                 "               and one(fields(v), 1) == one(main, 1))\n"
+                 "assert lines == [12, 13], lines\n");
 }
 
 static void test_pprof_growth_column(void **state)
@@ -334,11 +382,14 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_collapsed_leaked_and_process_metrics, setup, teardown),
         cmocka_unit_test_setup_teardown(test_collapsed_growth_needs_figures, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_flame_frames_are_functions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_collapsed_names_have_no_separator, setup, teardown),
         cmocka_unit_test_setup_teardown(test_collapsed_case_frames, setup_cases, teardown),
         cmocka_unit_test_setup_teardown(test_speedscope_without_growth, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_speedscope_one_frame_per_function, setup, teardown),
         cmocka_unit_test_setup_teardown(test_speedscope_growth_is_active, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pprof_decodes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pprof_one_function_per_caller, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pprof_growth_column, setup, teardown),
         cmocka_unit_test_setup_teardown(test_html_embeds_data_safely, setup, teardown),
         cmocka_unit_test(test_protobuf_encoding),

@@ -71,14 +71,14 @@ static const char sample_checks[] =
     "assert len(r['cases']) == 1\n"
     "c = r['cases'][0]\n"
     "assert c['name'] == 'bench' and c['iterations'] == 0\n"
-    "assert c['setup'] == {'bytes': 480, 'blocks': 10}\n"
+    "assert c['setup'] is None  # no iterations: nothing tells setup from growth\n"
     "assert c['growth'] is None and c['leaks'] == leaks and c['peak_bytes'] == 4096\n"
     "s = c['sites']\n"
     "assert len(s) == 2\n"
     "assert [(x['function'], x['file'], x['line'], x['module']) for x in s[0]['frames']] == \\\n"
     "    [('leaky_site', 'leak.c', 6, '/path/bench'), ('main', 'leak.c', 12, '/path/bench')]\n"
     "assert s[0]['growth_bytes_per_iteration'] is None and s[0]['user_frame'] == 0 and s[1]['user_frame'] == 0\n"
-    "assert (s[0]['setup_bytes'], s[0]['live_bytes'], s[0]['leaked_bytes'], s[0]['leaked_blocks']) == (480, 480, 480, "
+    "assert (s[0]['setup_bytes'], s[0]['live_bytes'], s[0]['leaked_bytes'], s[0]['leaked_blocks']) == (None, 480, 480, "
     "10)\n"
     "assert (s[0]['allocations'], s[0]['allocated_bytes']) == (10, 480)\n"
     "assert [(x['function'], x['file'], x['line'], x['module']) for x in s[1]['frames']] == \\\n"
@@ -89,6 +89,12 @@ static const char sample_checks[] =
     "assert [(x['pid'], x['exe'], x['primary'], x['execed']) for x in p] == \\\n"
     "    [(100, '/bin/sh', False, True), (100, '/path/bench', True, False)]\n"
     "assert p[0]['exit'] is None and p[0]['totals']['allocations'] == 5\n"
+    "assert p[0]['leaks_at_exit'] is None and 'loss_records' not in p[0]\n"
+    "assert p[1]['leaks_at_exit'] == leaks\n"
+    "assert [(x['category'], x['bytes'], x['blocks'], x['frames'][0]['function'], x['user_frame'])\n"
+    "        for x in p[1]['loss_records']] == \\\n"
+    "    [('definitely_lost', 432, 9, 'leaky_site', 0), ('indirectly_lost', 48, 1, 'leaky_site', 0)]\n"
+    "assert 'case_filter' not in r\n"
     "assert r['warnings'] == ['stacks were dropped', 'process warning']\n"
     "assert 'incomplete' not in r\n";
 
@@ -137,9 +143,15 @@ static void test_text_report(void **state)
     expect_line(text, "LEAK SUMMARY:\n   definitely lost: 432 bytes in 9 blocks\n"
                       "   indirectly lost: 48 bytes in 1 blocks\n     possibly lost: 0 bytes in 0 blocks\n"
                       "   still reachable: 16 bytes in 1 blocks\n");
-    expect_line(text, "Top sites by allocations\n\n990 allocations, 46.4 KiB allocated, 0 B live at exit\n"
-                      "    at helper (bench+0x1234) [inlined]\n    by ??? (0xdeadbeef)\n");
-    expect_line(text, "Other processes\n\npid 100 /bin/sh: replaced by exec; 5 allocations, 100 B allocated\n");
+    expect_line(text, "Case\n\nbench: no iterations; peak 4,096 bytes (4.0 KiB)\n"
+                      "  setup, growth: not estimated (they need iterations:");
+    expect_line(text, "  leaked: 480 bytes in 10 blocks (definitely and indirectly lost)\n"
+                      "  Top sites by live bytes at the peak (no growth figures for this case)\n"
+                      "    3,616 B                      helper\n"
+                      "    480 B                        leaky_site (leak.c:6)\n"
+                      "  Leaking sites (definitely and indirectly lost)\n"
+                      "    480 B in 10 blocks           leaky_site (leak.c:6)\n");
+    expect_line(text, "Other processes\n\npid 100 /bin/sh: replaced by exec; 5 allocations, 100 B allocated, peak 64 B\n");
     expect_line(text, "warning: stacks were dropped\nwarning: process warning\n");
     for (const char *line = text; *line;) {
         const char *end = strchrnul(line, '\n');
@@ -149,7 +161,35 @@ static void test_text_report(void **state)
     free(text);
 }
 
-/* Without a leak check the text report lists what was not freed at exit. */
+/* --metric sorts the text report's site lists and names them. */
+static void test_text_metrics(void **state)
+{
+    struct fixture *f = *state;
+    static const struct {
+        const char *metric, *expected;
+    } cases[] = {
+        {"leaked", "  Top sites by bytes leaked (definitely and indirectly lost)\n"
+                   "    480 B in 10 blocks           leaky_site (leak.c:6)\n\n"},
+        {"peak", "  Top sites by live bytes at the peak\n"
+                 "    3,616 B                      helper\n"
+                 "    480 B                        leaky_site (leak.c:6)\n"
+                 "  Leaking sites"},
+        {"allocated", "  Top sites by bytes allocated\n"
+                      "    47,520 B in 990 allocations  helper\n"
+                      "    480 B in 10 allocations      leaky_site (leak.c:6)\n"},
+        {"temporary", "  Top sites by temporary allocations (freed again)\n"
+                      "    990 of 990 allocations freed helper\n  Leaking sites"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const char *argv[] = {"report", f->trace, "--metric", cases[i].metric, "-o", f->out};
+        assert_int_equal(run_report(6, argv), 0);
+        char *text = read_text(f->out);
+        expect_line(text, cases[i].expected);
+        free(text);
+    }
+}
+
+/* Without a leak check the text report says so, and lists what was live. */
 static void test_text_without_leak_check(void **state)
 {
     struct fixture *f = *state;
@@ -168,9 +208,13 @@ static void test_text_without_leak_check(void **state)
     const char *argv[] = {"report", path, "-o", f->out};
     assert_int_equal(run_report(4, argv), 0);
     char *text = read_text(f->out);
-    expect_line(text, "Top sites by bytes not freed at exit\n\n480 B in 10 blocks not freed, from 10 allocations\n"
-                      "    at leaky_site (leak.c:6)\n");
+    expect_line(text, "No leak check (recorded with --leak-check off");
+    expect_line(text, "  leaked: not checked (no leak check covers this case");
+    expect_line(text, "  Top sites by live bytes at the peak (no growth figures for this case)\n"
+                      "    3,616 B                      helper\n"
+                      "    480 B                        leaky_site (leak.c:6)\n");
     assert_null(strstr(text, "LEAK SUMMARY"));
+    assert_null(strstr(text, "Leaking sites"));
     free(text);
     const char *json[] = {"report", path, "--format", "json", "-o", f->out};
     assert_int_equal(run_report(6, json), 0);
@@ -365,6 +409,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_json_exact_values, setup, teardown),
         cmocka_unit_test_setup_teardown(test_metric_allocated_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_text_report, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_text_metrics, setup, teardown),
         cmocka_unit_test_setup_teardown(test_text_without_leak_check, setup, teardown),
         cmocka_unit_test_setup_teardown(test_usage_and_failures, setup, teardown),
         cmocka_unit_test_setup_teardown(test_suppressions_option, setup, teardown),
