@@ -79,6 +79,10 @@ enum shm_alloc_fn {
     SHM_FN_PVALLOC,
     SHM_FN_PYMEM,    /* CPython's PyMem_Malloc family (the MEM domain, hooked) */
     SHM_FN_PYOBJECT, /* CPython's PyObject_Malloc family (the OBJ domain, hooked) */
+    SHM_FN_OPERATOR_NEW,               /* C++ operator new (plain or nothrow) */
+    SHM_FN_OPERATOR_NEW_ARRAY,         /* operator new[] */
+    SHM_FN_OPERATOR_NEW_ALIGNED,       /* operator new with std::align_val_t */
+    SHM_FN_OPERATOR_NEW_ARRAY_ALIGNED, /* operator new[] with std::align_val_t */
 };
 
 /* 32 bytes. time_ns is CLOCK_MONOTONIC nanoseconds, or TSC ticks (see
