@@ -129,6 +129,9 @@ enum trace_process_flags {
     TRACE_PROC_EXECED = 1u << 1,     /* the image was replaced by exec; the next PROCESS with the same pid continues it */
     TRACE_PROC_SIGNALED = 1u << 2,   /* ended by exit_signal */
     TRACE_PROC_EXITED = 1u << 3,     /* ended with exit_status */
+    /* an image of the launched command's own process, through its exec
+     * chain (never a fork child): the report's headline is the last one */
+    TRACE_PROC_PRIMARY = 1u << 4,
 };
 
 enum trace_snapshot_kind {

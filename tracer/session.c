@@ -606,6 +606,7 @@ static struct traced_process *replace_image(struct session *session, struct trac
     struct traced_process *image = process_create(session, old->pid, old->process_id);
     if (!image)
         return NULL;
+    image->flags |= old->flags & TRACE_PROC_PRIMARY; /* the exec chain of the launched command */
     image->previous_image_inode = previous_inode;
     process_read_identity(image);
     return image;
@@ -646,6 +647,7 @@ static void on_first_exec(struct session *session, pid_t pid)
     struct traced_process *image = process_create(session, pid, TRACE_NONE);
     if (!image)
         return;
+    image->flags |= TRACE_PROC_PRIMARY;
     process_read_identity(image);
     thread_add(session, pid, image);
     process_refresh_maps(image);
@@ -1406,6 +1408,7 @@ static int session_run_without_ptrace(struct session *session, const sigset_t *w
     struct traced_process *process = process_create(session, session->initial_pid, TRACE_NONE);
     if (!process)
         return 1;
+    process->flags |= TRACE_PROC_PRIMARY;
     for (;;) {
         int status;
         pid_t got = waitpid(process->pid, &status, WNOHANG);
