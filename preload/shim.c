@@ -48,8 +48,10 @@
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
+#include "elf_lookup.h"
 #include "exit_check.h"
 #include "fast_unwind.h"
+#include "freeres.h"
 #include "python_runtime.h"
 #include "ring_writer.h"
 #include "shm_layout.h"
@@ -384,15 +386,52 @@ static void stop_recording(void)
     __atomic_store_n(&record_state, RECORD_OFF, __ATOMIC_RELEASE);
 }
 
-/* No-ptrace mode: arms the leak check at exit, which runs from inside the
- * process (preload/exit_check.c). From the constructor: only then does
- * its exit handler run after _dl_fini, that is after every destructor. */
-static void arm_exit_check(void)
+/* The end of a recorded process image, in the thread that ends it (from
+ * exit() or _exit): glibc's and libstdc++'s freeres, as memcheck runs them
+ * (preload/freeres.c), then, without ptrace, the leak check the process
+ * runs itself (preload/exit_check.c; with ptrace the tracer checks at the
+ * exit_group stop, which comes after). */
+static void end_of_image(void)
+{
+    shm_freeres_run();
+    shm_exit_check_run();
+}
+
+static void exit_handler(void *unused)
+{
+    (void)unused;
+    end_of_image();
+}
+
+extern int __cxa_atexit(void (*function)(void *), void *argument, void *dso_handle);
+
+static bool exit_handler_registered;
+
+/* From the constructor: registered before __libc_start_main registers
+ * _dl_fini, the handler runs after it, that is after the program's atexit
+ * handlers and every destructor (of the executable and of every library),
+ * about where ptrace mode checks (the exit_group stop). No DSO handle, so
+ * that the shim's own __cxa_finalize does not run it early. */
+static void arm_end_of_image(void)
 {
     struct shim_thread *thread = &this_thread;
+    bool recording = __atomic_load_n(&record_state, __ATOMIC_ACQUIRE) == RECORD_ON;
     guard_begin(thread); /* __cxa_atexit may allocate: not the program's */
-    shm_exit_check_arm(__atomic_load_n(&record_state, __ATOMIC_ACQUIRE) == RECORD_ON, tracer_pid);
+    shm_exit_check_arm(recording, tracer_pid);
+    shm_freeres_arm(recording);
+    if (recording)
+        exit_handler_registered = __cxa_atexit(exit_handler, NULL, NULL) == 0;
     guard_end(thread);
+}
+
+/* The fallback when __cxa_atexit refused: the exit check still runs after
+ * the program's own destructors (_dl_fini runs the executable's before the
+ * preloaded shim's), but not freeres: libraries finalized after the shim
+ * may still use what it would free. */
+__attribute__((destructor)) static void shim_destructor(void)
+{
+    if (!exit_handler_registered)
+        shm_exit_check_run();
 }
 
 static void start_python(void);
@@ -400,7 +439,7 @@ static void start_python(void);
 __attribute__((constructor)) static void shim_constructor(void)
 {
     should_record(&this_thread);
-    arm_exit_check();
+    arm_end_of_image();
     start_python();
 }
 
@@ -440,6 +479,7 @@ static void fork_child(void)
     struct shim_thread *thread = &this_thread;
     if (__atomic_load_n(&record_state, __ATOMIC_ACQUIRE) != RECORD_ON)
         return;
+    shm_freeres_forked();
     guard_begin(thread);
     close(region_fd);
     munmap(region, SHM_TOTAL_SIZE);
@@ -832,94 +872,6 @@ static uintptr_t operator_code_low = UINTPTR_MAX, operator_code_high;
 static bool operators_forwarded; /* an operator was resolved: the checks below are needed */
 static pthread_mutex_t operator_code_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* One loaded object's own definition of a function, found in its dynamic
- * symbol table through its GNU hash table, without the loader: a lookup
- * by dlsym needs a scope the object may not have, and a dlopen of it to
- * get one would build that scope, allocating and changing the loader's
- * state under the program. */
-struct function_search {
-    const char *name;
-    uint32_t hash;
-    uintptr_t own_text_start, own_text_end; /* the shim's: skipped */
-    void *found;
-};
-
-static uint32_t gnu_symbol_hash(const char *name)
-{
-    uint32_t hash = 5381;
-    for (; *name; name++)
-        hash = hash * 33 + (unsigned char)*name;
-    return hash;
-}
-
-/* glibc stores the dynamic section's addresses relocated, except where it
- * cannot write them (the vDSO): then they are still relative. */
-static uintptr_t dynamic_address(uintptr_t value, uintptr_t bias)
-{
-    return value && value < bias ? value + bias : value;
-}
-
-#if __SIZEOF_POINTER__ == 8
-#define SYMBOL_TYPE(info) ELF64_ST_TYPE(info)
-#else
-#define SYMBOL_TYPE(info) ELF32_ST_TYPE(info)
-#endif
-
-static void *function_in_gnu_hash(const uint32_t *table, const ElfW(Sym) *symbols, const char *strings,
-                                  uintptr_t bias, const struct function_search *search)
-{
-    uint32_t bucket_count = table[0], first_symbol = table[1], bloom_words = table[2], bloom_shift = table[3];
-    if (!bucket_count || !bloom_words)
-        return NULL;
-    const ElfW(Addr) *bloom = (const ElfW(Addr) *)(table + 4);
-    const uint32_t *buckets = (const uint32_t *)(bloom + bloom_words);
-    const uint32_t *chain = buckets + bucket_count;
-    const unsigned word_bits = sizeof(ElfW(Addr)) * 8;
-    ElfW(Addr) word = bloom[(search->hash / word_bits) % bloom_words];
-    ElfW(Addr) mask = ((ElfW(Addr))1 << (search->hash % word_bits)) |
-                      ((ElfW(Addr))1 << ((search->hash >> bloom_shift) % word_bits));
-    if ((word & mask) != mask)
-        return NULL;
-    for (uint32_t index = buckets[search->hash % bucket_count]; index >= first_symbol; index++) {
-        uint32_t chained = chain[index - first_symbol];
-        const ElfW(Sym) *symbol = &symbols[index];
-        if ((chained | 1) == (search->hash | 1) && symbol->st_shndx != SHN_UNDEF && symbol->st_value &&
-            SYMBOL_TYPE(symbol->st_info) == STT_FUNC && strcmp(strings + symbol->st_name, search->name) == 0)
-            return (void *)(bias + symbol->st_value);
-        if (chained & 1)
-            break;
-    }
-    return NULL;
-}
-
-static int search_object(struct dl_phdr_info *info, size_t size, void *data)
-{
-    (void)size;
-    struct function_search *search = data;
-    const ElfW(Dyn) *dynamic = NULL;
-    for (unsigned i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *phdr = &info->dlpi_phdr[i];
-        if (phdr->p_type == PT_DYNAMIC)
-            dynamic = (const ElfW(Dyn) *)(info->dlpi_addr + phdr->p_vaddr);
-        else if (phdr->p_type == PT_LOAD && info->dlpi_addr + phdr->p_vaddr >= search->own_text_start &&
-                 info->dlpi_addr + phdr->p_vaddr < search->own_text_end)
-            return 0; /* ourselves */
-    }
-    uintptr_t symbols = 0, strings = 0, hash_table = 0;
-    for (; dynamic && dynamic->d_tag != DT_NULL; dynamic++) {
-        if (dynamic->d_tag == DT_SYMTAB)
-            symbols = dynamic_address(dynamic->d_un.d_ptr, info->dlpi_addr);
-        else if (dynamic->d_tag == DT_STRTAB)
-            strings = dynamic_address(dynamic->d_un.d_ptr, info->dlpi_addr);
-        else if (dynamic->d_tag == DT_GNU_HASH)
-            hash_table = dynamic_address(dynamic->d_un.d_ptr, info->dlpi_addr);
-    }
-    if (symbols && strings && hash_table)
-        search->found = function_in_gnu_hash((const uint32_t *)hash_table, (const ElfW(Sym) *)symbols,
-                                             (const char *)strings, info->dlpi_addr, search);
-    return search->found != NULL; /* non-zero stops the walk */
-}
-
 /* The definition the caller would reach without the shim. Usually the next
  * one in the global scope. But a C++ library dlopen'ed RTLD_LOCAL (a C++
  * extension of Python, which is no C++ program) brings a libstdc++ that
@@ -932,10 +884,9 @@ static void *find_next_operator(enum operator_form form)
     void *found = dlsym(RTLD_NEXT, symbol);
     if (found)
         return found;
-    struct function_search search = {.name = symbol, .hash = gnu_symbol_hash(symbol)};
-    own_text_range(&search.own_text_start, &search.own_text_end); /* not known yet when not recording */
-    dl_iterate_phdr(search_object, &search);
-    return search.found;
+    uintptr_t own_start = 0, own_end = 0;
+    own_text_range(&own_start, &own_end); /* not known yet when not recording */
+    return shm_find_function(symbol, own_start, own_end);
 }
 
 /* Remembers where the next operator's code is, from its symbol's size. A
@@ -1573,17 +1524,17 @@ static void start_python(void)
 /* ---- _exit ------------------------------------------------------------------ */
 
 /* A program that leaves by _exit (or _Exit) skips exit()'s handlers: the
- * no-ptrace exit check runs here instead (nothing at all in ptrace mode,
- * which checks at the exit_group stop). System calls only, as glibc's own
- * _exit: safe in a signal handler and in a vfork child. */
+ * end of the image runs here instead, as memcheck runs freeres at any
+ * exit_group. Safe in a vfork child and in a signal handler: freeres runs
+ * in neither, and the exit check is system calls only. */
 SHIM_EXPORT __attribute__((noreturn)) void _exit(int status)
 {
-    shm_exit_check_run();
+    end_of_image();
     shm_exit_group(status);
 }
 
 SHIM_EXPORT __attribute__((noreturn)) void _Exit(int status)
 {
-    shm_exit_check_run();
+    end_of_image();
     shm_exit_group(status);
 }

@@ -77,7 +77,16 @@ static int parse_leak_check(const char *text, uint32_t *value)
     return 0;
 }
 
-enum { OPT_ITERATION = 256, OPT_LEAK_CHECK, OPT_SNAPSHOTS, OPT_INTERVAL, OPT_SAMPLE_RATE, OPT_MAX_FRAMES, OPT_NO_FOLLOW };
+enum {
+    OPT_ITERATION = 256,
+    OPT_LEAK_CHECK,
+    OPT_SNAPSHOTS,
+    OPT_INTERVAL,
+    OPT_SAMPLE_RATE,
+    OPT_MAX_FRAMES,
+    OPT_NO_FOLLOW,
+    OPT_NO_FREERES
+};
 
 /* Fills options from argv; returns 0, or an exit status for a usage error. */
 static int parse_options(int argc, char **argv, struct record_options *options)
@@ -91,6 +100,7 @@ static int parse_options(int argc, char **argv, struct record_options *options)
         {"sample-rate", required_argument, NULL, OPT_SAMPLE_RATE},
         {"max-frames", required_argument, NULL, OPT_MAX_FRAMES},
         {"no-follow", no_argument, NULL, OPT_NO_FOLLOW},
+        {"no-freeres", no_argument, NULL, OPT_NO_FREERES},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -147,6 +157,9 @@ static int parse_options(int argc, char **argv, struct record_options *options)
             break;
         case OPT_NO_FOLLOW:
             options->follow_children = 0;
+            break;
+        case OPT_NO_FREERES:
+            options->no_freeres = 1;
             break;
         case 'h':
             fputs(command_usage("record"), stdout);

@@ -29,6 +29,7 @@ struct record_options {
     uint64_t sample_rate;
     uint32_t leak_check;      /* enum trace_leak_check */
     int follow_children;
+    int no_freeres;           /* --no-freeres: the shims skip freeres at exit */
     const char *iteration_symbol; /* --iteration SYMBOL: NULL when not given */
     const char *python_iteration; /* --iteration py:[MODULE:]QUALNAME, without "py:"; NULL when not given */
     char *const *command;     /* argv of the target, NULL-terminated */
