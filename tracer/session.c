@@ -224,6 +224,8 @@ static void handle_wait_status(struct session *session, pid_t tid, int status);
  * must still symbolize, and the result never overlaps itself. */
 static void process_refresh_maps(struct traced_process *process)
 {
+    if (process->maps_final)
+        return;
     struct proc_maps fresh;
     if (proc_maps_read(process->pid, &fresh) < 0)
         return;
@@ -595,10 +597,14 @@ static void on_new_task(struct session *session, struct traced_thread *thread, i
 static void process_watch_entry(struct session *session, struct traced_process *process);
 
 /* An exec replaced the image: the old one ends (its heap with it: no leak
- * check at exec, as memcheck) and the new one, same pid, begins. NULL when
- * out of memory. */
+ * check at exec, as memcheck) and the new one, same pid, begins. The old
+ * image keeps the mappings read while it ran: the pid's maps are the new
+ * program's now, which would name the old image's frames after functions
+ * of the new one wherever the two programs' mappings overlap (the same
+ * load addresses without ASLR). NULL when out of memory. */
 static struct traced_process *replace_image(struct session *session, struct traced_process *old)
 {
+    old->maps_final = 1;
     process_final_snapshot(session, old, TRACE_SNAP_EXEC, 0);
     old->flags |= TRACE_PROC_EXECED;
     uint64_t previous_inode = old->shm.inode;

@@ -63,6 +63,7 @@ struct traced_process {
     uint64_t previous_image_inode; /* region of the image before exec: not ours */
 
     struct proc_maps maps;     /* every mapping seen while the image lived */
+    int maps_final;            /* exec replaced the image: /proc/PID/maps is the next image's */
     size_t sites_checked;      /* sites whose frames are known to lie in maps */
 
     struct breakpoint_set breakpoints;

@@ -29,6 +29,8 @@
 #                                    if no site matches; the sites that were
 #                                    reported are then listed in the log)
 #   site_any_get JSON FIELD FUNC     same, over sites with FUNC in any frame
+#   trace_stacks TRACE               every stack of every process image, one a
+#                                    line: "ID<TAB>EXE<TAB>module:function;..."
 #   vg_run NAME [VALGRIND-OPTIONS] -- COMMAND [ARG...]
 #                                    runs memcheck, one log per process in
 #                                    $WORK/vg.NAME.PID.log; sets VG_RC
@@ -356,6 +358,57 @@ expect_site() {
         _quiet=1
         expect_eq "site $_fn:$_ln $_k" "$_v" "$_got"
     done
+}
+
+# trace_stacks TRACE: every stack of every process image in the trace (the
+# report shows the primary process's only), one line each:
+# "PROCESS_ID<TAB>EXE<TAB>module:function;module:function..." innermost
+# first, allocator frames left out. Reads the file as docs/trace-format.md
+# describes it.
+trace_stacks() {
+    "$PY" - "$1" <<'EOF'
+import struct, sys
+data = open(sys.argv[1], "rb").read()
+if data[:8] != b"MEMSLOPE":
+    sys.exit("not a memslope trace: " + sys.argv[1])
+strings, modules, frames, exes, stacks = {0: ""}, {}, {}, {}, []
+pos = 16
+while pos + 16 <= len(data):
+    kind, _, length = struct.unpack_from("<IIQ", data, pos)
+    p, o = data[pos + 16:pos + 16 + length], 0
+    pos += 16 + length + 4
+    def take(fmt):
+        global o
+        values = struct.unpack_from("<" + fmt, p, o)
+        o += struct.calcsize("<" + fmt)
+        return values
+    if kind == 1:
+        first, count = take("II")
+        for i in range(count):
+            (n,) = take("I")
+            strings[first + i] = p[o:o + n].decode("utf-8", "replace")
+            o += n
+    elif kind == 3:
+        module_id, path, _ = take("III")
+        modules[module_id] = strings[path].rsplit("/", 1)[-1]
+    elif kind == 4:
+        first, count = take("II")
+        for i in range(count):
+            module_id, function, _, _, _, _, flags = take("IIIIQQI")
+            frames[first + i] = (modules.get(module_id, "?"), strings[function], flags)
+    elif kind == 5:
+        process_id, _, _, exe = take("IIII")
+        exes[process_id] = strings[exe].rsplit("/", 1)[-1]
+    elif kind == 6:
+        process_id, count = take("II")
+        for i in range(count):
+            _, depth = take("II")
+            ids = take("I" * depth)
+            stacks.append((process_id, [frames[f] for f in ids]))
+for process_id, stack in stacks:
+    print("%d\t%s\t%s" % (process_id, exes.get(process_id, "?"),
+                          ";".join("%s:%s" % (m, f) for m, f, flags in stack if not flags & 2)))
+EOF
 }
 
 # --- valgrind ------------------------------------------------------------------
