@@ -263,6 +263,18 @@ static const struct trace_site **sorted_sites(const struct trace_model_process *
     return sites;
 }
 
+/* Why no site has bytes live at exit: a process the shim never entered (a
+ * static binary) recorded nothing at all, which is not "freed". */
+static const char *nothing_live(const struct trace_model_process *process)
+{
+    if (!process || !(process->info.flags & TRACE_PROC_SHIM_SEEN))
+        return "Nothing was recorded in this process: memslope's shim was not loaded into it (see the warning "
+               "below).";
+    if (process->info.allocations == 0)
+        return "The process allocated nothing.";
+    return "Every allocation was freed.";
+}
+
 static void write_not_freed(FILE *out, const struct report *report)
 {
     size_t n;
@@ -280,7 +292,7 @@ static void write_not_freed(FILE *out, const struct report *report)
         fputc('\n', out);
     }
     if (shown == 0)
-        fputs("Every allocation was freed.\n\n", out);
+        fprintf(out, "%s\n\n", nothing_live(report->primary));
     free(sites);
 }
 

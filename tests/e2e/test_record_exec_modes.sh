@@ -43,6 +43,13 @@ if [ -x "$STATIC" ]; then
     expect_totals "$J" "$FE" 5 5 3500
     expect_eq "static exec: a warning names ldconfig" true \
         "$(jget "$J" 'any("ldconfig" in w for p in d["processes"] for w in p.get("warnings", [])) or any("ldconfig" in w for w in d.get("warnings", []))')"
+    # Launched directly, the static program is the headline: its text report
+    # says nothing was recorded, not that every allocation was freed.
+    record "$WORK/static_only.trace" -- "$STATIC" --version
+    "$MEMSLOPE" report "$WORK/static_only.trace" >"$WORK/static_only.txt" 2>&1
+    expect_match "static program: the text says nothing was recorded" \
+        "^Nothing was recorded in this process: memslope's shim was not loaded into it" "$WORK/static_only.txt"
+    expect_no_match "static program: nothing claimed freed" "Every allocation was freed" "$WORK/static_only.txt"
     record "$WORK/static3.trace" -- "$FIXTURES/fork_exec" --vfork /bin/sh -c 'exit 3'
     expect_eq "vfork + exec of sh -c 'exit 3': record exit status" 3 "$REC_RC"
 else
