@@ -479,7 +479,6 @@ static void fork_child(void)
     struct shim_thread *thread = &this_thread;
     if (__atomic_load_n(&record_state, __ATOMIC_ACQUIRE) != RECORD_ON)
         return;
-    shm_freeres_forked();
     guard_begin(thread);
     close(region_fd);
     munmap(region, SHM_TOTAL_SIZE);
@@ -495,7 +494,9 @@ static void fork_child(void)
     memset(thread->stack_cache, 0, sizeof thread->stack_cache);
     thread->stamps_to_reuse = 0; /* the child's first event reads the clock, not a stamp from before the fork */
     thread->no_slot = 0;
-    if (!create_region())
+    if (create_region())
+        shm_freeres_forked(); /* a child not followed or not recorded runs no freeres: it is not ours */
+    else
         stop_recording();
     guard_end(thread);
 }
