@@ -133,6 +133,12 @@ $(B)/fixtures/%: fixtures/%.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) -g -O0 -pthread -Iinclude -o $@ $<
 
+# A C++ library that fixtures/dlopen_cxx.c loads with RTLD_LOCAL.
+FIXTURE_LIBS := $(B)/fixtures/libcxx_local.so
+$(B)/fixtures/libcxx_local.so: fixtures/lib/cxx_local.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) -g -O0 -shared -fPIC -o $@ $<
+
 # The example Python extension (fixtures/python), built for the system
 # interpreter the Python tests and the walkthrough use; python3-dev (make
 # deps) provides its headers.
@@ -146,7 +152,7 @@ $(B)/fixtures/python/leakdemo$(PY_EXT_SUFFIX): fixtures/python/leakdemo.c
 	$(CC) -shared -fPIC -g -O0 -Wall -Wextra -Werror $(PY_INCLUDES) -o $@ $<
 	cp fixtures/python/bench_leakdemo.py $(dir $@)
 
-fixtures: $(FIXTURE_BIN) $(PY_EXTENSION)
+fixtures: $(FIXTURE_BIN) $(FIXTURE_LIBS) $(PY_EXTENSION)
 
 $(B)/fuzz-obj/%.o: %.c
 	@mkdir -p $(dir $@)

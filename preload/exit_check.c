@@ -1,16 +1,10 @@
 /*
  * exit_check.c - see exit_check.h.
  *
- * When it runs: exit() runs its handlers last registered first, and
- * __libc_start_main registers _dl_fini (which runs every destructor of the
- * executable and of every library) before main, but after the libraries'
- * constructors have run. Our handler, registered from the shim's
- * constructor with __cxa_atexit and no DSO handle (so that the shim's own
- * __cxa_finalize does not run it early), therefore runs after _dl_fini:
- * after the program's atexit handlers and every destructor, as late as the
- * exit_group stop where ptrace mode checks. If the registration fails, a
- * destructor of the shim runs it instead (before the destructors of
- * libraries that _dl_fini finalizes after the shim).
+ * When it runs: from the shim's exit handler (preload/shim.c,
+ * arm_end_of_image), after the program's atexit handlers and every
+ * destructor, as late as the exit_group stop where ptrace mode checks, and
+ * after glibc's and libstdc++'s freeres; or from the interposed _exit.
  */
 #include "exit_check.h"
 
@@ -38,8 +32,6 @@
  * the scan reads as the exiting thread's stack. */
 #define DEAD_STACK_SCRUB 1024
 
-extern int __cxa_atexit(void (*function)(void *), void *argument, void *dso_handle);
-
 /* The shim's process-wide state for the check; one per process image. */
 static struct {
     int socket_fd;        /* -1: not armed */
@@ -47,15 +39,8 @@ static struct {
     ino_t socket_inode;   /* close it and reuse its number for another */
     pid_t pid;
     pid_t tracer_pid;
-    int handler_registered;
     int done;             /* the check ran (or is running) */
 } armed = {.socket_fd = -1};
-
-static void exit_handler(void *unused)
-{
-    (void)unused;
-    shm_exit_check_run();
-}
 
 void shm_exit_check_arm(bool recording, pid_t tracer_pid)
 {
@@ -71,7 +56,6 @@ void shm_exit_check_arm(bool recording, pid_t tracer_pid)
         armed.pid = getpid();
         armed.tracer_pid = tracer_pid;
         armed.socket_fd = (int)socket_fd;
-        armed.handler_registered = __cxa_atexit(exit_handler, NULL, NULL) == 0;
     }
     errno = saved_errno;
 }
@@ -180,14 +164,6 @@ void shm_exit_check_run(void)
         request_check();
     }
     errno = saved_errno;
-}
-
-/* The fallback when __cxa_atexit refused: still after the program's own
- * destructors (_dl_fini runs the executable's before the preloaded shim's). */
-__attribute__((destructor)) static void exit_check_destructor(void)
-{
-    if (!armed.handler_registered)
-        shm_exit_check_run();
 }
 
 void shm_exit_group(int status)

@@ -21,8 +21,8 @@
 /* Called once per process image from the shim's constructor, after the
  * recording decision. Arms the check only in no-ptrace mode
  * (SHM_ENV_NO_PTRACE "1" and a socket in SHM_ENV_SOCKET) and when this
- * process records; registers shm_exit_check_run to run at exit() after
- * every destructor (see exit_check.c). Does nothing otherwise. */
+ * process records; the shim's exit handler then runs it after every
+ * destructor (see exit_check.c). Does nothing otherwise. */
 void shm_exit_check_arm(bool recording, pid_t tracer_pid);
 
 /* Runs the check once per process image, from the thread that exits:

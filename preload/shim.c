@@ -48,8 +48,10 @@
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
+#include "elf_lookup.h"
 #include "exit_check.h"
 #include "fast_unwind.h"
+#include "freeres.h"
 #include "python_runtime.h"
 #include "ring_writer.h"
 #include "shm_layout.h"
@@ -169,6 +171,18 @@ static size_t bootstrap_size(const void *pointer)
 
 /* ---- resolving the real allocator --------------------------------------- */
 
+/* A failed dlsym leaves its message in a block glibc allocates for the
+ * thread and frees at the thread's next dl call: allocated by the shim
+ * under its guard (unrecorded), it would be freed by the program (a free of
+ * a block nobody saw, which memcheck never counts). Called under the guard
+ * after the shim's lookups that may fail: the first dlerror takes the
+ * message, the second frees it. */
+static void discard_dl_error(void)
+{
+    (void)dlerror();
+    (void)dlerror();
+}
+
 static void *next_symbol(const char *name)
 {
     return dlsym(RTLD_NEXT, name);
@@ -240,7 +254,7 @@ static bool create_region(void)
  * (the first malloc may come from inside the dynamic loader). */
 extern const ElfW(Ehdr) __ehdr_start __attribute__((visibility("hidden")));
 
-static void find_own_text(void)
+static void own_text_range(uintptr_t *start, uintptr_t *end)
 {
     const ElfW(Ehdr) *ehdr = &__ehdr_start;
     const ElfW(Phdr) *phdr = (const ElfW(Phdr) *)((const char *)ehdr + ehdr->e_phoff);
@@ -253,10 +267,15 @@ static void find_own_text(void)
     }
     for (unsigned i = 0; i < ehdr->e_phnum; i++) {
         if (phdr[i].p_type == PT_LOAD && (phdr[i].p_flags & PF_X)) {
-            shim_text_start = bias + phdr[i].p_vaddr;
-            shim_text_end = shim_text_start + phdr[i].p_memsz;
+            *start = bias + phdr[i].p_vaddr;
+            *end = *start + phdr[i].p_memsz;
         }
     }
+}
+
+static void find_own_text(void)
+{
+    own_text_range(&shim_text_start, &shim_text_end);
 }
 
 /* Runs once, with the guard up: everything it allocates is unrecorded. */
@@ -367,15 +386,52 @@ static void stop_recording(void)
     __atomic_store_n(&record_state, RECORD_OFF, __ATOMIC_RELEASE);
 }
 
-/* No-ptrace mode: arms the leak check at exit, which runs from inside the
- * process (preload/exit_check.c). From the constructor: only then does
- * its exit handler run after _dl_fini, that is after every destructor. */
-static void arm_exit_check(void)
+/* The end of a recorded process image, in the thread that ends it (from
+ * exit() or _exit): glibc's and libstdc++'s freeres, as memcheck runs them
+ * (preload/freeres.c), then, without ptrace, the leak check the process
+ * runs itself (preload/exit_check.c; with ptrace the tracer checks at the
+ * exit_group stop, which comes after). */
+static void end_of_image(void)
+{
+    shm_freeres_run();
+    shm_exit_check_run();
+}
+
+static void exit_handler(void *unused)
+{
+    (void)unused;
+    end_of_image();
+}
+
+extern int __cxa_atexit(void (*function)(void *), void *argument, void *dso_handle);
+
+static bool exit_handler_registered;
+
+/* From the constructor: registered before __libc_start_main registers
+ * _dl_fini, the handler runs after it, that is after the program's atexit
+ * handlers and every destructor (of the executable and of every library),
+ * about where ptrace mode checks (the exit_group stop). No DSO handle, so
+ * that the shim's own __cxa_finalize does not run it early. */
+static void arm_end_of_image(void)
 {
     struct shim_thread *thread = &this_thread;
+    bool recording = __atomic_load_n(&record_state, __ATOMIC_ACQUIRE) == RECORD_ON;
     guard_begin(thread); /* __cxa_atexit may allocate: not the program's */
-    shm_exit_check_arm(__atomic_load_n(&record_state, __ATOMIC_ACQUIRE) == RECORD_ON, tracer_pid);
+    shm_exit_check_arm(recording, tracer_pid);
+    shm_freeres_arm(recording);
+    if (recording)
+        exit_handler_registered = __cxa_atexit(exit_handler, NULL, NULL) == 0;
     guard_end(thread);
+}
+
+/* The fallback when __cxa_atexit refused: the exit check still runs after
+ * the program's own destructors (_dl_fini runs the executable's before the
+ * preloaded shim's), but not freeres: libraries finalized after the shim
+ * may still use what it would free. */
+__attribute__((destructor)) static void shim_destructor(void)
+{
+    if (!exit_handler_registered)
+        shm_exit_check_run();
 }
 
 static void start_python(void);
@@ -383,7 +439,7 @@ static void start_python(void);
 __attribute__((constructor)) static void shim_constructor(void)
 {
     should_record(&this_thread);
-    arm_exit_check();
+    arm_end_of_image();
     start_python();
 }
 
@@ -438,7 +494,9 @@ static void fork_child(void)
     memset(thread->stack_cache, 0, sizeof thread->stack_cache);
     thread->stamps_to_reuse = 0; /* the child's first event reads the clock, not a stamp from before the fork */
     thread->no_slot = 0;
-    if (!create_region())
+    if (create_region())
+        shm_freeres_forked(); /* a child not followed or not recorded runs no freeres: it is not ours */
+    else
         stop_recording();
     guard_end(thread);
 }
@@ -727,6 +785,304 @@ static void record_marker(enum shm_event_kind kind, uint64_t addr, uint64_t size
     put_event(thread, fresh_stamp(thread), addr, size, SHM_STACK_NONE, (uint8_t)kind, 0);
 }
 
+/* ---- C++ operator new and delete ------------------------------------------- */
+
+/* Every form of the global operators, C++98 to C++17, each forwarding to
+ * the next definition: libstdc++'s, or that of a preloaded tcmalloc or
+ * jemalloc, which serve them without calling malloc and were not recorded
+ * at all before these. The program's one new is one allocation, as
+ * memcheck (which replaces the operators whole) counts it; what the next
+ * operator does inside is its own doing:
+ * - the forms that cannot throw (nothrow new, every delete) run with the
+ *   guard up, so nothing they do is recorded (libstdc++'s nothrow new
+ *   calls new, which may throw and catch bad_alloc inside: an exception
+ *   object allocated and freed that memcheck never sees);
+ * - a throwing new cannot: the guard would stay up when std::bad_alloc is
+ *   thrown through our frame, and the shim is C, without cleanups run by
+ *   an exception (-fexceptions would add libgcc_s to every process, and
+ *   with it fewer allocations than memcheck sees in glibc's own lazy load
+ *   of libgcc_s). The allocator it calls is told apart by where it is
+ *   called from instead (operator_nested_call): libstdc++'s new calls
+ *   malloc, its aligned new aligned_alloc, its new[] jumps to new. */
+enum operator_form {
+    OPERATOR_NEW,
+    OPERATOR_NEW_ARRAY,
+    OPERATOR_NEW_NOTHROW,
+    OPERATOR_NEW_ARRAY_NOTHROW,
+    OPERATOR_NEW_ALIGNED,
+    OPERATOR_NEW_ARRAY_ALIGNED,
+    OPERATOR_NEW_ALIGNED_NOTHROW,
+    OPERATOR_NEW_ARRAY_ALIGNED_NOTHROW,
+    OPERATOR_DELETE,
+    OPERATOR_DELETE_ARRAY,
+    OPERATOR_DELETE_NOTHROW,
+    OPERATOR_DELETE_ARRAY_NOTHROW,
+    OPERATOR_DELETE_SIZED,
+    OPERATOR_DELETE_ARRAY_SIZED,
+    OPERATOR_DELETE_ALIGNED,
+    OPERATOR_DELETE_ARRAY_ALIGNED,
+    OPERATOR_DELETE_ALIGNED_NOTHROW,
+    OPERATOR_DELETE_ARRAY_ALIGNED_NOTHROW,
+    OPERATOR_DELETE_SIZED_ALIGNED,
+    OPERATOR_DELETE_ARRAY_SIZED_ALIGNED,
+    OPERATOR_FORM_COUNT
+};
+
+/* Itanium C++ ABI names; std::size_t is unsigned long ("m") on LP64. */
+#if __SIZEOF_SIZE_T__ == 8
+#define MANGLED_SIZE "m"
+#else
+#define MANGLED_SIZE "j"
+#endif
+#define MANGLED_NOTHROW "RKSt9nothrow_t"
+#define MANGLED_ALIGN "St11align_val_t"
+
+static const char *const operator_symbols[OPERATOR_FORM_COUNT] = {
+    [OPERATOR_NEW] = "_Znw" MANGLED_SIZE,
+    [OPERATOR_NEW_ARRAY] = "_Zna" MANGLED_SIZE,
+    [OPERATOR_NEW_NOTHROW] = "_Znw" MANGLED_SIZE MANGLED_NOTHROW,
+    [OPERATOR_NEW_ARRAY_NOTHROW] = "_Zna" MANGLED_SIZE MANGLED_NOTHROW,
+    [OPERATOR_NEW_ALIGNED] = "_Znw" MANGLED_SIZE MANGLED_ALIGN,
+    [OPERATOR_NEW_ARRAY_ALIGNED] = "_Zna" MANGLED_SIZE MANGLED_ALIGN,
+    [OPERATOR_NEW_ALIGNED_NOTHROW] = "_Znw" MANGLED_SIZE MANGLED_ALIGN MANGLED_NOTHROW,
+    [OPERATOR_NEW_ARRAY_ALIGNED_NOTHROW] = "_Zna" MANGLED_SIZE MANGLED_ALIGN MANGLED_NOTHROW,
+    [OPERATOR_DELETE] = "_ZdlPv",
+    [OPERATOR_DELETE_ARRAY] = "_ZdaPv",
+    [OPERATOR_DELETE_NOTHROW] = "_ZdlPv" MANGLED_NOTHROW,
+    [OPERATOR_DELETE_ARRAY_NOTHROW] = "_ZdaPv" MANGLED_NOTHROW,
+    [OPERATOR_DELETE_SIZED] = "_ZdlPv" MANGLED_SIZE,
+    [OPERATOR_DELETE_ARRAY_SIZED] = "_ZdaPv" MANGLED_SIZE,
+    [OPERATOR_DELETE_ALIGNED] = "_ZdlPv" MANGLED_ALIGN,
+    [OPERATOR_DELETE_ARRAY_ALIGNED] = "_ZdaPv" MANGLED_ALIGN,
+    [OPERATOR_DELETE_ALIGNED_NOTHROW] = "_ZdlPv" MANGLED_ALIGN MANGLED_NOTHROW,
+    [OPERATOR_DELETE_ARRAY_ALIGNED_NOTHROW] = "_ZdaPv" MANGLED_ALIGN MANGLED_NOTHROW,
+    [OPERATOR_DELETE_SIZED_ALIGNED] = "_ZdlPv" MANGLED_SIZE MANGLED_ALIGN,
+    [OPERATOR_DELETE_ARRAY_SIZED_ALIGNED] = "_ZdaPv" MANGLED_SIZE MANGLED_ALIGN,
+};
+
+static void *next_operators[OPERATOR_FORM_COUNT]; /* resolved on first use */
+
+/* The code of every next operator resolved so far, and the span that
+ * holds them all (checked first: one library's operators lie together). */
+struct code_range {
+    uintptr_t start, end;
+};
+static struct code_range operator_code[OPERATOR_FORM_COUNT];
+static uint32_t operator_code_count;
+static uintptr_t operator_code_low = UINTPTR_MAX, operator_code_high;
+static bool operators_forwarded; /* an operator was resolved: the checks below are needed */
+static pthread_mutex_t operator_code_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The definition the caller would reach without the shim. Usually the next
+ * one in the global scope. But a C++ library dlopen'ed RTLD_LOCAL (a C++
+ * extension of Python, which is no C++ program) brings a libstdc++ that
+ * is outside it, and the library's calls still come here, the global scope
+ * being searched first: then the first loaded object that defines the
+ * function, in load order. The first answer serves every later call. */
+static void *find_next_operator(enum operator_form form)
+{
+    const char *symbol = operator_symbols[form];
+    void *found = dlsym(RTLD_NEXT, symbol);
+    if (found)
+        return found;
+    uintptr_t own_start = 0, own_end = 0;
+    own_text_range(&own_start, &own_end); /* not known yet when not recording */
+    return shm_find_function(symbol, own_start, own_end);
+}
+
+/* Remembers where the next operator's code is, from its symbol's size. A
+ * size of 0 (a symbol without one) covers its first instruction only: its
+ * nested calls are then recorded, as before the operators were
+ * interposed. */
+static void remember_operator_code(const void *function)
+{
+    Dl_info info;
+    const ElfW(Sym) *symbol = NULL;
+    uintptr_t start = (uintptr_t)function, size = 1;
+    if (dladdr1(function, &info, (void **)&symbol, RTLD_DL_SYMENT) && symbol &&
+        (uintptr_t)info.dli_saddr == start && symbol->st_size > 0)
+        size = symbol->st_size;
+    pthread_mutex_lock(&operator_code_lock);
+    uint32_t count = __atomic_load_n(&operator_code_count, __ATOMIC_RELAXED);
+    bool known = false;
+    for (uint32_t i = 0; i < count; i++)
+        known = known || operator_code[i].start == start; /* aliases: tcmalloc's new is its new[] */
+    if (!known && count < OPERATOR_FORM_COUNT) {
+        operator_code[count] = (struct code_range){start, start + size};
+        if (start < __atomic_load_n(&operator_code_low, __ATOMIC_RELAXED))
+            __atomic_store_n(&operator_code_low, start, __ATOMIC_RELAXED);
+        if (start + size > __atomic_load_n(&operator_code_high, __ATOMIC_RELAXED))
+            __atomic_store_n(&operator_code_high, start + size, __ATOMIC_RELAXED);
+        __atomic_store_n(&operator_code_count, count + 1, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&operators_forwarded, true, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&operator_code_lock);
+}
+
+static __attribute__((noinline, cold)) void *resolve_operator(enum operator_form form)
+{
+    (void)real_ready(); /* dlsym may call calloc: `real` must be known first */
+    struct shim_thread *thread = &this_thread;
+    int saved_errno = errno;
+    guard_begin(thread); /* dlsym may allocate: not the program's */
+    void *found = find_next_operator(form);
+    if (found)
+        remember_operator_code(found);
+    discard_dl_error();
+    guard_end(thread);
+    errno = saved_errno;
+    if (!found) {
+        static const char message[] = "memslope: cannot find the C++ operator that the shim forwards to (no "
+                                      "definition after libmemslope.so, nor in any loaded object)\n";
+        ssize_t ignored = write(2, message, sizeof message - 1);
+        (void)ignored;
+        abort();
+    }
+    __atomic_store_n(&next_operators[form], found, __ATOMIC_RELEASE);
+    return found;
+}
+
+/* Whether an entry point was called by a next operator, directly (libstdc++'s
+ * new calls malloc) or by a tail call, which leaves the return address of
+ * our own call to it (libstdc++'s new[] jumps to new, its aligned delete to
+ * free): that call is part of the operator the program called, which the
+ * shim records once. One load and a branch while no operator was
+ * forwarded. */
+static inline bool operator_nested_call(const void *return_address)
+{
+    if (LIKELY(!__atomic_load_n(&operators_forwarded, __ATOMIC_ACQUIRE)))
+        return false;
+    uintptr_t ip = (uintptr_t)return_address;
+    if (in_shim_text(ip))
+        return true;
+    if (ip < __atomic_load_n(&operator_code_low, __ATOMIC_RELAXED) ||
+        ip >= __atomic_load_n(&operator_code_high, __ATOMIC_RELAXED))
+        return false;
+    uint32_t count = __atomic_load_n(&operator_code_count, __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0; i < count; i++)
+        if (ip >= operator_code[i].start && ip < operator_code[i].end)
+            return true;
+    return false;
+}
+
+static inline void *next_operator(enum operator_form form)
+{
+    void *next = __atomic_load_n(&next_operators[form], __ATOMIC_ACQUIRE);
+    return LIKELY(next != NULL) ? next : resolve_operator(form);
+}
+
+typedef void *(*operator_new_fn)(size_t);
+typedef void *(*operator_new_nothrow_fn)(size_t, const void *);
+typedef void *(*operator_new_aligned_fn)(size_t, size_t);
+typedef void *(*operator_new_aligned_nothrow_fn)(size_t, size_t, const void *);
+
+static inline __attribute__((always_inline)) void *call_operator_new(enum operator_form form, void *next, size_t size,
+                                                                      size_t alignment, const void *nothrow)
+{
+    switch (form) {
+    case OPERATOR_NEW_NOTHROW:
+    case OPERATOR_NEW_ARRAY_NOTHROW:
+        return ((operator_new_nothrow_fn)next)(size, nothrow);
+    case OPERATOR_NEW_ALIGNED:
+    case OPERATOR_NEW_ARRAY_ALIGNED:
+        return ((operator_new_aligned_fn)next)(size, alignment);
+    case OPERATOR_NEW_ALIGNED_NOTHROW:
+    case OPERATOR_NEW_ARRAY_ALIGNED_NOTHROW:
+        return ((operator_new_aligned_nothrow_fn)next)(size, alignment, nothrow);
+    default:
+        return ((operator_new_fn)next)(size);
+    }
+}
+
+static inline enum shm_alloc_fn operator_new_alloc_fn(enum operator_form form)
+{
+    switch (form) {
+    case OPERATOR_NEW_ARRAY:
+    case OPERATOR_NEW_ARRAY_NOTHROW:
+        return SHM_FN_OPERATOR_NEW_ARRAY;
+    case OPERATOR_NEW_ALIGNED:
+    case OPERATOR_NEW_ALIGNED_NOTHROW:
+        return SHM_FN_OPERATOR_NEW_ALIGNED;
+    case OPERATOR_NEW_ARRAY_ALIGNED:
+    case OPERATOR_NEW_ARRAY_ALIGNED_NOTHROW:
+        return SHM_FN_OPERATOR_NEW_ARRAY_ALIGNED;
+    default:
+        return SHM_FN_OPERATOR_NEW;
+    }
+}
+
+/* always_inline into each exported operator, as record_alloc: the
+ * backtrace starts from the exported function's frame. */
+static inline __attribute__((always_inline)) void *operator_new(enum operator_form form, size_t size,
+                                                                 size_t alignment, const void *nothrow)
+{
+    const void *caller = __builtin_return_address(0);
+    void *next = next_operator(form);
+    struct shim_thread *thread = &this_thread;
+    void *pointer;
+    if (nothrow) {
+        thread->guard++;
+        pointer = call_operator_new(form, next, size, alignment, nothrow);
+        thread->guard--;
+    } else {
+        pointer = call_operator_new(form, next, size, alignment, nothrow);
+    }
+    if (LIKELY(pointer != NULL) && should_record(thread) && !operator_nested_call(caller))
+        record_alloc(pointer, size, operator_new_alloc_fn(form));
+    return pointer;
+}
+
+typedef void (*operator_delete_fn)(void *);
+typedef void (*operator_delete_nothrow_fn)(void *, const void *);
+typedef void (*operator_delete_sized_fn)(void *, size_t); /* also (pointer, alignment) */
+typedef void (*operator_delete_aligned_nothrow_fn)(void *, size_t, const void *);
+typedef void (*operator_delete_sized_aligned_fn)(void *, size_t, size_t);
+
+static inline __attribute__((always_inline)) void call_operator_delete(enum operator_form form, void *next,
+                                                                        void *pointer, size_t size, size_t alignment,
+                                                                        const void *nothrow)
+{
+    switch (form) {
+    case OPERATOR_DELETE_NOTHROW:
+    case OPERATOR_DELETE_ARRAY_NOTHROW:
+        ((operator_delete_nothrow_fn)next)(pointer, nothrow);
+        return;
+    case OPERATOR_DELETE_SIZED:
+    case OPERATOR_DELETE_ARRAY_SIZED:
+        ((operator_delete_sized_fn)next)(pointer, size);
+        return;
+    case OPERATOR_DELETE_ALIGNED:
+    case OPERATOR_DELETE_ARRAY_ALIGNED:
+        ((operator_delete_sized_fn)next)(pointer, alignment);
+        return;
+    case OPERATOR_DELETE_ALIGNED_NOTHROW:
+    case OPERATOR_DELETE_ARRAY_ALIGNED_NOTHROW:
+        ((operator_delete_aligned_nothrow_fn)next)(pointer, alignment, nothrow);
+        return;
+    case OPERATOR_DELETE_SIZED_ALIGNED:
+    case OPERATOR_DELETE_ARRAY_SIZED_ALIGNED:
+        ((operator_delete_sized_aligned_fn)next)(pointer, size, alignment);
+        return;
+    default:
+        ((operator_delete_fn)next)(pointer);
+        return;
+    }
+}
+
+/* A delete of NULL is nothing, as free(NULL). */
+static inline __attribute__((always_inline)) void operator_delete(enum operator_form form, void *pointer,
+                                                                   size_t size, size_t alignment, const void *nothrow)
+{
+    const void *caller = __builtin_return_address(0);
+    void *next = next_operator(form);
+    struct shim_thread *thread = &this_thread;
+    if (pointer && should_record(thread) && !operator_nested_call(caller))
+        record_free(pointer, event_stamp(thread)); /* before the real delete: see shm_event */
+    thread->guard++;
+    call_operator_delete(form, next, pointer, size, alignment, nothrow);
+    thread->guard--;
+}
+
 /* ---- the interposers ------------------------------------------------------ */
 
 SHIM_EXPORT void *malloc(size_t size)
@@ -734,7 +1090,7 @@ SHIM_EXPORT void *malloc(size_t size)
     if (UNLIKELY(!real_ready()))
         return bootstrap_alloc(size, 16);
     void *pointer = real.malloc(size);
-    if (LIKELY(pointer != NULL) && should_record(&this_thread))
+    if (LIKELY(pointer != NULL) && should_record(&this_thread) && !operator_nested_call(__builtin_return_address(0)))
         record_alloc(pointer, size, SHM_FN_MALLOC);
     return pointer;
 }
@@ -745,7 +1101,7 @@ SHIM_EXPORT void free(void *pointer)
         return;
     if (UNLIKELY(!real_ready()))
         return; /* cannot happen: a non-bootstrap block came from `real` */
-    if (should_record(&this_thread))
+    if (should_record(&this_thread) && !operator_nested_call(__builtin_return_address(0)))
         record_free(pointer, event_stamp(&this_thread)); /* before the real free: see shm_event */
     real.free(pointer);
 }
@@ -761,7 +1117,7 @@ SHIM_EXPORT void *calloc(size_t count, size_t size)
         return bootstrap_alloc(bytes, 16);
     }
     void *pointer = real.calloc(count, size);
-    if (LIKELY(pointer != NULL) && should_record(&this_thread))
+    if (LIKELY(pointer != NULL) && should_record(&this_thread) && !operator_nested_call(__builtin_return_address(0)))
         record_alloc(pointer, count * size, SHM_FN_CALLOC);
     return pointer;
 }
@@ -799,7 +1155,7 @@ SHIM_EXPORT void *realloc(void *old, size_t size)
     if (UNLIKELY(!real_ready()))
         return bootstrap_alloc(size, 16);
     struct shim_thread *thread = &this_thread;
-    bool recording = should_record(thread);
+    bool recording = should_record(thread) && !operator_nested_call(__builtin_return_address(0));
     struct stamp free_time = recording && old ? event_stamp(thread) : (struct stamp){0, 0};
     void *moved = real.realloc(old, size);
     if (recording)
@@ -819,7 +1175,7 @@ SHIM_EXPORT void *reallocarray(void *old, size_t count, size_t size)
     if (UNLIKELY(!real_ready()))
         return bootstrap_alloc(bytes, 16);
     struct shim_thread *thread = &this_thread;
-    bool recording = should_record(thread);
+    bool recording = should_record(thread) && !operator_nested_call(__builtin_return_address(0));
     struct stamp free_time = recording && old ? event_stamp(thread) : (struct stamp){0, 0};
     /* Not real.reallocarray: glibc's calls realloc through the PLT, that is
      * us, and the block would be counted twice. */
@@ -839,7 +1195,7 @@ SHIM_EXPORT int posix_memalign(void **out, size_t alignment, size_t size)
         return 0;
     }
     int rc = real.posix_memalign(out, alignment, size);
-    if (rc == 0 && should_record(&this_thread))
+    if (rc == 0 && should_record(&this_thread) && !operator_nested_call(__builtin_return_address(0)))
         record_alloc(*out, size, SHM_FN_POSIX_MEMALIGN);
     return rc;
 }
@@ -849,7 +1205,7 @@ SHIM_EXPORT void *aligned_alloc(size_t alignment, size_t size)
     if (UNLIKELY(!real_ready()))
         return bootstrap_alloc(size, alignment);
     void *pointer = real.aligned_alloc(alignment, size);
-    if (LIKELY(pointer != NULL) && should_record(&this_thread))
+    if (LIKELY(pointer != NULL) && should_record(&this_thread) && !operator_nested_call(__builtin_return_address(0)))
         record_alloc(pointer, size, SHM_FN_ALIGNED_ALLOC);
     return pointer;
 }
@@ -859,7 +1215,7 @@ SHIM_EXPORT void *memalign(size_t alignment, size_t size)
     if (UNLIKELY(!real_ready()))
         return bootstrap_alloc(size, alignment);
     void *pointer = real.memalign(alignment, size);
-    if (LIKELY(pointer != NULL) && should_record(&this_thread))
+    if (LIKELY(pointer != NULL) && should_record(&this_thread) && !operator_nested_call(__builtin_return_address(0)))
         record_alloc(pointer, size, SHM_FN_MEMALIGN);
     return pointer;
 }
@@ -869,7 +1225,7 @@ SHIM_EXPORT void *valloc(size_t size)
     if (UNLIKELY(!real_ready()))
         return bootstrap_alloc(size, 4096);
     void *pointer = real.valloc(size);
-    if (LIKELY(pointer != NULL) && should_record(&this_thread))
+    if (LIKELY(pointer != NULL) && should_record(&this_thread) && !operator_nested_call(__builtin_return_address(0)))
         record_alloc(pointer, size, SHM_FN_VALLOC);
     return pointer;
 }
@@ -879,9 +1235,156 @@ SHIM_EXPORT void *pvalloc(size_t size)
     if (UNLIKELY(!real_ready()))
         return bootstrap_alloc(size, 4096);
     void *pointer = real.pvalloc(size);
-    if (LIKELY(pointer != NULL) && should_record(&this_thread))
+    if (LIKELY(pointer != NULL) && should_record(&this_thread) && !operator_nested_call(__builtin_return_address(0)))
         record_alloc(pointer, size, SHM_FN_PVALLOC);
     return pointer;
+}
+
+/* ---- the C++ operators, exported ------------------------------------------- */
+
+/* The exported operators, under their mangled names. */
+#define SHIM_OPERATOR(name, symbol) SHIM_EXPORT __typeof__(name) name __asm__(symbol)
+
+void *shim_new(size_t size);
+void *shim_new_array(size_t size);
+void *shim_new_nothrow(size_t size, const void *nothrow);
+void *shim_new_array_nothrow(size_t size, const void *nothrow);
+void *shim_new_aligned(size_t size, size_t alignment);
+void *shim_new_array_aligned(size_t size, size_t alignment);
+void *shim_new_aligned_nothrow(size_t size, size_t alignment, const void *nothrow);
+void *shim_new_array_aligned_nothrow(size_t size, size_t alignment, const void *nothrow);
+void shim_delete(void *pointer);
+void shim_delete_array(void *pointer);
+void shim_delete_nothrow(void *pointer, const void *nothrow);
+void shim_delete_array_nothrow(void *pointer, const void *nothrow);
+void shim_delete_sized(void *pointer, size_t size);
+void shim_delete_array_sized(void *pointer, size_t size);
+void shim_delete_aligned(void *pointer, size_t alignment);
+void shim_delete_array_aligned(void *pointer, size_t alignment);
+void shim_delete_aligned_nothrow(void *pointer, size_t alignment, const void *nothrow);
+void shim_delete_array_aligned_nothrow(void *pointer, size_t alignment, const void *nothrow);
+void shim_delete_sized_aligned(void *pointer, size_t size, size_t alignment);
+void shim_delete_array_sized_aligned(void *pointer, size_t size, size_t alignment);
+
+SHIM_OPERATOR(shim_new, "_Znw" MANGLED_SIZE);
+SHIM_OPERATOR(shim_new_array, "_Zna" MANGLED_SIZE);
+SHIM_OPERATOR(shim_new_nothrow, "_Znw" MANGLED_SIZE MANGLED_NOTHROW);
+SHIM_OPERATOR(shim_new_array_nothrow, "_Zna" MANGLED_SIZE MANGLED_NOTHROW);
+SHIM_OPERATOR(shim_new_aligned, "_Znw" MANGLED_SIZE MANGLED_ALIGN);
+SHIM_OPERATOR(shim_new_array_aligned, "_Zna" MANGLED_SIZE MANGLED_ALIGN);
+SHIM_OPERATOR(shim_new_aligned_nothrow, "_Znw" MANGLED_SIZE MANGLED_ALIGN MANGLED_NOTHROW);
+SHIM_OPERATOR(shim_new_array_aligned_nothrow, "_Zna" MANGLED_SIZE MANGLED_ALIGN MANGLED_NOTHROW);
+SHIM_OPERATOR(shim_delete, "_ZdlPv");
+SHIM_OPERATOR(shim_delete_array, "_ZdaPv");
+SHIM_OPERATOR(shim_delete_nothrow, "_ZdlPv" MANGLED_NOTHROW);
+SHIM_OPERATOR(shim_delete_array_nothrow, "_ZdaPv" MANGLED_NOTHROW);
+SHIM_OPERATOR(shim_delete_sized, "_ZdlPv" MANGLED_SIZE);
+SHIM_OPERATOR(shim_delete_array_sized, "_ZdaPv" MANGLED_SIZE);
+SHIM_OPERATOR(shim_delete_aligned, "_ZdlPv" MANGLED_ALIGN);
+SHIM_OPERATOR(shim_delete_array_aligned, "_ZdaPv" MANGLED_ALIGN);
+SHIM_OPERATOR(shim_delete_aligned_nothrow, "_ZdlPv" MANGLED_ALIGN MANGLED_NOTHROW);
+SHIM_OPERATOR(shim_delete_array_aligned_nothrow, "_ZdaPv" MANGLED_ALIGN MANGLED_NOTHROW);
+SHIM_OPERATOR(shim_delete_sized_aligned, "_ZdlPv" MANGLED_SIZE MANGLED_ALIGN);
+SHIM_OPERATOR(shim_delete_array_sized_aligned, "_ZdaPv" MANGLED_SIZE MANGLED_ALIGN);
+
+void *shim_new(size_t size)
+{
+    return operator_new(OPERATOR_NEW, size, 0, NULL);
+}
+
+void *shim_new_array(size_t size)
+{
+    return operator_new(OPERATOR_NEW_ARRAY, size, 0, NULL);
+}
+
+void *shim_new_nothrow(size_t size, const void *nothrow)
+{
+    return operator_new(OPERATOR_NEW_NOTHROW, size, 0, nothrow);
+}
+
+void *shim_new_array_nothrow(size_t size, const void *nothrow)
+{
+    return operator_new(OPERATOR_NEW_ARRAY_NOTHROW, size, 0, nothrow);
+}
+
+void *shim_new_aligned(size_t size, size_t alignment)
+{
+    return operator_new(OPERATOR_NEW_ALIGNED, size, alignment, NULL);
+}
+
+void *shim_new_array_aligned(size_t size, size_t alignment)
+{
+    return operator_new(OPERATOR_NEW_ARRAY_ALIGNED, size, alignment, NULL);
+}
+
+void *shim_new_aligned_nothrow(size_t size, size_t alignment, const void *nothrow)
+{
+    return operator_new(OPERATOR_NEW_ALIGNED_NOTHROW, size, alignment, nothrow);
+}
+
+void *shim_new_array_aligned_nothrow(size_t size, size_t alignment, const void *nothrow)
+{
+    return operator_new(OPERATOR_NEW_ARRAY_ALIGNED_NOTHROW, size, alignment, nothrow);
+}
+
+void shim_delete(void *pointer)
+{
+    operator_delete(OPERATOR_DELETE, pointer, 0, 0, NULL);
+}
+
+void shim_delete_array(void *pointer)
+{
+    operator_delete(OPERATOR_DELETE_ARRAY, pointer, 0, 0, NULL);
+}
+
+void shim_delete_nothrow(void *pointer, const void *nothrow)
+{
+    operator_delete(OPERATOR_DELETE_NOTHROW, pointer, 0, 0, nothrow);
+}
+
+void shim_delete_array_nothrow(void *pointer, const void *nothrow)
+{
+    operator_delete(OPERATOR_DELETE_ARRAY_NOTHROW, pointer, 0, 0, nothrow);
+}
+
+void shim_delete_sized(void *pointer, size_t size)
+{
+    operator_delete(OPERATOR_DELETE_SIZED, pointer, size, 0, NULL);
+}
+
+void shim_delete_array_sized(void *pointer, size_t size)
+{
+    operator_delete(OPERATOR_DELETE_ARRAY_SIZED, pointer, size, 0, NULL);
+}
+
+void shim_delete_aligned(void *pointer, size_t alignment)
+{
+    operator_delete(OPERATOR_DELETE_ALIGNED, pointer, 0, alignment, NULL);
+}
+
+void shim_delete_array_aligned(void *pointer, size_t alignment)
+{
+    operator_delete(OPERATOR_DELETE_ARRAY_ALIGNED, pointer, 0, alignment, NULL);
+}
+
+void shim_delete_aligned_nothrow(void *pointer, size_t alignment, const void *nothrow)
+{
+    operator_delete(OPERATOR_DELETE_ALIGNED_NOTHROW, pointer, 0, alignment, nothrow);
+}
+
+void shim_delete_array_aligned_nothrow(void *pointer, size_t alignment, const void *nothrow)
+{
+    operator_delete(OPERATOR_DELETE_ARRAY_ALIGNED_NOTHROW, pointer, 0, alignment, nothrow);
+}
+
+void shim_delete_sized_aligned(void *pointer, size_t size, size_t alignment)
+{
+    operator_delete(OPERATOR_DELETE_SIZED_ALIGNED, pointer, size, alignment, NULL);
+}
+
+void shim_delete_array_sized_aligned(void *pointer, size_t size, size_t alignment)
+{
+    operator_delete(OPERATOR_DELETE_ARRAY_SIZED_ALIGNED, pointer, size, alignment, NULL);
 }
 
 /* ---- CPython's allocator domains ------------------------------------------- */
@@ -1015,23 +1518,24 @@ static void start_python(void)
         .mem = &python_mem_domain, .object = &python_object_domain, .mark_iteration = mark_python_iteration};
     guard_begin(thread); /* dlsym and the interpreter's registration calls may allocate */
     python_runtime_start(region, &hooks);
+    discard_dl_error(); /* its lookups of the interpreter's symbols fail in any other program */
     guard_end(thread);
 }
 
 /* ---- _exit ------------------------------------------------------------------ */
 
 /* A program that leaves by _exit (or _Exit) skips exit()'s handlers: the
- * no-ptrace exit check runs here instead (nothing at all in ptrace mode,
- * which checks at the exit_group stop). System calls only, as glibc's own
- * _exit: safe in a signal handler and in a vfork child. */
+ * end of the image runs here instead, as memcheck runs freeres at any
+ * exit_group. Safe in a vfork child and in a signal handler: freeres runs
+ * in neither, and the exit check is system calls only. */
 SHIM_EXPORT __attribute__((noreturn)) void _exit(int status)
 {
-    shm_exit_check_run();
+    end_of_image();
     shm_exit_group(status);
 }
 
 SHIM_EXPORT __attribute__((noreturn)) void _Exit(int status)
 {
-    shm_exit_check_run();
+    end_of_image();
     shm_exit_group(status);
 }

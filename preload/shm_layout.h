@@ -43,6 +43,7 @@
 #define SHM_ENV_MAX_FRAMES "MEMSLOPE_MAX_FRAMES" /* default SHM_DEFAULT_MAX_FRAMES */
 #define SHM_ENV_SAMPLE_RATE "MEMSLOPE_SAMPLE_RATE" /* bytes; 0 = backtrace every allocation */
 #define SHM_ENV_NO_FOLLOW "MEMSLOPE_NO_FOLLOW"   /* "1": fork children do not record */
+#define SHM_ENV_NO_FREERES "MEMSLOPE_NO_FREERES" /* "1": --no-freeres, glibc's and libstdc++'s freeres not run at exit */
 #define SHM_ENV_NO_PTRACE "MEMSLOPE_NO_PTRACE"   /* "1": record without being traced (no-ptrace mode) */
 #define SHM_ENV_TARGET_PID "MEMSLOPE_TARGET_PID" /* no-ptrace mode: only this process (and what it execs) records */
 #define SHM_ENV_SOCKET "MEMSLOPE_SOCKET"         /* no-ptrace mode: a unix socket on which the shim sends
@@ -79,6 +80,10 @@ enum shm_alloc_fn {
     SHM_FN_PVALLOC,
     SHM_FN_PYMEM,    /* CPython's PyMem_Malloc family (the MEM domain, hooked) */
     SHM_FN_PYOBJECT, /* CPython's PyObject_Malloc family (the OBJ domain, hooked) */
+    SHM_FN_OPERATOR_NEW,               /* C++ operator new (plain or nothrow) */
+    SHM_FN_OPERATOR_NEW_ARRAY,         /* operator new[] */
+    SHM_FN_OPERATOR_NEW_ALIGNED,       /* operator new with std::align_val_t */
+    SHM_FN_OPERATOR_NEW_ARRAY_ALIGNED, /* operator new[] with std::align_val_t */
 };
 
 /* 32 bytes. time_ns is CLOCK_MONOTONIC nanoseconds, or TSC ticks (see

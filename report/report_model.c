@@ -72,13 +72,28 @@ static const struct trace_model_process *exec_chain_end(const struct trace_model
     return image;
 }
 
-/* The image that did the work: the one that marked the most iterations (or
- * cases); else the one with the most allocations, unless the end of the
- * traced command's exec chain (a wrapper script execs the real program)
- * did at least a tenth as many: then that one. */
+/* The launched command's own process as the tracer flagged it: the last
+ * image of its exec chain (the newest flagged image). */
+static const struct trace_model_process *flagged_primary(const struct trace_model *model)
+{
+    const struct trace_model_process *last = NULL;
+    for (const struct trace_model_process *p = model->processes; p; p = p->hh.next)
+        if (p->has_info && (p->info.flags & TRACE_PROC_PRIMARY) && (!last || p->process_id > last->process_id))
+            last = p;
+    return last;
+}
+
+/* The headline image. The tracer knows the exec chain and flags the
+ * launched command's images (TRACE_PROC_PRIMARY): the last of them, never
+ * a fork child. Traces written before the flag: the image that marked the
+ * most iterations (or cases); else the one with the most allocations,
+ * unless the end of the traced command's exec chain did at least a tenth
+ * as many: then that one. */
 const struct trace_model_process *report_primary_process(const struct trace_model *model)
 {
-    const struct trace_model_process *best = NULL;
+    const struct trace_model_process *best = flagged_primary(model);
+    if (best)
+        return best;
     for (const struct trace_model_process *p = model->processes; p; p = p->hh.next) {
         if (!p->case_count)
             continue;

@@ -129,6 +129,9 @@ enum trace_process_flags {
     TRACE_PROC_EXECED = 1u << 1,     /* the image was replaced by exec; the next PROCESS with the same pid continues it */
     TRACE_PROC_SIGNALED = 1u << 2,   /* ended by exit_signal */
     TRACE_PROC_EXITED = 1u << 3,     /* ended with exit_status */
+    /* an image of the launched command's own process, through its exec
+     * chain (never a fork child): the report's headline is the last one */
+    TRACE_PROC_PRIMARY = 1u << 4,
 };
 
 enum trace_snapshot_kind {
@@ -143,6 +146,10 @@ enum trace_snapshot_kind {
 /* In-memory forms of the records above, shared by writer and reader.
  * Strings are C strings here; the writer interns them. */
 
+enum trace_info_flags {
+    TRACE_INFO_NO_FREERES = 1u << 0, /* --no-freeres: glibc's and libstdc++'s freeres were not run at exit */
+};
+
 struct trace_info {
     const char *memslope_version;
     uint64_t start_unix_ns;
@@ -153,7 +160,7 @@ struct trace_info {
     uint64_t interval_ns;
     uint64_t sample_rate;
     uint32_t leak_check; /* enum trace_leak_check */
-    uint32_t flags;
+    uint32_t flags;      /* enum trace_info_flags */
 };
 
 struct trace_module {

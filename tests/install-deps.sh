@@ -9,10 +9,13 @@ set -eu
 # cross-checks), clang's libFuzzer, python3 (JSON checks, the C-extension
 # fixture), linux-perf (memslope perf), golang-go (go tool pprof reads our
 # pprof files back), chromium (the HTML report in a headless browser),
-# binutils and xz-utils (a test library with MiniDebugInfo).
+# binutils and xz-utils (a test library with MiniDebugInfo),
+# libtcmalloc-minimal4 and libjemalloc2 (C++ operators served by another
+# allocator), sqlite3 and git (real programs compared with memcheck).
 packages="gcc g++ make pkg-config libunwind-dev libelf-dev libdw-dev uthash-dev
 zlib1g-dev libcmocka-dev valgrind clang libclang-rt-dev python3 python3-dev
-linux-perf golang-go chromium procps coreutils binutils xz-utils"
+linux-perf golang-go chromium procps coreutils binutils xz-utils
+libtcmalloc-minimal4 libjemalloc2 sqlite3 git"
 [ -n "${MEMSLOPE_EXTRA_DEPS:-}" ] && packages="$packages $MEMSLOPE_EXTRA_DEPS"
 
 missing=""

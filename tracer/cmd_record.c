@@ -77,8 +77,17 @@ static int parse_leak_check(const char *text, uint32_t *value)
     return 0;
 }
 
-enum { OPT_ITERATION = 256, OPT_LEAK_CHECK, OPT_SNAPSHOTS, OPT_INTERVAL, OPT_SAMPLE_RATE, OPT_MAX_FRAMES, OPT_NO_FOLLOW,
-       OPT_QUIET };
+enum {
+    OPT_ITERATION = 256,
+    OPT_LEAK_CHECK,
+    OPT_SNAPSHOTS,
+    OPT_INTERVAL,
+    OPT_SAMPLE_RATE,
+    OPT_MAX_FRAMES,
+    OPT_NO_FOLLOW,
+    OPT_QUIET,
+    OPT_NO_FREERES
+};
 
 /* Fills options from argv; returns 0, or an exit status for a usage error. */
 static int parse_options(int argc, char **argv, struct record_options *options)
@@ -93,6 +102,7 @@ static int parse_options(int argc, char **argv, struct record_options *options)
         {"max-frames", required_argument, NULL, OPT_MAX_FRAMES},
         {"no-follow", no_argument, NULL, OPT_NO_FOLLOW},
         {"quiet", no_argument, NULL, OPT_QUIET},
+        {"no-freeres", no_argument, NULL, OPT_NO_FREERES},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -152,6 +162,9 @@ static int parse_options(int argc, char **argv, struct record_options *options)
             break;
         case OPT_QUIET:
             options->quiet = 1;
+            break;
+        case OPT_NO_FREERES:
+            options->no_freeres = 1;
             break;
         case 'h':
             fputs(command_usage("record"), stdout);

@@ -102,27 +102,25 @@ void elf_symbol_matches_free(struct elf_symbol_match *matches, int count)
     free(matches);
 }
 
-/* The lowest PT_LOAD's page-aligned virtual address, and the file type. */
-static int first_load_address(const char *path, uint64_t *vaddr, int *is_exec)
+/* The file's type and its executable PT_LOAD headers (up to capacity). */
+static int executable_segments(const char *path, int *is_exec, GElf_Phdr *segments, size_t capacity, size_t *count)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;
     Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
     GElf_Ehdr ehdr;
-    size_t count = 0;
+    size_t headers = 0;
     int rc = -1;
-    if (elf && gelf_getehdr(elf, &ehdr) && elf_getphdrnum(elf, &count) == 0) {
+    *count = 0;
+    if (elf && gelf_getehdr(elf, &ehdr) && elf_getphdrnum(elf, &headers) == 0) {
         *is_exec = ehdr.e_type == ET_EXEC;
-        for (size_t i = 0; i < count; i++) {
+        for (size_t i = 0; i < headers && *count < capacity; i++) {
             GElf_Phdr phdr;
-            if (gelf_getphdr(elf, (int)i, &phdr) && phdr.p_type == PT_LOAD) {
-                uint64_t align = phdr.p_align > 1 ? phdr.p_align : 4096;
-                *vaddr = phdr.p_vaddr & ~(align - 1);
-                rc = 0;
-                break;
-            }
+            if (gelf_getphdr(elf, (int)i, &phdr) && phdr.p_type == PT_LOAD && (phdr.p_flags & PF_X))
+                segments[(*count)++] = phdr;
         }
+        rc = 0;
     }
     if (elf)
         elf_end(elf);
@@ -130,19 +128,35 @@ static int first_load_address(const char *path, uint64_t *vaddr, int *is_exec)
     return rc;
 }
 
+/* Whether the mapping maps part of the segment's file bytes: the loader
+ * maps a PT_LOAD from the page that holds its first byte. Any part will
+ * do (a mapping may be split): the byte at file offset X of the segment
+ * lies at bias + p_vaddr + (X - p_offset). */
+static int mapping_holds_segment(const struct proc_map *map, const GElf_Phdr *segment, uint64_t page_size)
+{
+    return map->offset >= (segment->p_offset & ~(page_size - 1)) &&
+           map->offset < segment->p_offset + segment->p_filesz;
+}
+
 int elf_load_bias(const struct proc_maps *maps, const char *path, uint64_t *bias)
 {
-    const struct proc_map *lowest = NULL;
-    for (size_t i = 0; i < maps->count; i++)
-        if (strcmp(maps->maps[i].path, path) == 0 && (!lowest || maps->maps[i].start < lowest->start))
-            lowest = &maps->maps[i];
-    if (!lowest)
-        return -1;
     elf_version(EV_CURRENT);
-    uint64_t vaddr = 0;
+    GElf_Phdr segments[8];
+    size_t count = 0;
     int is_exec = 0;
-    if (first_load_address(path, &vaddr, &is_exec) < 0)
+    if (executable_segments(path, &is_exec, segments, 8, &count) < 0)
         return -1;
-    *bias = is_exec ? 0 : lowest->start - lowest->offset - vaddr;
-    return 0;
+    long page_size = sysconf(_SC_PAGESIZE);
+    for (size_t i = 0; i < maps->count; i++) {
+        const struct proc_map *map = &maps->maps[i];
+        if (!(map->perms & PROC_MAP_EXEC) || strcmp(map->path, path) != 0)
+            continue;
+        for (size_t s = 0; s < count; s++) {
+            if (mapping_holds_segment(map, &segments[s], page_size > 0 ? (uint64_t)page_size : 4096)) {
+                *bias = is_exec ? 0 : map->start + segments[s].p_offset - map->offset - segments[s].p_vaddr;
+                return 0;
+            }
+        }
+    }
+    return -1;
 }

@@ -27,8 +27,12 @@ int elf_find_functions(const char *path, const char *wanted, struct elf_symbol_m
 void elf_symbol_matches_free(struct elf_symbol_match *matches, int count);
 
 /* The load bias of the file mapped at path in maps (run-time address =
- * st_value + bias), from its lowest mapping and its PT_LOAD headers.
- * Returns 0, or -1 when the file is not mapped or not readable. */
+ * st_value + bias), from its executable mapping and the executable
+ * PT_LOAD header it maps: never from another mapping of the same file (the
+ * shim's libelf maps a file whole, read-only from offset 0, to read its
+ * call-frame information; a stale page of an earlier load may remain).
+ * Returns 0, or -1 when the file's code is not mapped or the file is not
+ * readable. */
 int elf_load_bias(const struct proc_maps *maps, const char *path, uint64_t *bias);
 
 #endif

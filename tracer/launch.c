@@ -49,6 +49,8 @@ static char **target_environment(const struct session *session, const char *shim
     char *preload = NULL, *tracer = NULL, *frames = NULL, *sample = NULL;
     if (!session->options.follow_children)
         env[n++] = SHM_ENV_NO_FOLLOW "=1";
+    if (session->options.no_freeres)
+        env[n++] = SHM_ENV_NO_FREERES "=1";
     if (previous_preload && *previous_preload)
         (void)!asprintf(&preload, "LD_PRELOAD=%s:%s", shim_path, previous_preload);
     else
@@ -135,6 +137,7 @@ static int write_info(struct session *session)
         .interval_ns = session->options.interval_ns,
         .sample_rate = session->options.sample_rate,
         .leak_check = session->options.leak_check,
+        .flags = session->options.no_freeres ? TRACE_INFO_NO_FREERES : 0,
     };
     return trace_write_info(session->writer, &info);
 }

@@ -23,6 +23,7 @@ static const struct command commands[] = {
      "  --interval DURATION       heap-over-time sample period (default 100ms)\n"
      "  --sample-rate BYTES       backtraces for a Poisson sample of allocations (default 0: all)\n"
      "  --max-frames N            deepest backtrace kept (default 64)\n"
+     "  --no-freeres              skip glibc's and libstdc++'s freeres at exit (memcheck runs them by default)\n"
      "  --no-follow               do not trace child processes\n"
      "  --quiet                   no status line on a terminal, no closing note\n"
      "Exits with the command's exit status (128 + signal when it was killed).\n"},

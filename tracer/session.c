@@ -231,6 +231,10 @@ static void handle_wait_status(struct session *session, pid_t tid, int status);
  * overlaps itself. */
 static void process_merge_maps(struct traced_process *process, struct proc_maps fresh)
 {
+    if (process->maps_final) {
+        proc_maps_free(&fresh);
+        return;
+    }
     struct proc_maps *old = &process->maps;
     struct proc_map *merged = calloc(fresh.count + old->count + 1, sizeof *merged);
     if (!merged) {
@@ -607,10 +611,14 @@ static void on_new_task(struct session *session, struct traced_thread *thread, i
 static void process_watch_entry(struct session *session, struct traced_process *process);
 
 /* An exec replaced the image: the old one ends (its heap with it: no leak
- * check at exec, as memcheck) and the new one, same pid, begins. NULL when
- * out of memory. */
+ * check at exec, as memcheck) and the new one, same pid, begins. The old
+ * image keeps the mappings read while it ran: the pid's maps are the new
+ * program's now, which would name the old image's frames after functions
+ * of the new one wherever the two programs' mappings overlap (the same
+ * load addresses without ASLR). NULL when out of memory. */
 static struct traced_process *replace_image(struct session *session, struct traced_process *old)
 {
+    old->maps_final = 1;
     process_final_snapshot(session, old, TRACE_SNAP_EXEC, 0);
     old->flags |= TRACE_PROC_EXECED;
     uint64_t previous_inode = old->shm.inode;
@@ -618,6 +626,7 @@ static struct traced_process *replace_image(struct session *session, struct trac
     struct traced_process *image = process_create(session, old->pid, old->process_id);
     if (!image)
         return NULL;
+    image->flags |= old->flags & TRACE_PROC_PRIMARY; /* the exec chain of the launched command */
     image->previous_image_inode = previous_inode;
     process_read_identity(image);
     return image;
@@ -658,6 +667,7 @@ static void on_first_exec(struct session *session, pid_t pid)
     struct traced_process *image = process_create(session, pid, TRACE_NONE);
     if (!image)
         return;
+    image->flags |= TRACE_PROC_PRIMARY;
     process_read_identity(image);
     thread_add(session, pid, image);
     process_refresh_maps(image);
@@ -1473,6 +1483,7 @@ static int session_run_without_ptrace(struct session *session, const sigset_t *w
     struct traced_process *process = process_create(session, session->initial_pid, TRACE_NONE);
     if (!process)
         return 1;
+    process->flags |= TRACE_PROC_PRIMARY;
     for (;;) {
         int status;
         pid_t got = waitpid(process->pid, &status, WNOHANG);

@@ -31,6 +31,7 @@ struct record_options {
     uint32_t leak_check;      /* enum trace_leak_check */
     int follow_children;
     int quiet;                /* --quiet: no status line */
+    int no_freeres;           /* --no-freeres: the shims skip freeres at exit */
     const char *iteration_symbol; /* --iteration SYMBOL: NULL when not given */
     const char *python_iteration; /* --iteration py:[MODULE:]QUALNAME, without "py:"; NULL when not given */
     char *const *command;     /* argv of the target, NULL-terminated */
@@ -64,6 +65,7 @@ struct traced_process {
     uint64_t previous_image_inode; /* region of the image before exec: not ours */
 
     struct proc_maps maps;     /* every mapping seen while the image lived */
+    int maps_final;            /* exec replaced the image: /proc/PID/maps is the next image's */
     size_t sites_checked;      /* sites whose frames are known to lie in maps */
 
     struct breakpoint_set breakpoints;

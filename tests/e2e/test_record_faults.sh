@@ -40,7 +40,9 @@ for run in 1 2 3; do
     handled=$(sed -n 's/^handled \([0-9]*\)$/\1/p' "$WORK/rec.err")
     [ -n "$handled" ] || fail "signal storm $run: the fixture did not say how many signals it handled"
     expect_site "$WORK/storm$run.json" on_usr1 "$(line FAULT-HANDLER)" allocations="$handled" live_bytes=0
-    expect_eq "signal storm $run: every allocation freed but libc's one" 1 \
+    # libc's own block too: glibc's freeres at exit frees the signalling
+    # thread's cached TLS vector, as memcheck's does.
+    expect_eq "signal storm $run: every allocation freed" 0 \
         "$(jget "$WORK/storm$run.json" 'd["totals"]["allocations"] - d["totals"]["frees"]')"
 done
 

@@ -1,0 +1,36 @@
+/*
+ * freeres.h - glibc's and libstdc++'s freeres at the end of a process
+ * image, as memcheck runs them by default (docs/internals.md, "freeres at
+ * exit").
+ *
+ * glibc keeps some memory for the life of the process (stdio buffers, the
+ * DTVs of exited threads' cached stacks, locale and NSS data, ...) and
+ * frees it in __libc_freeres; libstdc++ frees its emergency exception pool
+ * in __gnu_cxx::__freeres. memcheck calls both when the program exits, so
+ * its frees, still-reachable and possibly-lost figures leave those blocks
+ * out; the shim calls them at the same moment, before the leak check.
+ */
+#ifndef MEMSLOPE_FREERES_H
+#define MEMSLOPE_FREERES_H
+
+#include <stdbool.h>
+
+/* From the shim's constructor, once the recording is decided: freeres will
+ * run in this process image if it records and the tracer did not say
+ * --no-freeres (SHM_ENV_NO_FREERES). */
+void shm_freeres_arm(bool recording);
+
+/* A fork child is an image of its own: freeres runs in it at its exit
+ * (from the shim's atfork child handler). */
+void shm_freeres_forked(void);
+
+/* Runs __gnu_cxx::__freeres, then __libc_freeres, once per image, in the
+ * thread that ends it: from exit() after every handler and destructor, or
+ * from _exit. Does nothing when not armed, in another process (a vfork
+ * child, which shares this memory), when other threads still run (they
+ * may use what would be freed: memcheck kills them first), or in a signal
+ * handler as far as can be told (a caught signal blocked: the handler may
+ * have interrupted malloc or stdio holding its lock). */
+void shm_freeres_run(void);
+
+#endif
