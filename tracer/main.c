@@ -17,7 +17,8 @@ static const struct command commands[] = {
     {"record", cmd_record, "run a command and record its native allocations",
      "usage: memslope record [options] [--] COMMAND [ARG...]\n"
      "  -o, --output FILE         trace file (default memslope.<command>.<pid>.trace)\n"
-     "  --iteration SYMBOL        every entry to native function SYMBOL starts an iteration\n"
+     "  --iteration SYMBOL        every entry to native function SYMBOL starts an iteration;\n"
+     "                            py:[MODULE:]QUALNAME: every call of that Python function\n"
      "  --leak-check WHEN         end (default) | iterations | off\n"
      "  --snapshots N             keep at most N iteration snapshots per case (default 200)\n"
      "  --interval DURATION       heap-over-time sample period (default 100ms)\n"
