@@ -657,6 +657,7 @@ static inline __attribute__((always_inline)) uint32_t capture_stack(struct shim_
         if (got < 0) {
             got = unw_backtrace((void **)frames, (int)(max_frames + SHIM_FRAME_SLACK));
             unwound.frames = frames;
+            unwound.suffix = NULL;
         }
         guard_end(thread);
     }
@@ -670,21 +671,33 @@ static inline __attribute__((always_inline)) uint32_t capture_stack(struct shim_
         if (depth > max_frames)
             depth = max_frames;
         const uint64_t *kept = unwound.frames + skip;
+        uint32_t native_depth = depth;
         uint64_t merged[SHM_MAX_FRAMES_LIMIT];
-        if (python_frames_enabled && thread->capturing == 1) {
+        struct python_merge merge = {0};
+        bool merging = python_frames_enabled && thread->capturing == 1;
+        uint64_t hash;
+        if (merging) {
             /* Python frames in place of the interpreter's C frames; not
              * from a signal handler, which may have interrupted the
-             * interpreter while it links a frame */
-            depth = python_merge_frames(region, kept, depth, merged, max_frames);
-            kept = merged;
-            hashed = false;
+             * interpreter while it links a frame. The memo's suffix
+             * hashes cover the native frames kept as they are. */
+            const struct fast_unwind_memo_frame *suffix =
+                unwound.suffix && skip + depth == (uint32_t)got ? unwound.suffix + skip : NULL;
+            merge = python_merge_frames(region, kept, native_depth, suffix, merged, max_frames);
+            depth = merge.depth;
+            hash = stack_hash_finish(merge.hash, depth);
+        } else {
+            hash = hashed && skip == 0 && depth == (uint32_t)got ? stack_hash_finish(unwound.hash, depth)
+                                                                : stack_hash(kept, depth);
         }
-        uint64_t hash = hashed && skip == 0 && depth == (uint32_t)got ? stack_hash_finish(unwound.hash, depth)
-                                                                     : stack_hash(kept, depth);
         struct stack_cache_entry *cached = &thread->stack_cache[hash & (STACK_CACHE_ENTRIES - 1)];
         if (__atomic_load_n(&cached->hash, __ATOMIC_RELAXED) == hash && cached->depth == depth) {
             id = cached->id;
         } else {
+            if (merging) {
+                python_merge_complete(&merge, kept, merged);
+                kept = merged;
+            }
             id = stack_table_intern(region, hash, kept, depth);
             /* only the outermost capture updates the cache, so a signal
              * handler's update cannot interleave with ours */
@@ -1011,8 +1024,12 @@ static void start_python(void)
     struct shim_thread *thread = &this_thread;
     if (__atomic_load_n(&record_state, __ATOMIC_ACQUIRE) != RECORD_ON)
         return;
-    static const struct python_runtime_hooks hooks = {
-        .mem = &python_mem_domain, .object = &python_object_domain, .mark_iteration = mark_python_iteration};
+    static const struct python_runtime_hooks hooks = {.mem = &python_mem_domain,
+                                                      .object = &python_object_domain,
+                                                      .mark_iteration = mark_python_iteration,
+                                                      .case_begin = memslope_case_begin,
+                                                      .iteration = memslope_iteration,
+                                                      .case_end = memslope_case_end};
     guard_begin(thread); /* dlsym and the interpreter's registration calls may allocate */
     python_runtime_start(region, &hooks);
     guard_end(thread);
