@@ -352,7 +352,7 @@ static uint32_t reuse_memo(const struct fast_unwind_memo *memo, uint32_t k, cons
  * own CFA rule's, or a caller's as long as no frame in between reloads rbp
  * from the stack; past the last frame only an unwind cut at its limit goes
  * on. */
-static void memo_finish(struct fast_unwind_memo *memo, uint32_t from)
+static inline void memo_finish(struct fast_unwind_memo *memo, uint32_t from)
 {
     struct fast_unwind_memo_frame *frames = memo_frames(memo);
     const uint64_t *ip = memo_ips(memo);

@@ -377,12 +377,13 @@ static __attribute__((noinline)) uint64_t fill_word_cache(void *region, struct w
     return word;
 }
 
-/* The frame word of a frame running code (a code object) at instruction. */
-static inline uint64_t frame_word(void *region, const void *code, uint64_t instruction)
+/* The frame word of a frame running code (a code object) at instruction;
+ * cache is the thread's word_cache. */
+static inline uint64_t frame_word(void *region, struct word_cache_entry *cache, const void *code,
+                                  uint64_t instruction)
 {
     uint64_t identity = code_identity(code);
-    struct word_cache_entry *cached =
-        &word_cache[(instruction * 0x9e3779b97f4a7c15ull) >> 32 & (WORD_CACHE_ENTRIES - 1)];
+    struct word_cache_entry *cached = &cache[(instruction * 0x9e3779b97f4a7c15ull) >> 32 & (WORD_CACHE_ENTRIES - 1)];
     if (cached->instruction == instruction && cached->code == (uint64_t)(uintptr_t)code &&
         cached->identity == identity)
         return cached->word;
@@ -399,6 +400,7 @@ static inline uint64_t frame_word(void *region, const void *code, uint64_t instr
 static __attribute__((noinline)) uint32_t append_evaluation(void *region, const void **cursor, uint64_t *out,
                                                              uint32_t room, uint32_t *walked)
 {
+    struct word_cache_entry *cache = word_cache;
     uint64_t *next = out, *end = out + room;
     uint32_t steps = *walked;
     const void *frame = *cursor;
@@ -410,7 +412,7 @@ static __attribute__((noinline)) uint32_t append_evaluation(void *region, const 
         }
         const void *code = load_pointer(frame, walk.frame_code);
         if (code && type_of(code) == py.code_type)
-            *next++ = frame_word(region, code, (uint64_t)(uintptr_t)load_pointer(frame, walk.frame_instr));
+            *next++ = frame_word(region, cache, code, (uint64_t)(uintptr_t)load_pointer(frame, walk.frame_instr));
         bool entry = walk.frame_is_entry != NO_FIELD && *((const uint8_t *)frame + walk.frame_is_entry);
         frame = previous;
         if (entry)
