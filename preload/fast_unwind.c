@@ -308,36 +308,34 @@ static inline struct fast_unwind_memo_frame *memo_frames(struct fast_unwind_memo
     return memo->frame + memo_first(memo);
 }
 
-/* How many of the remembered frames from k on can follow the count frames
- * unwound so far: those whose stack words, the ones they were unwound from,
- * still hold what they held. The words are checked frame by frame
- * outwards, so a read happens only where the ordinary unwind, having found
- * the same frames so far, would read too. 0: none can, and *resume is the
- * first remembered frame a later match may start from. A word that no
- * longer holds what it held rules out every frame inside it (a match from
- * any of them checks that word too) but none outside: the unwind goes on
- * and may meet the remembered frames again further out, as a Python
- * allocation does when it comes from another builtin than the previous
- * one, below the same interpreter frame. */
-static uint32_t reuse_memo(const struct fast_unwind_memo *memo, uint32_t k, const struct fast_unwind_regs *start,
+/* How many of the remembered frames from slot `at` on can follow the
+ * count frames unwound so far: those whose stack words, the ones they were
+ * unwound from, still hold what they held. The words are checked frame by
+ * frame outwards, so a read happens only where the ordinary unwind, having
+ * found the same frames so far, would read too. 0: none can, and *resume
+ * is the first slot a later match may start from. A word that no longer
+ * holds what it held rules out every frame inside it (a match from any of
+ * them checks that word too) but none outside: the unwind goes on and may
+ * meet the remembered frames again further out, as a Python allocation
+ * does when it comes from another builtin than the previous one, below the
+ * same interpreter frame. */
+static uint32_t reuse_memo(const struct fast_unwind_memo *memo, uint32_t at, const struct fast_unwind_regs *start,
                            uint64_t stack_limit, int count, int max, uint32_t *resume)
 {
-    uint32_t available = memo->count - k, wanted = (uint32_t)(max - count);
+    uint32_t available = FAST_UNWIND_MEMO_FRAMES - at, wanted = (uint32_t)(max - count);
     uint32_t used = available < wanted ? available : wanted;
-    *resume = k + 1;
+    *resume = at + 1;
     if (used < wanted && memo->ended == END_MAX)
         return 0; /* it stopped at its own limit: what lies beyond is unknown */
-    const struct fast_unwind_memo_frame *frame = memo->frame + memo_first(memo);
-    const uint64_t *ip = memo_ips(memo);
-    uint32_t last = k + used - 1;
-    if (frame[last].sp > stack_limit)
+    const struct fast_unwind_memo_frame *stop = &memo->frame[at + used - 1];
+    if (stop->sp > stack_limit)
         return 0;
-    const uint64_t *expected = ip + k + 1;
-    for (const struct fast_unwind_memo_frame *f = frame + k, *stop = frame + last; f < stop; f++, expected++) {
+    const uint64_t *expected = &memo->ip[at + 1];
+    for (const struct fast_unwind_memo_frame *f = &memo->frame[at]; f < stop; f++, expected++) {
         if (read_stack_word(f[1].sp - 8) != *expected ||
             ((f->flags & FAST_UNWIND_CHECK_BP) && (f->bp_slot < start->sp || f->bp_slot + 8 > stack_limit ||
                                                    read_stack_word(f->bp_slot) != f[1].bp))) {
-            *resume = (uint32_t)(f - frame) + 1;
+            *resume = (uint32_t)(f - memo->frame) + 1;
             return 0;
         }
     }
@@ -391,14 +389,14 @@ static void remember_walk(struct fast_unwind_memo *memo, const uint64_t *frames,
     memo_finish(memo, kept);
 }
 
-/* After reuse_memo took `used` frames from k: the count new inner frames,
- * then those. The frames taken stay where they are unless the backtrace
- * was cut short of the memo's last frames (by max). */
+/* After reuse_memo took `used` frames from slot `taken`: the count new
+ * inner frames, then those. The frames taken stay where they are unless
+ * the backtrace was cut short of the memo's last frames (by max). */
 static void remember_prefix(struct fast_unwind_memo *memo, const uint64_t *frames,
-                            const struct fast_unwind_memo_frame *walked, int count, uint32_t k, uint32_t used)
+                            const struct fast_unwind_memo_frame *walked, int count, uint32_t taken, uint32_t used)
 {
     uint32_t inner = (uint32_t)count;
-    bool cut = k + used < memo->count; /* frames past `used` were not checked */
+    bool cut = taken + used < FAST_UNWIND_MEMO_FRAMES; /* frames past `used` were not checked */
     if (inner + used > FAST_UNWIND_MEMO_FRAMES) {
         if (inner >= FAST_UNWIND_MEMO_FRAMES) {
             memo->count = 0;
@@ -407,7 +405,7 @@ static void remember_prefix(struct fast_unwind_memo *memo, const uint64_t *frame
         used = FAST_UNWIND_MEMO_FRAMES - inner;
         cut = true;
     }
-    uint32_t taken = memo_first(memo) + k, first = FAST_UNWIND_MEMO_FRAMES - used - inner;
+    uint32_t first = FAST_UNWIND_MEMO_FRAMES - used - inner;
     if (taken + used != FAST_UNWIND_MEMO_FRAMES) {
         memmove(&memo->frame[FAST_UNWIND_MEMO_FRAMES - used], &memo->frame[taken], used * sizeof memo->frame[0]);
         memmove(&memo->ip[FAST_UNWIND_MEMO_FRAMES - used], &memo->ip[taken], used * sizeof memo->ip[0]);
@@ -457,20 +455,19 @@ int fast_unwind(const struct fast_unwind_regs *start, uint64_t stack_limit, uint
                 cursor++;
             if (cursor < FAST_UNWIND_MEMO_FRAMES && memo->frame[cursor].sp == sp && memo->ip[cursor] == ip &&
                 (memo->frame[cursor].bp == bp || !(memo->frame[cursor].flags & FAST_UNWIND_BP_MATTERS))) {
-                uint32_t k = cursor - memo_first(memo), resume;
-                uint32_t used = reuse_memo(memo, k, start, stack_limit, count, max, &resume);
+                uint32_t resume, used = reuse_memo(memo, cursor, start, stack_limit, count, max, &resume);
                 if (used) {
                     /* the frames stay in the memo, unless it cannot hold them all */
                     if (!result || (uint32_t)count + used > FAST_UNWIND_MEMO_FRAMES)
                         copy_words(frames + count, memo->ip + cursor, used);
                     memo->reused++;
-                    remember_prefix(memo, frames, walked, count, k, used);
+                    remember_prefix(memo, frames, walked, count, cursor, used);
                     count += (int)used;
                     if (result)
                         set_result(result, memo, frames, count);
                     return count;
                 }
-                cursor = memo_first(memo) + resume; /* changed from here: unwind on, and match further out */
+                cursor = resume; /* changed from here: unwind on, and match further out */
             }
         }
         packed_rule rule = cached_rule(ip);
