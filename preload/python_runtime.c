@@ -280,11 +280,11 @@ static const void *current_frame(void)
     const void *tstate = py.this_thread_state();
     if (!tstate)
         return NULL;
-    if (layout->tstate_cframe != NO_FIELD) {
-        const void *cframe = load_pointer(tstate, layout->tstate_cframe);
-        return cframe ? load_pointer(cframe, layout->current_frame) : NULL;
+    if (walk.tstate_cframe != NO_FIELD) {
+        const void *cframe = load_pointer(tstate, walk.tstate_cframe);
+        return cframe ? load_pointer(cframe, walk.current_frame) : NULL;
     }
-    return load_pointer(tstate, layout->current_frame);
+    return load_pointer(tstate, walk.current_frame);
 }
 
 /* A thread's cache of lines by (code entry, instruction offset): a line is
@@ -404,19 +404,29 @@ static __attribute__((noinline)) uint32_t append_evaluation(void *region, const 
     uint64_t *next = out, *end = out + room;
     uint32_t steps = *walked;
     const void *frame = *cursor;
-    while (frame && next < end && steps++ < MAX_PYTHON_FRAMES) {
-        const void *previous = load_pointer(frame, walk.frame_previous);
-        if (walk.frame_is_entry == NO_FIELD && *((const uint8_t *)frame + walk.frame_owner) == walk.owned_by_cstack) {
-            frame = previous; /* 3.12+: the entry frame closes this evaluation's run */
-            break;
+    if (walk.frame_is_entry != NO_FIELD) {
+        while (frame && next < end && steps++ < MAX_PYTHON_FRAMES) {
+            const void *previous = load_pointer(frame, walk.frame_previous);
+            const void *code = load_pointer(frame, walk.frame_code);
+            if (code && type_of(code) == py.code_type)
+                *next++ = frame_word(region, cache, code, (uint64_t)(uintptr_t)load_pointer(frame, walk.frame_instr));
+            bool entry = *((const uint8_t *)frame + walk.frame_is_entry);
+            frame = previous;
+            if (entry)
+                break; /* 3.11: the first frame this evaluation ran */
         }
-        const void *code = load_pointer(frame, walk.frame_code);
-        if (code && type_of(code) == py.code_type)
-            *next++ = frame_word(region, cache, code, (uint64_t)(uintptr_t)load_pointer(frame, walk.frame_instr));
-        bool entry = walk.frame_is_entry != NO_FIELD && *((const uint8_t *)frame + walk.frame_is_entry);
-        frame = previous;
-        if (entry)
-            break;
+    } else {
+        while (frame && next < end && steps++ < MAX_PYTHON_FRAMES) {
+            const void *previous = load_pointer(frame, walk.frame_previous);
+            if (*((const uint8_t *)frame + walk.frame_owner) == walk.owned_by_cstack) {
+                frame = previous; /* 3.12+: the entry frame closes this evaluation's run */
+                break;
+            }
+            const void *code = load_pointer(frame, walk.frame_code);
+            if (code && type_of(code) == py.code_type)
+                *next++ = frame_word(region, cache, code, (uint64_t)(uintptr_t)load_pointer(frame, walk.frame_instr));
+            frame = previous;
+        }
     }
     *walked = steps;
     *cursor = frame;
