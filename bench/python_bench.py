@@ -11,6 +11,8 @@ wrapped allocator domains, the default), under `memslope record` with
 PYTHONMALLOC=malloc, and under heaptrack with PYTHONMALLOC=malloc (heaptrack
 sees objects only through malloc), in turns; prints medians, the paired
 ratio to plain, trace sizes and the tracer's peak RSS (a separate, polled run).
+--compare NAME adds a build saved with bench/compare.py --save NAME to the
+turns (memslope@NAME), to compare two builds within one run.
 
 Exit status: 0 when every run behaved (exit 0, same output as plain), 1 otherwise.
 The bars are reported, not enforced.
@@ -40,9 +42,13 @@ def workloads(args, build):
 
 def configs(args, memslope):
     out = [("plain", lambda cmd, trace: cmd, {}, None),
-           ("memslope", lambda cmd, trace: [memslope, "record", "-o", trace, "--"] + cmd, {}, ".trace"),
-           ("memslope-malloc", lambda cmd, trace: [memslope, "record", "-o", trace, "--"] + cmd,
-            {"PYTHONMALLOC": "malloc"}, ".trace")]
+           ("memslope", lambda cmd, trace: [memslope, "record", "-o", trace, "--"] + cmd, {}, ".trace")]
+    for name in args.compare:
+        saved = os.path.join(ROOT, "build", "bench", "builds", name, "bin", "memslope")
+        out.append(("memslope@" + name, lambda cmd, trace, saved=saved: [saved, "record", "-o", trace, "--"] + cmd,
+                    {}, ".trace"))
+    out.append(("memslope-malloc", lambda cmd, trace: [memslope, "record", "-o", trace, "--"] + cmd,
+                {"PYTHONMALLOC": "malloc"}, ".trace"))
     if args.heaptrack:
         out.append(("heaptrack-malloc", lambda cmd, trace: [args.heaptrack, "-o", trace] + cmd,
                     {"PYTHONMALLOC": "malloc"}, "heaptrack"))
@@ -137,8 +143,15 @@ def main():
     parser.add_argument("--rounds-of-work", type=int, default=300, help="alloc_heavy.py's rounds")
     parser.add_argument("--python", default="/usr/bin/python3")
     parser.add_argument("--no-heaptrack", action="store_true")
+    parser.add_argument("--compare", metavar="NAME", action="append", default=[],
+                        help="also run the build saved as NAME (bench/compare.py --save NAME), in turns")
+    parser.add_argument("--only", metavar="WORKLOAD", help="run one workload: alloc_heavy or extension")
     args = parser.parse_args()
     build = os.path.join(ROOT, "build")
+    for name in args.compare:
+        if not os.path.exists(os.path.join(build, "bench", "builds", name, "bin", "memslope")):
+            print("python_bench: no build saved as %r (python3 bench/compare.py --save %s)" % (name, name))
+            return 2
     memslope = os.path.join(build, "bin", "memslope")
     args.heaptrack = None if args.no_heaptrack else shutil.which("heaptrack")
     if not glob.glob(os.path.join(build, "fixtures", "python", "leakdemo*.so")):
@@ -150,6 +163,8 @@ def main():
                                                                  args.heaptrack or "not installed"))
     failed = False
     for name, cmd, path in workloads(args, build):
+        if args.only and name != args.only:
+            continue
         results = measure(args, memslope, name, cmd, path, out_dir)
         if results is None:
             failed = True

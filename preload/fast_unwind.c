@@ -262,36 +262,82 @@ static inline void copy_words(uint64_t *to, const uint64_t *from, uint32_t count
     }
 }
 
+/* The frames' rbp state, for memo_finish to complete (their suffix
+ * hashes it computes anyway): one frame's four words at a time, through
+ * registers, so no vector load reads words stored separately. */
 static inline void copy_frames(struct fast_unwind_memo_frame *to, const struct fast_unwind_memo_frame *from,
                                uint32_t count)
 {
-    enum { WORDS = sizeof *to / sizeof(uint64_t) };
-    _Static_assert(sizeof *to == WORDS * sizeof(uint64_t), "a memo frame is whole words");
-    copy_words((uint64_t *)to, (const uint64_t *)from, count * WORDS);
+    for (uint32_t i = 0; i < count; i++) {
+        uint64_t sp = from[i].sp, bp = from[i].bp, bp_slot = from[i].bp_slot, flags = from[i].flags;
+        __asm__("" : "+r"(sp), "+r"(bp), "+r"(bp_slot), "+r"(flags));
+        to[i].sp = sp;
+        to[i].bp = bp;
+        to[i].bp_slot = bp_slot;
+        to[i].flags = flags;
+    }
 }
 
-/* How many of the remembered frames from k on can follow the count frames
- * unwound so far: those whose stack words, the ones they were unwound from,
- * still hold what they held. The words are checked frame by frame
- * outwards, so a read happens only where the ordinary unwind, having found
- * the same frames so far, would read too. 0: none can. */
-static uint32_t reuse_memo(const struct fast_unwind_memo *memo, uint32_t k, const struct fast_unwind_regs *start,
-                           uint64_t stack_limit, int count, int max)
+/* A frame as the walk found it, for the memo (memo_finish adds its suffix
+ * hash and the rest of its flags). */
+static inline void remember_step(struct fast_unwind_memo_frame *frame, uint64_t sp, uint64_t bp, uint64_t bp_slot,
+                                 uint64_t flags)
 {
-    uint32_t available = memo->count - k, wanted = (uint32_t)(max - count);
+    frame->sp = sp;
+    frame->bp = bp;
+    frame->bp_slot = bp_slot;
+    frame->flags = flags;
+}
+
+/* The memo's frames are the last count slots of its arrays, innermost
+ * first: a backtrace that shares the outer frames of the previous one
+ * writes only its own inner frames in front of them, whatever its depth,
+ * and the outer ones never move. */
+static inline uint32_t memo_first(const struct fast_unwind_memo *memo)
+{
+    return FAST_UNWIND_MEMO_FRAMES - memo->count;
+}
+
+static inline const uint64_t *memo_ips(const struct fast_unwind_memo *memo)
+{
+    return memo->ip + memo_first(memo);
+}
+
+static inline struct fast_unwind_memo_frame *memo_frames(struct fast_unwind_memo *memo)
+{
+    return memo->frame + memo_first(memo);
+}
+
+/* How many of the remembered frames from slot `at` on can follow the
+ * count frames unwound so far: those whose stack words, the ones they were
+ * unwound from, still hold what they held. The words are checked frame by
+ * frame outwards, so a read happens only where the ordinary unwind, having
+ * found the same frames so far, would read too. 0: none can, and *resume
+ * is the first slot a later match may start from. A word that no longer
+ * holds what it held rules out every frame inside it (a match from any of
+ * them checks that word too) but none outside: the unwind goes on and may
+ * meet the remembered frames again further out, as a Python allocation
+ * does when it comes from another builtin than the previous one, below the
+ * same interpreter frame. */
+static uint32_t reuse_memo(const struct fast_unwind_memo *memo, uint32_t at, const struct fast_unwind_regs *start,
+                           uint64_t stack_limit, int count, int max, uint32_t *resume)
+{
+    uint32_t available = FAST_UNWIND_MEMO_FRAMES - at, wanted = (uint32_t)(max - count);
     uint32_t used = available < wanted ? available : wanted;
+    *resume = at + 1;
     if (used < wanted && memo->ended == END_MAX)
         return 0; /* it stopped at its own limit: what lies beyond is unknown */
-    uint32_t last = k + used - 1;
-    if (memo->frame[last].sp > stack_limit)
+    const struct fast_unwind_memo_frame *stop = &memo->frame[at + used - 1];
+    if (stop->sp > stack_limit)
         return 0;
-    for (uint32_t i = k; i < last; i++) {
-        const struct fast_unwind_memo_frame *f = &memo->frame[i];
-        if (read_stack_word(f[1].sp - 8) != memo->ip[i + 1])
+    const uint64_t *expected = &memo->ip[at + 1];
+    for (const struct fast_unwind_memo_frame *f = &memo->frame[at]; f < stop; f++, expected++) {
+        if (read_stack_word(f[1].sp - 8) != *expected ||
+            ((f->flags & FAST_UNWIND_CHECK_BP) && (f->bp_slot < start->sp || f->bp_slot + 8 > stack_limit ||
+                                                   read_stack_word(f->bp_slot) != f[1].bp))) {
+            *resume = (uint32_t)(f - memo->frame) + 1;
             return 0;
-        if ((f->flags & FAST_UNWIND_CHECK_BP) && (f->bp_slot < start->sp || f->bp_slot + 8 > stack_limit ||
-                            read_stack_word(f->bp_slot) != f[1].bp))
-            return 0;
+        }
     }
     if (used < wanted && memo->ended == END_ZERO &&
         (memo->end_slot + 8 > stack_limit || read_stack_word(memo->end_slot) != 0))
@@ -304,17 +350,19 @@ static uint32_t reuse_memo(const struct fast_unwind_memo *memo, uint32_t k, cons
  * own CFA rule's, or a caller's as long as no frame in between reloads rbp
  * from the stack; past the last frame only an unwind cut at its limit goes
  * on. */
-static void memo_finish(struct fast_unwind_memo *memo, uint32_t from)
+static inline void memo_finish(struct fast_unwind_memo *memo, uint32_t from)
 {
+    struct fast_unwind_memo_frame *frames = memo_frames(memo);
+    const uint64_t *ip = memo_ips(memo);
     uint64_t hash = STACK_HASH_SEED;
     bool next = memo->ended == END_MAX; /* whether the caller's rbp matters */
     if (from < memo->count) {
-        hash = memo->frame[from].suffix_hash;
-        next = memo->frame[from].flags & FAST_UNWIND_BP_MATTERS;
+        hash = frames[from].suffix_hash;
+        next = frames[from].flags & FAST_UNWIND_BP_MATTERS;
     }
     for (uint32_t i = from; i-- > 0;) {
-        struct fast_unwind_memo_frame *frame = &memo->frame[i];
-        hash = stack_hash_fold(hash, memo->ip[i]);
+        struct fast_unwind_memo_frame *frame = &frames[i];
+        hash = stack_hash_fold(hash, ip[i]);
         frame->suffix_hash = hash;
         bool matters = (frame->flags & FAST_UNWIND_USES_BP) || (!frame->bp_slot && next);
         frame->flags = (frame->flags & FAST_UNWIND_USES_BP) | (matters ? FAST_UNWIND_BP_MATTERS : 0) |
@@ -333,22 +381,22 @@ static void remember_walk(struct fast_unwind_memo *memo, const uint64_t *frames,
         kept = FAST_UNWIND_MEMO_FRAMES;
         end = END_MAX;
     }
-    copy_frames(memo->frame, walked, kept);
-    copy_words(memo->ip, frames, kept);
+    copy_frames(memo->frame + FAST_UNWIND_MEMO_FRAMES - kept, walked, kept);
+    copy_words(memo->ip + FAST_UNWIND_MEMO_FRAMES - kept, frames, kept);
     memo->count = kept;
     memo->ended = end;
     memo->end_slot = end_slot;
     memo_finish(memo, kept);
 }
 
-/* After reuse_memo took `used` frames from k: the count new inner frames,
- * then those. Usually the depth is the same (count == k) and only the
- * inner frames are written. */
+/* After reuse_memo took `used` frames from slot `taken`: the count new
+ * inner frames, then those. The frames taken stay where they are unless
+ * the backtrace was cut short of the memo's last frames (by max). */
 static void remember_prefix(struct fast_unwind_memo *memo, const uint64_t *frames,
-                            const struct fast_unwind_memo_frame *walked, int count, uint32_t k, uint32_t used)
+                            const struct fast_unwind_memo_frame *walked, int count, uint32_t taken, uint32_t used)
 {
     uint32_t inner = (uint32_t)count;
-    bool cut = k + used < memo->count; /* frames past `used` were not checked */
+    bool cut = taken + used < FAST_UNWIND_MEMO_FRAMES; /* frames past `used` were not checked */
     if (inner + used > FAST_UNWIND_MEMO_FRAMES) {
         if (inner >= FAST_UNWIND_MEMO_FRAMES) {
             memo->count = 0;
@@ -357,12 +405,13 @@ static void remember_prefix(struct fast_unwind_memo *memo, const uint64_t *frame
         used = FAST_UNWIND_MEMO_FRAMES - inner;
         cut = true;
     }
-    if (inner != k) {
-        memmove(&memo->frame[inner], &memo->frame[k], used * sizeof memo->frame[0]);
-        memmove(&memo->ip[inner], &memo->ip[k], used * sizeof memo->ip[0]);
+    uint32_t first = FAST_UNWIND_MEMO_FRAMES - used - inner;
+    if (taken + used != FAST_UNWIND_MEMO_FRAMES) {
+        memmove(&memo->frame[FAST_UNWIND_MEMO_FRAMES - used], &memo->frame[taken], used * sizeof memo->frame[0]);
+        memmove(&memo->ip[FAST_UNWIND_MEMO_FRAMES - used], &memo->ip[taken], used * sizeof memo->ip[0]);
     }
-    copy_frames(memo->frame, walked, inner);
-    copy_words(memo->ip, frames, inner);
+    copy_frames(memo->frame + first, walked, inner);
+    copy_words(memo->ip + first, frames, inner);
     memo->count = inner + used;
     if (cut)
         memo->ended = END_MAX;
@@ -372,32 +421,18 @@ static void remember_prefix(struct fast_unwind_memo *memo, const uint64_t *frame
 /* Where the count frames of the result are, and their unfinished hash: in
  * the memo when it holds exactly those frames (its suffix hashes cover
  * every outer frame it holds), else in the caller's buffer. */
-static void set_result(struct fast_unwind_result *result, const struct fast_unwind_memo *memo,
+static inline void set_result(struct fast_unwind_result *result, const struct fast_unwind_memo *memo,
                        const uint64_t *buffer, int count)
 {
     if (memo && memo->count == (uint32_t)count && count > 0) {
-        result->frames = memo->ip;
-        result->hash = memo->frame[0].suffix_hash;
+        result->frames = memo->ip + memo_first(memo);
+        result->suffix = memo->frame + memo_first(memo);
+        result->hash = result->suffix[0].suffix_hash;
     } else {
         result->frames = buffer;
         result->hash = stack_hash_unfinished(buffer, (uint32_t)count);
+        result->suffix = NULL;
     }
-}
-
-/* The frame of the memo at stack pointer sp with the same ip (and rbp, if
- * it matters), searching on from *cursor (stack pointers only grow
- * outwards); -1 if none. */
-static inline int memo_match(const struct fast_unwind_memo *memo, uint32_t *cursor, uint64_t ip, uint64_t sp,
-                             uint64_t bp)
-{
-    uint32_t at = *cursor;
-    while (at < memo->count && memo->frame[at].sp < sp)
-        at++;
-    *cursor = at;
-    if (at < memo->count && memo->frame[at].sp == sp && memo->ip[at] == ip &&
-        (memo->frame[at].bp == bp || !(memo->frame[at].flags & FAST_UNWIND_BP_MATTERS)))
-        return (int)at;
-    return -1;
 }
 
 int fast_unwind(const struct fast_unwind_regs *start, uint64_t stack_limit, uint64_t *frames, int max, int lookup,
@@ -406,29 +441,33 @@ int fast_unwind(const struct fast_unwind_regs *start, uint64_t stack_limit, uint
     struct fast_unwind_memo_frame walked[FAST_UNWIND_MEMO_FRAMES];
     uint64_t ip = start->ip, sp = start->sp, bp = start->bp, end_slot = 0;
     int count = 0;
-    uint32_t cursor = memo ? 0 : UINT32_MAX;
+    /* the memo's slot to match next (its frames end at the last slot); past it: none */
+    uint32_t cursor = memo && memo->count ? memo_first(memo) : FAST_UNWIND_MEMO_FRAMES;
     enum unwind_end end = END_MAX;
     while (count < max) {
         if (!ip) {
             end = END_ZERO;
             break;
         }
-        if (memo && cursor < memo->count) {
-            int k = memo_match(memo, &cursor, ip, sp, bp);
-            if (k >= 0) {
-                uint32_t used = reuse_memo(memo, (uint32_t)k, start, stack_limit, count, max);
+        if (cursor < FAST_UNWIND_MEMO_FRAMES) {
+            /* stack pointers only grow outwards: the memo's frames inside this one are past */
+            while (cursor < FAST_UNWIND_MEMO_FRAMES && memo->frame[cursor].sp < sp)
+                cursor++;
+            if (cursor < FAST_UNWIND_MEMO_FRAMES && memo->frame[cursor].sp == sp && memo->ip[cursor] == ip &&
+                (memo->frame[cursor].bp == bp || !(memo->frame[cursor].flags & FAST_UNWIND_BP_MATTERS))) {
+                uint32_t resume, used = reuse_memo(memo, cursor, start, stack_limit, count, max, &resume);
                 if (used) {
                     /* the frames stay in the memo, unless it cannot hold them all */
                     if (!result || (uint32_t)count + used > FAST_UNWIND_MEMO_FRAMES)
-                        copy_words(frames + count, memo->ip + k, used);
+                        copy_words(frames + count, memo->ip + cursor, used);
                     memo->reused++;
-                    remember_prefix(memo, frames, walked, count, (uint32_t)k, used);
+                    remember_prefix(memo, frames, walked, count, cursor, used);
                     count += (int)used;
                     if (result)
                         set_result(result, memo, frames, count);
                     return count;
                 }
-                cursor = UINT32_MAX; /* changed from here: unwind the rest */
+                cursor = resume; /* changed from here: unwind on, and match further out */
             }
         }
         packed_rule rule = cached_rule(ip);
@@ -440,7 +479,7 @@ int fast_unwind(const struct fast_unwind_regs *start, uint64_t stack_limit, uint
         unsigned kind = rule & 15;
         if (kind == RULE_OUTERMOST) {
             if (count < FAST_UNWIND_MEMO_FRAMES)
-                walked[count] = (struct fast_unwind_memo_frame){.sp = sp, .bp = bp};
+                remember_step(&walked[count], sp, bp, 0, 0);
             frames[count++] = ip;
             end = END_OUTERMOST;
             break;
@@ -458,8 +497,7 @@ int fast_unwind(const struct fast_unwind_regs *start, uint64_t stack_limit, uint
             caller_bp = read_stack_word(bp_slot);
         }
         if (count < FAST_UNWIND_MEMO_FRAMES)
-            walked[count] = (struct fast_unwind_memo_frame){
-                .sp = sp, .bp = bp, .bp_slot = bp_slot, .flags = kind == RULE_CFA_RBP ? FAST_UNWIND_USES_BP : 0};
+            remember_step(&walked[count], sp, bp, bp_slot, kind == RULE_CFA_RBP ? FAST_UNWIND_USES_BP : 0);
         frames[count++] = ip;
         ip = read_stack_word(cfa - 8);
         end_slot = cfa - 8;

@@ -72,6 +72,8 @@ struct fast_unwind_memo_frame {
 #define FAST_UNWIND_BP_MATTERS 2u /* the unwind from this frame on reads this frame's rbp */
 #define FAST_UNWIND_CHECK_BP 4u   /* bp_slot is set and the caller's rbp matters */
 
+/* The frames kept are the last count entries of ip and frame, innermost
+ * first (fast_unwind.c: memo_first). */
 struct fast_unwind_memo {
     uint32_t count;    /* frames kept; 0 = nothing remembered */
     uint32_t ended;    /* how that unwind ended (fast_unwind.c's enum unwind_end) */
@@ -87,6 +89,11 @@ struct fast_unwind_memo {
 struct fast_unwind_result {
     const uint64_t *frames; /* the caller's buffer, or the memo's (valid until its next use) */
     uint64_t hash;
+    /* When frames are the memo's: its frames, one for each, whose
+     * suffix_hash is the unfinished hash of frames[i] and all outer ones
+     * (a merge that keeps an outer part of the backtrace hashes only the
+     * rest); NULL when frames are the caller's buffer. */
+    const struct fast_unwind_memo_frame *suffix;
 };
 
 /* Unwinds up to max return addresses, starting with start->ip, innermost

@@ -18,6 +18,7 @@
 #include "python_layout.h"
 #include "python_linetable.h"
 #include "shm_layout.h"
+#include "stack_table.h"
 
 /* Longest string or line table copied (longer ones are cut). */
 #define MAX_NAME_BYTES 1024u
@@ -55,7 +56,11 @@ bool python_profile_wanted;
 
 static struct python_symbols py;
 static const struct python_layout *layout;
+/* What the frame walk reads of the layout, copied: a load each in the hot
+ * loop rather than two (python_frames_use). */
+static struct python_layout walk;
 static void (*mark_iteration)(void);
+static struct python_runtime_hooks markers; /* the marker functions the _memslope module calls */
 /* --iteration py:[MODULE:]QUALNAME */
 static char wanted_module[256], wanted_qualname[256];
 static size_t wanted_module_length, wanted_qualname_length;
@@ -127,10 +132,10 @@ static bool str_equals(const void *str, const char *text, size_t length)
  * address of a dead one differs in at least one of them. */
 static inline uint64_t code_identity(const void *code)
 {
-    uint64_t identity = (uint64_t)(uintptr_t)load_pointer(code, layout->code_qualname);
-    identity = (identity ^ (uint64_t)(uintptr_t)load_pointer(code, layout->code_filename)) * 0x100000001b3ull;
-    identity = (identity ^ (uint64_t)(uintptr_t)load_pointer(code, layout->code_linetable)) * 0x100000001b3ull;
-    identity ^= (uint64_t)*(const uint32_t *)((const char *)code + layout->code_first_line);
+    uint64_t identity = (uint64_t)(uintptr_t)load_pointer(code, walk.code_qualname);
+    identity = (identity ^ (uint64_t)(uintptr_t)load_pointer(code, walk.code_filename)) * 0x100000001b3ull;
+    identity = (identity ^ (uint64_t)(uintptr_t)load_pointer(code, walk.code_linetable)) * 0x100000001b3ull;
+    identity ^= (uint64_t)*(const uint32_t *)((const char *)code + walk.code_first_line);
     return identity;
 }
 
@@ -250,9 +255,9 @@ struct code_cache_entry {
 
 static __thread struct code_cache_entry code_cache[CODE_CACHE_ENTRIES] __attribute__((tls_model("initial-exec")));
 
-static inline uint32_t code_index(void *region, const void *code)
+static inline uint32_t code_index(void *region, const void *code, uint64_t identity)
 {
-    uint64_t address = (uint64_t)(uintptr_t)code, identity = code_identity(code);
+    uint64_t address = (uint64_t)(uintptr_t)code;
     struct code_cache_entry *cached = &code_cache[(address >> 4 ^ address >> 12) & (CODE_CACHE_ENTRIES - 1)];
     if (cached->address == address && cached->identity == identity)
         return cached->index;
@@ -275,16 +280,11 @@ static const void *current_frame(void)
     const void *tstate = py.this_thread_state();
     if (!tstate)
         return NULL;
-    if (layout->tstate_cframe != NO_FIELD) {
-        const void *cframe = load_pointer(tstate, layout->tstate_cframe);
-        return cframe ? load_pointer(cframe, layout->current_frame) : NULL;
+    if (walk.tstate_cframe != NO_FIELD) {
+        const void *cframe = load_pointer(tstate, walk.tstate_cframe);
+        return cframe ? load_pointer(cframe, walk.current_frame) : NULL;
     }
-    return load_pointer(tstate, layout->current_frame);
-}
-
-static inline bool is_entry_frame(const void *frame)
-{
-    return *((const uint8_t *)frame + layout->frame_owner) == layout->owned_by_cstack;
+    return load_pointer(tstate, walk.current_frame);
 }
 
 /* A thread's cache of lines by (code entry, instruction offset): a line is
@@ -331,62 +331,173 @@ static uint32_t line_of(void *region, uint32_t code_index, uint32_t offset, bool
     return line;
 }
 
-/* The frame word of an interpreter frame; 0 for a frame that runs no code
- * object (3.13's f_executable may be something else). */
-static uint64_t frame_word(void *region, const void *frame)
+/*
+ * A thread's cache of frame words by instruction address, in front of the
+ * code and line caches: a hot frame costs its code's identity and one
+ * private load instead of two lookups, two hashes and the offset's line.
+ *
+ * Why an entry that matches is right: a frame's word is a function of its
+ * code object's address and identity (which give its code table entry:
+ * the table never drops or changes an entry once published, so the same
+ * pair always finds the same index) and of its instruction's address
+ * (whose offset from the code's bytecode, and whether the frame started,
+ * give the line, read from the entry's own copy of the line table). An
+ * entry keeps all three of the frame it was computed for, and is used only
+ * for a frame with the same three: a code object freed and another
+ * allocated at its address, with an instruction at the same address,
+ * differs in its identity as it does in the code table. So the word is the
+ * one computing it again would give; tests/unit/test_python_frames.c
+ * checks each of the three.
+ *
+ * Used only by the outermost capture of a thread (capturing == 1, as the
+ * whole merge), never by a signal handler's capture: no entry is read
+ * half-written.
+ */
+#define WORD_CACHE_ENTRIES 512u /* power of two */
+
+struct word_cache_entry {
+    uint64_t instruction, code, identity, word; /* code 0: empty */
+};
+
+static __thread struct word_cache_entry word_cache[WORD_CACHE_ENTRIES] __attribute__((tls_model("initial-exec")));
+
+/* Computes the word of a frame running code at instruction, and keeps it
+ * in the cache entry. Out of line: the walk's loop stays small. */
+static __attribute__((noinline)) uint64_t fill_word_cache(void *region, struct word_cache_entry *cached,
+                                                           const void *code, uint64_t instruction, uint64_t identity)
 {
-    const void *code = load_pointer(frame, layout->frame_code);
-    if (!code || type_of(code) != py.code_type)
-        return 0;
-    const char *instruction = load_pointer(frame, layout->frame_instr);
     const char *bytecode = (const char *)code + layout->code_bytecode;
+    const char *at = (const char *)(uintptr_t)instruction;
     /* a frame not started yet points before its first instruction */
-    bool started = instruction >= bytecode && instruction - bytecode < (ptrdiff_t)UINT32_MAX;
-    uint32_t index = code_index(region, code);
-    return shm_python_word(index, line_of(region, index, started ? (uint32_t)(instruction - bytecode) : 0, started));
+    bool started = at >= bytecode && at - bytecode < (ptrdiff_t)UINT32_MAX;
+    uint32_t index = code_index(region, code, identity);
+    uint64_t word = shm_python_word(index, line_of(region, index, started ? (uint32_t)(at - bytecode) : 0, started));
+    *cached = (struct word_cache_entry){
+        .instruction = instruction, .code = (uint64_t)(uintptr_t)code, .identity = identity, .word = word};
+    return word;
+}
+
+/* The frame word of a frame running code (a code object) at instruction;
+ * cache is the thread's word_cache. */
+static inline uint64_t frame_word(void *region, struct word_cache_entry *cache, const void *code,
+                                  uint64_t instruction)
+{
+    uint64_t identity = code_identity(code);
+    struct word_cache_entry *cached = &cache[(instruction * 0x9e3779b97f4a7c15ull) >> 32 & (WORD_CACHE_ENTRIES - 1)];
+    if (cached->instruction == instruction && cached->code == (uint64_t)(uintptr_t)code &&
+        cached->identity == identity)
+        return cached->word;
+    return fill_word_cache(region, cached, code, instruction, identity);
 }
 
 /* Appends the Python frames one evaluation ran, from *cursor outwards up to
- * its entry, and leaves *cursor at the next evaluation's frames. */
-static uint32_t append_evaluation(void *region, const void **cursor, uint64_t *out, uint32_t room, uint32_t *walked)
+ * its entry (3.11: the frame flagged is_entry; 3.12+: the entry frame
+ * owned by the C stack, skipped), and leaves *cursor at the next
+ * evaluation's frames. A frame that runs no code object (3.13's
+ * f_executable may be something else) is skipped. *walked counts the
+ * frames walked, against a corrupt chain. Out of line, so its loop has
+ * the registers to itself. */
+static __attribute__((noinline)) uint32_t append_evaluation(void *region, const void **cursor, uint64_t *out,
+                                                             uint32_t room, uint32_t *walked)
 {
-    uint32_t written = 0;
+    struct word_cache_entry *cache = word_cache;
+    uint64_t *next = out, *end = out + room;
+    uint32_t steps = *walked;
     const void *frame = *cursor;
-    while (frame && written < room && (*walked)++ < MAX_PYTHON_FRAMES) {
-        const void *previous = load_pointer(frame, layout->frame_previous);
-        if (layout->frame_is_entry == NO_FIELD && is_entry_frame(frame)) {
-            frame = previous; /* 3.12+: the entry frame closes this evaluation's run */
-            break;
+    if (walk.frame_is_entry != NO_FIELD) {
+        while (frame && next < end && steps++ < MAX_PYTHON_FRAMES) {
+            const void *previous = load_pointer(frame, walk.frame_previous);
+            const void *code = load_pointer(frame, walk.frame_code);
+            if (code && type_of(code) == py.code_type)
+                *next++ = frame_word(region, cache, code, (uint64_t)(uintptr_t)load_pointer(frame, walk.frame_instr));
+            bool entry = *((const uint8_t *)frame + walk.frame_is_entry);
+            frame = previous;
+            if (entry)
+                break; /* 3.11: the first frame this evaluation ran */
         }
-        uint64_t word = frame_word(region, frame);
-        if (word)
-            out[written++] = word;
-        bool entry = layout->frame_is_entry != NO_FIELD && *((const uint8_t *)frame + layout->frame_is_entry);
-        frame = previous;
-        if (entry)
-            break;
+    } else {
+        while (frame && next < end && steps++ < MAX_PYTHON_FRAMES) {
+            const void *previous = load_pointer(frame, walk.frame_previous);
+            if (*((const uint8_t *)frame + walk.frame_owner) == walk.owned_by_cstack) {
+                frame = previous; /* 3.12+: the entry frame closes this evaluation's run */
+                break;
+            }
+            const void *code = load_pointer(frame, walk.frame_code);
+            if (code && type_of(code) == py.code_type)
+                *next++ = frame_word(region, cache, code, (uint64_t)(uintptr_t)load_pointer(frame, walk.frame_instr));
+            frame = previous;
+        }
     }
+    *walked = steps;
     *cursor = frame;
-    return written;
+    return (uint32_t)(next - out);
 }
 
-uint32_t python_merge_frames(void *region, const uint64_t *native, uint32_t native_count, uint64_t *out,
-                             uint32_t max)
+/* Whether a return address lies in the evaluation function: (start, end]. */
+static inline bool in_evaluation(uint64_t ip)
+{
+    return ip - py.eval_start - 1 < py.eval_end - py.eval_start;
+}
+
+struct python_merge python_merge_frames(void *region, const uint64_t *native, uint32_t native_count,
+                                        const struct fast_unwind_memo_frame *native_suffix, uint64_t *out,
+                                        uint32_t max)
 {
     const void *cursor = current_frame();
-    uint32_t written = 0, walked = 0;
-    for (uint32_t i = 0; i < native_count && written < max; i++) {
-        uint64_t ip = native[i];
-        if (cursor && ip > py.eval_start && ip <= py.eval_end) {
-            uint32_t appended = append_evaluation(region, &cursor, out + written, max - written, &walked);
-            if (appended) {
-                written += appended;
-                continue;
-            }
+    uint32_t written = 0, walked = 0, next = 0;
+    bool cut = false; /* out holds only the first max words of the merge (or may) */
+    /* the merge from kept_at on is native[kept_from, native_count), whose hash is known */
+    uint32_t kept_at = 0, kept_from = 0;
+    while (cursor && next < native_count) {
+        uint32_t evaluation = next;
+        while (evaluation < native_count && !in_evaluation(native[evaluation]))
+            evaluation++;
+        if (evaluation == native_count)
+            break;
+        uint32_t before = evaluation - next;
+        if (before >= max - written) {
+            memcpy(out + written, native + next, (max - written) * sizeof *out);
+            written = max;
+            cut = true;
+            break;
         }
-        out[written++] = ip;
+        memcpy(out + written, native + next, before * sizeof *out);
+        written += before;
+        next = evaluation + 1;
+        uint32_t appended = append_evaluation(region, &cursor, out + written, max - written, &walked);
+        if (appended) {
+            written += appended;
+            kept_at = written;
+            kept_from = next;
+            if (written == max) {
+                cut = true; /* perhaps not: then only hashed the long way */
+                break;
+            }
+        } else {
+            out[written++] = native[evaluation];
+        }
     }
-    return written;
+    struct python_merge merge = {.depth = written, .head = written, .rest = next};
+    if (!cut) {
+        uint32_t rest = native_count - next;
+        cut = rest > max - written;
+        merge.depth += cut ? max - written : rest;
+    }
+    if (native_suffix && !cut) {
+        merge.hash = kept_from < native_count ? native_suffix[kept_from].suffix_hash : STACK_HASH_SEED;
+        for (uint32_t i = kept_at; i-- > 0;)
+            merge.hash = stack_hash_fold(merge.hash, out[i]);
+    } else {
+        python_merge_complete(&merge, native, out);
+        merge.hash = stack_hash_unfinished(out, merge.depth);
+    }
+    return merge;
+}
+
+void python_merge_complete(struct python_merge *merge, const uint64_t *native, uint64_t *out)
+{
+    memcpy(out + merge->head, native + merge->rest, (merge->depth - merge->head) * sizeof *out);
+    merge->head = merge->depth;
 }
 
 /* ---- finding the interpreter ----------------------------------------------- */
@@ -414,7 +525,7 @@ static uint32_t interpreter_version(void)
     return parts[0] << 24 | (parts[1] & 0xff) << 16 | (parts[2] & 0xff) << 8;
 }
 
-static bool find_eval_function(void)
+static bool find_eval_function(uintptr_t *start_address, uintptr_t *end_address)
 {
     void *start = symbol("_PyEval_EvalFrameDefault");
     Dl_info info;
@@ -422,18 +533,40 @@ static bool find_eval_function(void)
     if (!start || !dladdr1(start, &info, (void **)&entry, RTLD_DL_SYMENT) || !entry || !entry->st_size)
         return false;
     /* return addresses: after the call instruction, so (start, end] */
-    py.eval_start = (uintptr_t)start;
-    py.eval_end = (uintptr_t)start + entry->st_size;
+    *start_address = (uintptr_t)start;
+    *end_address = (uintptr_t)start + entry->st_size;
     return true;
 }
 
-static bool find_frame_symbols(void)
+/* Reads frames when the interpreter has everything the walk needs. */
+static bool find_frame_symbols(const struct python_layout *found)
 {
-    py.this_thread_state = (get_thread_state_fn)symbol("PyGILState_GetThisThreadState");
-    py.code_type = symbol("PyCode_Type");
+    struct python_frame_source source = {
+        .layout = found,
+        .this_thread_state = (get_thread_state_fn)symbol("PyGILState_GetThisThreadState"),
+        .code_type = symbol("PyCode_Type"),
+        .str_type = py.str_type,
+        .bytes_type = py.bytes_type,
+    };
     py.function_type = symbol("PyFunction_Type");
-    return py.this_thread_state && py.code_type && py.str_type && py.bytes_type && py.function_type &&
-           find_eval_function();
+    if (!found || !source.this_thread_state || !source.code_type || !source.str_type || !source.bytes_type ||
+        !py.function_type || !find_eval_function(&source.eval_start, &source.eval_end))
+        return false;
+    python_frames_use(&source);
+    return true;
+}
+
+void python_frames_use(const struct python_frame_source *source)
+{
+    layout = source->layout;
+    walk = *source->layout;
+    py.this_thread_state = source->this_thread_state;
+    py.code_type = source->code_type;
+    py.str_type = source->str_type;
+    py.bytes_type = source->bytes_type;
+    py.eval_start = source->eval_start;
+    py.eval_end = source->eval_end;
+    python_frames_enabled = true;
 }
 
 static void find_api_symbols(void)
@@ -555,10 +688,6 @@ struct module_definition {
 #define METH_O 0x0008
 #define PYTHON_API_VERSION 1013
 
-void memslope_case_begin(const char *name);
-void memslope_iteration(void);
-void memslope_case_end(void);
-
 static void *none(void)
 {
     py.incref(py.none);
@@ -578,21 +707,21 @@ static void *module_case_begin(void *self, void *name)
         py.set_error(*py.type_error, "memslope.case_begin: the name must be str or bytes");
     if (!text)
         return NULL;
-    memslope_case_begin(text);
+    markers.case_begin(text);
     return none();
 }
 
 static void *module_iteration(void *self, void *unused)
 {
     (void)self, (void)unused;
-    memslope_iteration();
+    markers.iteration();
     return none();
 }
 
 static void *module_case_end(void *self, void *unused)
 {
     (void)self, (void)unused;
-    memslope_case_end();
+    markers.case_end();
     return none();
 }
 
@@ -707,10 +836,9 @@ void python_runtime_start(void *region, const struct python_runtime_hooks *hooks
     header->python_version = version;
     find_api_symbols();
     mark_iteration = hooks->mark_iteration;
+    markers = *hooks;
     header->python_mode = hook_allocators(version, hooks);
-    layout = layout_for(version);
-    if (layout && find_frame_symbols()) {
-        python_frames_enabled = true;
+    if (find_frame_symbols(layout_for(version))) {
         header->python_frames = 1;
         want_iterations();
     }

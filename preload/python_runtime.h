@@ -29,6 +29,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fast_unwind.h"
+
+struct python_layout; /* python_layout.h */
+
 /* CPython's PyMemAllocatorEx (stable since 3.5). */
 struct python_allocator {
     void *ctx;
@@ -50,6 +54,11 @@ struct python_domain {
 struct python_runtime_hooks {
     struct python_domain *mem, *object; /* the MEM and OBJ domains */
     void (*mark_iteration)(void);       /* for --iteration py:NAME */
+    /* the marker API the _memslope module calls (the shim's exported
+     * functions, on which the tracer plants its breakpoints) */
+    void (*case_begin)(const char *name);
+    void (*iteration)(void);
+    void (*case_end)(void);
 };
 
 /* From the shim's constructor, once it records, with its guard up: finds
@@ -61,14 +70,47 @@ void python_runtime_start(void *region, const struct python_runtime_hooks *hooks
  * capture path tests it before anything else. */
 extern bool python_frames_enabled;
 
+/* What reading frames takes of an interpreter: python_runtime_start finds
+ * it with dlsym; the unit tests give it for frames they lay out
+ * themselves. */
+struct python_frame_source {
+    const struct python_layout *layout;
+    void *(*this_thread_state)(void); /* PyGILState_GetThisThreadState */
+    const void *code_type, *str_type, *bytes_type;
+    uintptr_t eval_start, eval_end; /* _PyEval_EvalFrameDefault: return addresses in (start, end] */
+};
+
+/* Reads frames as source says from now on (python_frames_enabled). */
+void python_frames_use(const struct python_frame_source *source);
+
 /* Merges the calling thread's Python frames into a native backtrace
  * (innermost first): every frame of the interpreter's evaluation function
- * is replaced by the Python frames it ran, as frame words (shm_layout.h).
- * Code objects seen for the first time are copied into the region. Writes
- * at most max words to out and returns how many; without Python frames,
- * out is a copy of native. No allocation, no lock. */
-uint32_t python_merge_frames(void *region, const uint64_t *native, uint32_t native_count, uint64_t *out,
-                             uint32_t max);
+ * is replaced by the Python frames it ran, as frame words (shm_layout.h),
+ * and the result cut at max words. Code objects seen for the first time
+ * are copied into the region. No allocation, no lock.
+ *
+ * Writes the merge's first `head` words to out; the others, up to depth,
+ * are native frames from native[rest] on, left for python_merge_complete
+ * to copy when the frames themselves are needed (a stack the thread's
+ * cache does not know): the hash is what finds the stack's id.
+ *
+ * native_suffix: NULL, or for each native frame the fast_unwind memo frame
+ * whose suffix_hash is the unfinished hash of native[i] and all outer ones
+ * (fast_unwind_result.suffix): the native frames outside the outermost
+ * evaluation that ran Python are then not hashed again. */
+struct python_merge {
+    uint32_t depth; /* words in the merge */
+    uint32_t head;  /* words written to out so far */
+    uint32_t rest;  /* the native frame that follows them */
+    uint64_t hash;  /* stack_hash_unfinished of the merge's depth words */
+};
+
+struct python_merge python_merge_frames(void *region, const uint64_t *native, uint32_t native_count,
+                                        const struct fast_unwind_memo_frame *native_suffix, uint64_t *out,
+                                        uint32_t max);
+
+/* Writes the rest of the merge to out (head becomes depth). */
+void python_merge_complete(struct python_merge *merge, const uint64_t *native, uint64_t *out);
 
 /* Set when --iteration py:NAME asked for a profile function: every OBJ
  * allocation then calls python_install_profile, which sets it once per

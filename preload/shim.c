@@ -686,6 +686,45 @@ static void remember_stack(struct stack_cache_entry *entry, uint64_t hash, uint3
     __atomic_store_n(&entry->hash, hash, __ATOMIC_RELAXED);
 }
 
+/* The id of a stack the thread's cache knows. */
+static inline bool cached_stack_id(struct shim_thread *thread, uint64_t hash, uint32_t depth, uint32_t *id)
+{
+    const struct stack_cache_entry *cached = &thread->stack_cache[hash & (STACK_CACHE_ENTRIES - 1)];
+    if (__atomic_load_n(&cached->hash, __ATOMIC_RELAXED) != hash || cached->depth != depth)
+        return false;
+    *id = cached->id;
+    return true;
+}
+
+/* The id of a stack from the shared table, which inserts it if new. */
+static inline uint32_t new_stack_id(struct shim_thread *thread, uint64_t hash, const uint64_t *frames, uint32_t depth)
+{
+    uint32_t id = stack_table_intern(region, hash, frames, depth);
+    /* only the outermost capture updates the cache, so a signal handler's
+     * update cannot interleave with ours */
+    if (id != SHM_STACK_NONE && thread->capturing == 1)
+        remember_stack(&thread->stack_cache[hash & (STACK_CACHE_ENTRIES - 1)], hash, depth, id);
+    return id;
+}
+
+/* The id of a native backtrace with the thread's Python frames merged in.
+ * The merge writes the whole stack only for a stack the cache does not
+ * know; native_suffix (the memo's, or NULL) spares hashing the native
+ * frames it keeps. Out of line: the C interposers' path stays as it was. */
+static __attribute__((noinline)) uint32_t python_stack_id(struct shim_thread *thread, const uint64_t *native,
+                                                          uint32_t native_depth,
+                                                          const struct fast_unwind_memo_frame *native_suffix)
+{
+    uint64_t merged[SHM_MAX_FRAMES_LIMIT];
+    struct python_merge merge = python_merge_frames(region, native, native_depth, native_suffix, merged, max_frames);
+    uint64_t hash = stack_hash_finish(merge.hash, merge.depth);
+    uint32_t id;
+    if (cached_stack_id(thread, hash, merge.depth, &id))
+        return id;
+    python_merge_complete(&merge, native, merged);
+    return new_stack_id(thread, hash, merged, merge.depth);
+}
+
 /* always_inline: every shim frame between the program and unw_backtrace
  * costs an unwind step (about 100 instructions) only to be dropped. */
 static inline __attribute__((always_inline)) uint32_t capture_stack(struct shim_thread *thread, size_t size)
@@ -715,6 +754,7 @@ static inline __attribute__((always_inline)) uint32_t capture_stack(struct shim_
         if (got < 0) {
             got = unw_backtrace((void **)frames, (int)(max_frames + SHIM_FRAME_SLACK));
             unwound.frames = frames;
+            unwound.suffix = NULL;
         }
         guard_end(thread);
     }
@@ -728,26 +768,17 @@ static inline __attribute__((always_inline)) uint32_t capture_stack(struct shim_
         if (depth > max_frames)
             depth = max_frames;
         const uint64_t *kept = unwound.frames + skip;
-        uint64_t merged[SHM_MAX_FRAMES_LIMIT];
         if (python_frames_enabled && thread->capturing == 1) {
             /* Python frames in place of the interpreter's C frames; not
              * from a signal handler, which may have interrupted the
              * interpreter while it links a frame */
-            depth = python_merge_frames(region, kept, depth, merged, max_frames);
-            kept = merged;
-            hashed = false;
-        }
-        uint64_t hash = hashed && skip == 0 && depth == (uint32_t)got ? stack_hash_finish(unwound.hash, depth)
-                                                                     : stack_hash(kept, depth);
-        struct stack_cache_entry *cached = &thread->stack_cache[hash & (STACK_CACHE_ENTRIES - 1)];
-        if (__atomic_load_n(&cached->hash, __ATOMIC_RELAXED) == hash && cached->depth == depth) {
-            id = cached->id;
+            id = python_stack_id(thread, kept, depth,
+                                 unwound.suffix && skip + depth == (uint32_t)got ? unwound.suffix + skip : NULL);
         } else {
-            id = stack_table_intern(region, hash, kept, depth);
-            /* only the outermost capture updates the cache, so a signal
-             * handler's update cannot interleave with ours */
-            if (id != SHM_STACK_NONE && thread->capturing == 1)
-                remember_stack(cached, hash, depth, id);
+            uint64_t hash = hashed && skip == 0 && depth == (uint32_t)got ? stack_hash_finish(unwound.hash, depth)
+                                                                         : stack_hash(kept, depth);
+            if (!cached_stack_id(thread, hash, depth, &id))
+                id = new_stack_id(thread, hash, kept, depth);
         }
     }
     thread->capturing--;
@@ -1514,8 +1545,12 @@ static void start_python(void)
     struct shim_thread *thread = &this_thread;
     if (__atomic_load_n(&record_state, __ATOMIC_ACQUIRE) != RECORD_ON)
         return;
-    static const struct python_runtime_hooks hooks = {
-        .mem = &python_mem_domain, .object = &python_object_domain, .mark_iteration = mark_python_iteration};
+    static const struct python_runtime_hooks hooks = {.mem = &python_mem_domain,
+                                                      .object = &python_object_domain,
+                                                      .mark_iteration = mark_python_iteration,
+                                                      .case_begin = memslope_case_begin,
+                                                      .iteration = memslope_iteration,
+                                                      .case_end = memslope_case_end};
     guard_begin(thread); /* dlsym and the interpreter's registration calls may allocate */
     python_runtime_start(region, &hooks);
     discard_dl_error(); /* its lookups of the interpreter's symbols fail in any other program */

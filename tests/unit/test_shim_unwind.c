@@ -173,6 +173,59 @@ static void memo_sees_a_different_caller_at_the_same_depth(void **state)
     assert_true(memo.reused > reused_before);
 }
 
+/* Two chains that differ in one middle frame: leaf's frame has the same ip
+ * and stack pointer in both, so the memo matches it, and the return
+ * address into middle_a or middle_b tells them apart; the frames outside
+ * caller_of_middles differ too (two call sites), and the ones outside
+ * two_paths are the same. An unwind along the other chain must take those
+ * from the memo, not walk them again. */
+static __attribute__((noinline)) int leaf(struct capture *c)
+{
+    capture_here(c);
+    __asm__ volatile("" ::: "memory");
+    return 1;
+}
+
+static __attribute__((noinline)) int middle_a(struct capture *c)
+{
+    volatile int mark = 5;
+    return leaf(c) + mark;
+}
+
+static __attribute__((noinline)) int middle_b(struct capture *c)
+{
+    volatile int mark = 7;
+    return leaf(c) + mark * 2;
+}
+
+static __attribute__((noinline)) int caller_of_middles(struct capture *c, int which)
+{
+    return which ? middle_b(c) : middle_a(c);
+}
+
+static __attribute__((noinline)) int two_paths(struct capture *c, int which)
+{
+    int got = caller_of_middles(c, which);
+    __asm__ volatile("" ::: "memory");
+    return got;
+}
+
+static void memo_matches_again_past_a_changed_frame(void **state)
+{
+    (void)state;
+    struct fast_unwind_memo memo = {0};
+    struct capture a = {.memo = &memo}, b = {.memo = &memo};
+    two_paths(&a, 0);
+    assert_same(&a);
+    for (int round = 0; round < 3; round++) {
+        uint64_t reused = memo.reused;
+        two_paths(&b, (round & 1) == 0);
+        assert_same(&b);
+        assert_true((b.fast[1] != a.fast[1]) == ((round & 1) == 0)); /* into middle_b, then middle_a */
+        assert_int_equal(memo.reused, reused + 1);          /* main and the test runner's frames from the memo */
+    }
+}
+
 static void memo_across_depths_and_paths(void **state)
 {
     (void)state;
@@ -208,6 +261,42 @@ static void memo_through_libc(void **state)
         assert_same(&c);
         recurse(&c, round);
         assert_same(&c);
+    }
+}
+
+/* Frames of one size at every level: a deeper call's frames line up with
+ * a shallower one's from the outermost level in, so the memo of the
+ * shallow backtrace matches inside the deep one, which max then cuts
+ * short of the memo's outer frames. */
+static __attribute__((noinline)) int uniform_recurse(struct capture *c, int depth)
+{
+    if (depth == 0) {
+        capture_here(c);
+        return 0;
+    }
+    volatile int mark = depth;
+    return uniform_recurse(c, depth - 1) + mark;
+}
+
+static void memo_cut_by_max_inside_it(void **state)
+{
+    (void)state;
+    struct fast_unwind_memo memo = {0};
+    struct capture c = {.memo = &memo};
+    static const int depths[] = {5, 60, 5, 58, 61, 3, 70, 5};
+    for (size_t i = 0; i < sizeof depths / sizeof depths[0]; i++) {
+        uint64_t reused = memo.reused;
+        uniform_recurse(&c, depths[i]);
+        assert_int_equal(c.memoised_count, c.fast_count);
+        for (int f = 0; f < c.fast_count; f++)
+            assert_int_equal(c.memoised[f], c.fast[f]);
+        if (c.fast_count < MAX)
+            assert_same(&c);
+        else
+            for (int f = 0; f < MAX; f++)
+                assert_int_equal(c.fast[f], c.reference[f]);
+        if (i == 1)
+            assert_int_equal(memo.reused, reused + 1); /* the 5-deep memo, cut at max */
     }
 }
 
@@ -259,8 +348,10 @@ int main(void)
         cmocka_unit_test(without_lookup_only_cached_rules),
         cmocka_unit_test(stops_at_max),
         cmocka_unit_test(memo_sees_a_different_caller_at_the_same_depth),
+        cmocka_unit_test(memo_matches_again_past_a_changed_frame),
         cmocka_unit_test(memo_across_depths_and_paths),
         cmocka_unit_test(memo_through_libc),
+        cmocka_unit_test(memo_cut_by_max_inside_it),
         cmocka_unit_test(memo_deeper_than_it_holds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
