@@ -328,13 +328,13 @@ static uint64_t stack_floor(const struct scan_plan *plan, const struct proc_map 
     return floor;
 }
 
-/* A thread's TCB near the top of an anonymous mapping (tcbhead_t: tcb
- * and self point at it), or 0. */
-static uint64_t find_tcb(const struct proc_map *map, struct leakscan_target *target)
+/* A thread's TCB near the top of [start, end) (tcbhead_t: tcb and self
+ * point at it), or 0. */
+static uint64_t find_tcb(uint64_t start, uint64_t end, struct leakscan_target *target)
 {
-    uint64_t window_start = map->end - map->start > TCB_SEARCH ? map->end - TCB_SEARCH : map->start;
-    size_t n = (size_t)((map->end - window_start) / 8);
-    uint64_t *words = malloc(n * 8);
+    uint64_t window_start = end - start > TCB_SEARCH ? end - TCB_SEARCH : start;
+    size_t n = (size_t)((end - window_start) / 8);
+    uint64_t *words = n ? malloc(n * 8) : NULL;
     if (!words || leakscan_target_read(target, window_start, words, n * 8) < 0) {
         free(words);
         return 0;
@@ -444,17 +444,24 @@ static int add_present_pages(struct roots *r, pid_t pid, uint64_t start, uint64_
 /* A mapping's roots as leakscan_mapping_roots found them (not the whole
  * mapping): from a thread's lowest SP up, if it is a thread's stack that
  * the kernel merged with the mapping above it; only the present pages of
- * a large mapping. */
-static int add_pieces(struct scan_plan *plan, pid_t pid, const struct proc_map *map)
+ * a large mapping. In a hand-over, a TCB in a piece tells where that
+ * thread's TLS is (the static TLS of the first thread may share a mapping
+ * with an arena or the shim's .bss). */
+static int add_pieces(struct scan_plan *plan, const struct proc_map *map, struct leakscan_target *target)
 {
     uint64_t floor = stack_floor(plan, map);
     for (size_t k = 0; k < plan->piece_count; k++) {
         const struct leakscan_range *piece = &plan->pieces[k];
-        uint64_t start = piece->start > floor ? piece->start : floor;
+        uint64_t start = piece->start > floor ? piece->start : floor, tcb = 0;
         if (start >= piece->end)
             continue;
-        int rc = map->end - map->start > SPARSE_MAPPING ? add_present_pages(&plan->roots, pid, start, piece->end)
-                                                        : add_range(&plan->roots, start, piece->end);
+        if (!plan->threads_complete && is_anonymous(map->path))
+            tcb = find_tcb(start, piece->end, target);
+        if (tcb && remember_tcb(plan, tcb) < 0)
+            return -1;
+        int rc = map->end - map->start > SPARSE_MAPPING
+                     ? add_present_pages(&plan->roots, target->pid, start, piece->end)
+                     : add_range(&plan->roots, start, piece->end);
         if (rc < 0)
             return -1;
     }
@@ -468,7 +475,7 @@ static int add_whole_mapping(struct scan_plan *plan, size_t i, struct leakscan_t
     const struct proc_map *map = &plan->maps.maps[i];
     uint64_t floor = stack_floor(plan, map), tcb = 0;
     if (is_anonymous(map->path) && (!plan->threads_complete || (!floor && is_thread_stack(&plan->maps, i))))
-        tcb = find_tcb(map, target);
+        tcb = find_tcb(map->start, map->end, target);
     if (tcb && remember_tcb(plan, tcb) < 0)
         return -1;
     if (!floor && tcb && plan->threads_complete)
@@ -501,7 +508,7 @@ static int add_mapping_roots(struct scan_plan *plan, struct leakscan_target *tar
             return -1;
         plan->rooted[i] = plan->piece_count > 0;
         bool whole = plan->piece_count == 1 && plan->pieces[0].start == map->start && plan->pieces[0].end == map->end;
-        if ((whole ? add_whole_mapping(plan, i, target) : add_pieces(plan, target->pid, map)) < 0)
+        if ((whole ? add_whole_mapping(plan, i, target) : add_pieces(plan, map, target)) < 0)
             return -1;
     }
     return 0;

@@ -5,6 +5,7 @@
  * only through the /proc/self/mem and maps it handed over. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -206,8 +207,11 @@ static void test_roots_of_a_stopped_process(void **state)
 #define ARENA (1u << 20)
 #define FRAMES (16u << 10)
 #define MERGED (2 * ARENA + FRAMES)
-enum { FRAME_LOCAL, FRAME_ITEM, STALE_IN_ARENA, CACHED_BY_SHIM, N_ARENA_BLOCKS };
-static const uint64_t arena_block_offset[N_ARENA_BLOCKS] = {0x4030, ARENA + FRAMES + 0x4030, 0x4070, 0x40b0};
+enum { FRAME_LOCAL, FRAME_ITEM, STALE_IN_ARENA, CACHED_BY_SHIM, CACHED_IN_OTHER_THREAD, N_ARENA_BLOCKS };
+static const uint64_t arena_block_offset[N_ARENA_BLOCKS] = {0x4030, ARENA + FRAMES + 0x4030, 0x4070, 0x40b0, 0x40f0};
+/* Where a thread's TCB sits in the frame stack (a TCB can share a mapping
+ * with an arena: the first thread's static TLS does). */
+#define OTHER_TCB (ARENA + FRAMES - 0x400)
 __thread uint64_t shim_cache[4]; /* stands for the shim's TLS caches */
 
 static uint64_t arena_block(uint8_t *merged, int i)
@@ -230,6 +234,13 @@ static __attribute__((noinline)) void plant_arena_pointers(uint8_t *merged)
     uint64_t stale = arena_block(merged, STALE_IN_ARENA), cached = arena_block(merged, CACHED_BY_SHIM);
     memcpy(merged + 0x8000, &stale, 8);              /* a free block in an arena */
     shim_cache[1] = cached;                          /* only the shim's TLS knows it */
+    /* a thread the scan is not told of: its TCB (tcb and self point at
+     * it) and the shim's TLS below it */
+    uint64_t tcb = (uint64_t)(uintptr_t)(merged + OTHER_TCB), other = arena_block(merged, CACHED_IN_OTHER_THREAD);
+    memcpy(merged + OTHER_TCB, &tcb, 8);
+    memcpy(merged + OTHER_TCB + 16, &tcb, 8);
+    int64_t offset = (int64_t)((uint64_t)(uintptr_t)shim_cache - thread_pointer());
+    memcpy(merged + OTHER_TCB + offset + 8, &other, 8);
 }
 
 static void arena_child(uint8_t *merged, int ready_fd, int socket_fd)
@@ -267,6 +278,8 @@ static void arena_setup(struct arena_setup *setup, size_t offset)
     setup->shim = (struct leakscan_shim_memory){setup->ranges, 2,
                                                  (int64_t)((uint64_t)(uintptr_t)shim_cache - thread_pointer()),
                                                  sizeof shim_cache};
+    /* the other thread's copy lies in the frame stack, below its TCB */
+    assert_true(setup->shim.tls_offset < 0 && setup->shim.tls_offset > -(int64_t)(FRAMES - 0x400 - 64));
 }
 
 /* After the fork: the child's copy of this stack must not hold them. */
@@ -277,11 +290,15 @@ static void fill_arena_blocks(struct arena_setup *setup)
                                                    .stack_id = (uint32_t)i, .category = 99};
 }
 
-static void expect_arena_categories(const struct arena_setup *setup)
+/* handed_over: the scan knows no thread but the waiting one, so it takes
+ * the TCB it finds for a thread's (stopped, it knows every thread's
+ * fs_base, and that TCB is just memory). */
+static void expect_arena_categories(const struct arena_setup *setup, bool handed_over)
 {
     const uint32_t expected[N_ARENA_BLOCKS] = {
         [FRAME_LOCAL] = TRACE_LEAK_REACHABLE, [FRAME_ITEM] = TRACE_LEAK_REACHABLE,
         [STALE_IN_ARENA] = TRACE_LEAK_DEFINITE, [CACHED_BY_SHIM] = TRACE_LEAK_DEFINITE,
+        [CACHED_IN_OTHER_THREAD] = handed_over ? TRACE_LEAK_DEFINITE : TRACE_LEAK_REACHABLE,
     };
     for (int i = 0; i < N_ARENA_BLOCKS; i++) {
         const struct leakscan_block *b = &setup->blocks[i];
@@ -323,7 +340,7 @@ static void test_shim_memory_of_a_stopped_process(void **state)
     munmap(setup.region, setup.region_size);
     if (rc != 0)
         fail_msg("leakscan_process_ex: %s", err);
-    expect_arena_categories(&setup);
+    expect_arena_categories(&setup, false);
 }
 
 /* The same through a hand-over: the thread's TLS is found by its TCB. */
@@ -361,7 +378,7 @@ static void test_shim_memory_handed_over(void **state)
     munmap(setup.region, setup.region_size);
     if (rc != 0)
         fail_msg("leakscan_process_handover: %s", err);
-    expect_arena_categories(&setup);
+    expect_arena_categories(&setup, true);
 }
 
 static void test_no_such_process(void **state)
