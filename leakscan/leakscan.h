@@ -102,27 +102,68 @@ long leakscan_aggregate(const struct leakscan_block *blocks, size_t block_count,
 const char *leakscan_category_name(uint32_t category);
 
 /*
+ * What memslope's shim tells about the memory of the process it runs in
+ * (preload/shm_layout.h); a process without it (`memslope leaks PID`) has
+ * none of this.
+ */
+struct leakscan_shim_memory {
+    /* Memory an allocator owns whose every block is one of the scan's
+     * blocks (pymalloc's arenas while the shim wraps CPython's allocator
+     * domains): never a root, free parts included (they hold stale
+     * pointers); the blocks in it are scanned when reached. Any order. */
+    const struct leakscan_range *allocator_ranges;
+    size_t allocator_range_count;
+    /* The shim's static TLS block, at tls_offset from every thread's
+     * thread pointer (fs_base), tls_size bytes (0: unknown): its caches
+     * hold addresses the program has freed since; never a root. */
+    int64_t tls_offset;
+    uint64_t tls_size;
+};
+
+/*
+ * The roots inside one writable mapping [mapping.start, mapping.end),
+ * besides its threads' stacks and TLS: the mapping minus the memory
+ * allocators own in it, that is the allocator ranges the shim reported
+ * (owned: sorted by start, disjoint), glibc's arena heaps (heap_info at a
+ * 64 MiB-aligned address, checked) and glibc's mmapped chunks (the chunk
+ * header before a block, checked), since their free parts hold stale
+ * pointers and their blocks are scanned when reached. A mapping holding a
+ * block that none of those holds belongs to an allocator memslope does not
+ * know: no part of it is a root. extents: every block's [start, end),
+ * sorted. Appends the root ranges, in address order, to *roots (grown with
+ * realloc; *count and *capacity updated). Returns 0, or -1 when out of
+ * memory. memory->read only is used (the headers).
+ */
+int leakscan_mapping_roots(const struct leakscan_memory *memory, struct leakscan_range mapping,
+                           const struct leakscan_range *extents, size_t extent_count,
+                           const struct leakscan_range *owned, size_t owned_count, struct leakscan_range **roots,
+                           size_t *count, size_t *capacity);
+
+/*
  * Process scan. Every thread of pid must be stopped by the caller (ptrace)
- * and stay stopped during the call; tids lists them all. Roots: writable
- * file mappings (loaded modules' data and .bss) and writable anonymous
- * mappings that hold no block (their .bss tails, thread stacks of threads
- * that are gone, static TLS, mmap'ed buffers), each thread's registers,
- * each thread's stack from SP - 128 (the red zone) to the end of its
- * mapping, each thread's TLS area around fs_base. Not roots: [heap] and any
- * mapping that holds a block (only reached blocks in them are scanned),
- * /memfd:memslope* (the profiler's shared memory), libmemslope.so's data,
- * glibc's main_arena (free lists point at chunk headers, which are inside
- * the previous block), [vvar], [vsyscall], device and unreadable mappings.
- * Memory is read with process_vm_readv (fallback /proc/PID/mem); mappings
- * dense with blocks are read whole first. Returns 0, or -1 with a message.
+ * and stay stopped during the call; tids lists them all. Roots: every
+ * writable mapping (loaded modules' data and .bss, anonymous mappings:
+ * .bss tails, thread stacks of threads that are gone, static TLS, mmap'ed
+ * buffers, CPython's frame stacks) minus what allocators own in it (see
+ * leakscan_mapping_roots), each thread's registers, each thread's stack
+ * from SP - 128 (the red zone) to the end of its mapping, each thread's
+ * TLS area around fs_base. Not roots: [heap], a mapping holding a block of
+ * an allocator memslope does not know (only reached blocks in it are
+ * scanned), /memfd:memslope* (the profiler's shared memory),
+ * libmemslope.so's data and TLS, glibc's main_arena (free lists point at
+ * chunk headers, which are inside the previous block), [vvar],
+ * [vsyscall], device and unreadable mappings. Memory is read with
+ * process_vm_readv (fallback /proc/PID/mem); mappings dense with blocks
+ * are read whole first. Returns 0, or -1 with a message.
  */
 int leakscan_process(pid_t pid, const pid_t *tids, size_t tid_count, struct leakscan_block *blocks,
                      size_t block_count, struct leakscan_totals *totals, char *err, size_t err_size);
 
-/* As leakscan_process, with optional statistics (stats may be NULL). */
-int leakscan_process_ex(pid_t pid, const pid_t *tids, size_t tid_count, struct leakscan_block *blocks,
-                        size_t block_count, struct leakscan_totals *totals, struct leakscan_stats *stats,
-                        char *err, size_t err_size);
+/* As leakscan_process, with what the shim tells (shim may be NULL) and
+ * optional statistics (stats may be NULL). */
+int leakscan_process_ex(pid_t pid, const pid_t *tids, size_t tid_count, const struct leakscan_shim_memory *shim,
+                        struct leakscan_block *blocks, size_t block_count, struct leakscan_totals *totals,
+                        struct leakscan_stats *stats, char *err, size_t err_size);
 
 /*
  * Process scan from what a process handed over about itself, where ptrace
@@ -144,6 +185,7 @@ struct leakscan_handover {
     uint64_t stack_pointer;      /* the waiting thread's: its stack is scanned from SP - 128 */
     const uint64_t *root_words;  /* its registers, each a root word */
     size_t root_word_count;
+    const struct leakscan_shim_memory *shim; /* may be NULL; threads' TLS found by their TCBs */
 };
 
 /* Returns 0, or -1 with a message (maps unreadable, out of memory). */

@@ -5,6 +5,7 @@
  */
 #include "leakscan.h"
 
+#include <elf.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -170,26 +171,51 @@ static bool is_never_root(const struct proc_map *map)
     return is_profiler_mapping(path);
 }
 
-/* An anonymous mapping right after libmemslope.so's last mapping is its
- * .bss. (Not after the memfd: whatever the kernel puts next to the shared
- * memory is the program's.) */
+/* An anonymous mapping right after libmemslope.so's last mapping begins
+ * with its .bss. (Not after the memfd: whatever the kernel puts next to the
+ * shared memory is the program's.) */
 static bool is_profiler_bss(const struct proc_maps *maps, size_t i)
 {
     return i > 0 && is_anonymous(maps->maps[i].path) && maps->maps[i - 1].end == maps->maps[i].start &&
            strstr(maps->maps[i - 1].path, "/libmemslope.so") != NULL;
 }
 
-/* glibc's non-main arena heap: 64 MiB aligned, heap_info first, whose
- * ar_ptr points into an arena heap. Its free chunks hold stale words. */
-static bool is_arena_heap(struct leakscan_target *target, const struct proc_map *map)
+/* Where libmemslope.so's image ends, .bss included (its highest PT_LOAD's
+ * end, page-rounded), from the ELF header its offset-0 mapping holds: the
+ * kernel merges whatever anonymous mapping comes next (a CPython frame
+ * stack) into the .bss mapping. UINT64_MAX when unknown: the whole mapping
+ * is then taken for the .bss. */
+static uint64_t profiler_image_end(const struct proc_maps *maps, size_t bss, struct leakscan_target *target)
 {
-    if (!is_anonymous(map->path) || map->start % LEAKSCAN_HEAP_MAX != 0)
-        return false;
-    uint64_t header[3];
-    if (leakscan_target_read(target, map->start, header, sizeof header) < 0)
-        return false;
-    uint64_t ar_ptr = header[0], size = header[2];
-    return ar_ptr != 0 && (ar_ptr % LEAKSCAN_HEAP_MAX) < 4096 && size > 0 && size <= LEAKSCAN_HEAP_MAX;
+    /* the loaded image's first mapping: back through the run of mappings
+     * of the file that ends at the .bss (elfutils may map the file
+     * elsewhere too, to read it) */
+    const struct proc_map *image = NULL;
+    for (size_t k = bss; k > 0 && !image; k--) {
+        const struct proc_map *map = &maps->maps[k - 1];
+        if (map->end != maps->maps[k].start || strcmp(map->path, maps->maps[bss - 1].path) != 0)
+            break;
+        if (map->offset == 0)
+            image = map;
+    }
+    Elf64_Ehdr ehdr;
+    if (!image || leakscan_target_read(target, image->start, &ehdr, sizeof ehdr) < 0 ||
+        memcmp(ehdr.e_ident, ELFMAG, SELFMAG) != 0 || ehdr.e_phentsize != sizeof(Elf64_Phdr) || ehdr.e_phnum > 64 ||
+        ehdr.e_phoff + (uint64_t)ehdr.e_phnum * sizeof(Elf64_Phdr) > image->end - image->start)
+        return UINT64_MAX;
+    Elf64_Phdr phdrs[64];
+    if (leakscan_target_read(target, image->start + ehdr.e_phoff, phdrs, ehdr.e_phnum * sizeof *phdrs) < 0)
+        return UINT64_MAX;
+    uint64_t bias = UINT64_MAX, end = 0;
+    for (size_t k = 0; k < ehdr.e_phnum; k++) {
+        if (phdrs[k].p_type != PT_LOAD)
+            continue;
+        if (phdrs[k].p_offset == 0)
+            bias = image->start - phdrs[k].p_vaddr;
+        if (phdrs[k].p_vaddr + phdrs[k].p_memsz > end)
+            end = phdrs[k].p_vaddr + phdrs[k].p_memsz;
+    }
+    return bias == UINT64_MAX || end == 0 ? UINT64_MAX : (bias + end + 4095) / 4096 * 4096;
 }
 
 /* ---- threads ------------------------------------------------------------- */
@@ -269,6 +295,7 @@ static const void *context_view(void *context, uint64_t address, size_t length)
 struct scan_plan {
     struct proc_maps maps;
     uint64_t *resident; /* per mapping: Rss + Swap bytes (UINT64_MAX: unknown) */
+    bool *rooted;       /* per mapping: some part of it is a root range */
     struct roots roots;
     struct leakscan_range *extents;
     size_t extent_count;
@@ -277,6 +304,13 @@ struct scan_plan {
     /* Every live thread's SP is known (ptrace): a thread stack holding
      * none is the cached stack of a thread that exited. */
     bool threads_complete;
+    const struct leakscan_shim_memory *shim; /* NULL: no shim */
+    struct leakscan_range *owned;            /* the shim's allocator ranges, sorted and merged */
+    size_t owned_count;
+    struct leakscan_range *pieces;           /* one mapping's roots (leakscan_mapping_roots) */
+    size_t piece_count, piece_capacity;
+    uint64_t *tcbs;                          /* TCBs found in mappings, for the shim's TLS */
+    size_t tcb_count, tcb_capacity;
 };
 
 /* Lowest SP (minus the red zone) of the threads whose SP is in map, or 0. */
@@ -294,31 +328,55 @@ static uint64_t stack_floor(const struct scan_plan *plan, const struct proc_map 
     return floor;
 }
 
-/* The stack of a thread that exited, kept in glibc's stack cache: a guard
- * page below, a TCB (tcbhead_t: tcb and self pointing at itself) near the
- * top. memcheck scans it from the thread's last SP, which sits just below
- * its static TLS; its dead frames below hold stale pointers. Returns where
- * to start scanning (TCB - DEAD_TLS_BELOW), or 0 if it is no such stack. */
-static uint64_t dead_thread_floor(const struct proc_maps *maps, size_t i, struct leakscan_target *target)
+/* A thread's TCB near the top of [start, end) (tcbhead_t: tcb and self
+ * point at it), or 0. */
+static uint64_t find_tcb(uint64_t start, uint64_t end, struct leakscan_target *target)
 {
-    const struct proc_map *map = &maps->maps[i];
-    if (i == 0 || !is_anonymous(map->path) || maps->maps[i - 1].end != map->start || maps->maps[i - 1].perms != 0)
-        return 0;
-    uint64_t window_start = map->end - map->start > TCB_SEARCH ? map->end - TCB_SEARCH : map->start;
-    size_t n = (size_t)((map->end - window_start) / 8);
-    uint64_t *words = malloc(n * 8);
+    uint64_t window_start = end - start > TCB_SEARCH ? end - TCB_SEARCH : start;
+    size_t n = (size_t)((end - window_start) / 8);
+    uint64_t *words = n ? malloc(n * 8) : NULL;
     if (!words || leakscan_target_read(target, window_start, words, n * 8) < 0) {
         free(words);
         return 0;
     }
-    uint64_t floor = 0;
-    for (size_t k = n >= 3 ? n - 3 : 0; k > 0 && !floor; k--) {
+    uint64_t tcb = 0;
+    for (size_t k = n >= 3 ? n - 3 : 0; k > 0 && !tcb; k--) {
         uint64_t at = window_start + 8 * k;
         if (words[k] == at && words[k + 2] == at)
-            floor = at - DEAD_TLS_BELOW > map->start ? at - DEAD_TLS_BELOW : map->start;
+            tcb = at;
     }
     free(words);
-    return floor;
+    return tcb;
+}
+
+/* A thread stack glibc keeps in its cache: anonymous, a guard page below. */
+static bool is_thread_stack(const struct proc_maps *maps, size_t i)
+{
+    const struct proc_map *map = &maps->maps[i];
+    return i > 0 && is_anonymous(map->path) && maps->maps[i - 1].end == map->start && maps->maps[i - 1].perms == 0;
+}
+
+/* The stack of a thread that exited, kept in glibc's stack cache, with its
+ * TCB near the top. memcheck scans it from the thread's last SP, which
+ * sits just below its static TLS; its dead frames below hold stale
+ * pointers. Where to start scanning: TCB - DEAD_TLS_BELOW. */
+static uint64_t dead_thread_floor(const struct proc_map *map, uint64_t tcb)
+{
+    return tcb - DEAD_TLS_BELOW > map->start ? tcb - DEAD_TLS_BELOW : map->start;
+}
+
+static int remember_tcb(struct scan_plan *plan, uint64_t tcb)
+{
+    if (plan->tcb_count == plan->tcb_capacity) {
+        size_t capacity = plan->tcb_capacity ? 2 * plan->tcb_capacity : 16;
+        uint64_t *grown = realloc(plan->tcbs, capacity * sizeof *grown);
+        if (!grown)
+            return -1;
+        plan->tcbs = grown;
+        plan->tcb_capacity = capacity;
+    }
+    plan->tcbs[plan->tcb_count++] = tcb;
+    return 0;
 }
 
 /* Rss + Swap of every mapping, from /proc/PID/smaps: a mapping never
@@ -383,50 +441,80 @@ static int add_present_pages(struct roots *r, pid_t pid, uint64_t start, uint64_
     return rc;
 }
 
-static int add_mapping_roots(struct scan_plan *plan, struct leakscan_target *target)
+/* A mapping's roots as leakscan_mapping_roots found them (not the whole
+ * mapping): from a thread's lowest SP up, if it is a thread's stack that
+ * the kernel merged with the mapping above it; only the present pages of
+ * a large mapping. In a hand-over, a TCB in a piece tells where that
+ * thread's TLS is (the static TLS of the first thread may share a mapping
+ * with an arena or the shim's .bss). */
+static int add_pieces(struct scan_plan *plan, const struct proc_map *map, struct leakscan_target *target)
 {
-    for (size_t i = 0; i < plan->maps.count; i++) {
-        const struct proc_map *map = &plan->maps.maps[i];
-        if (is_never_root(map) || is_profiler_bss(&plan->maps, i))
+    uint64_t floor = stack_floor(plan, map);
+    for (size_t k = 0; k < plan->piece_count; k++) {
+        const struct leakscan_range *piece = &plan->pieces[k];
+        uint64_t start = piece->start > floor ? piece->start : floor, tcb = 0;
+        if (start >= piece->end)
             continue;
-        if (block_bytes_in(plan->extents, plan->extent_count, map->start, map->end) > 0)
-            continue; /* a heap: only its reached blocks are scanned */
-        if (is_arena_heap(target, map))
-            continue;
-        uint64_t size = map->end - map->start, resident = plan->resident[i];
-        if (resident == 0 || (is_anonymous(map->path) && size > RESERVATION))
-            continue;
-        uint64_t floor = stack_floor(plan, map);
-        if (!floor && plan->threads_complete)
-            floor = dead_thread_floor(&plan->maps, i, target);
-        int rc = size > SPARSE_MAPPING && !floor ? add_present_pages(&plan->roots, target->pid, map->start, map->end)
-                                                 : add_range(&plan->roots, floor ? floor : map->start, map->end);
+        if (!plan->threads_complete && is_anonymous(map->path))
+            tcb = find_tcb(start, piece->end, target);
+        if (tcb && remember_tcb(plan, tcb) < 0)
+            return -1;
+        int rc = map->end - map->start > SPARSE_MAPPING
+                     ? add_present_pages(&plan->roots, target->pid, start, piece->end)
+                     : add_range(&plan->roots, start, piece->end);
         if (rc < 0)
             return -1;
     }
     return 0;
 }
 
-/* A thread's TLS in a mapping that also holds blocks (else it is a root
- * already): the window around fs_base, minus the blocks. */
-static int add_tls_roots(struct scan_plan *plan)
+/* A mapping that is a root whole: a thread's stack from its lowest SP, a
+ * cached stack from its TCB, a large mapping over its present pages. */
+static int add_whole_mapping(struct scan_plan *plan, size_t i, struct leakscan_target *target)
 {
-    for (size_t t = 0; t < plan->thread_count; t++) {
-        uint64_t fs = plan->threads[t].fs_base;
-        const struct proc_map *map = proc_maps_find(&plan->maps, fs);
-        if (!map || is_profiler_mapping(map->path) || !(map->perms & PROC_MAP_READ) ||
-            block_bytes_in(plan->extents, plan->extent_count, map->start, map->end) == 0)
+    const struct proc_map *map = &plan->maps.maps[i];
+    uint64_t floor = stack_floor(plan, map), tcb = 0;
+    if (is_anonymous(map->path) && (!plan->threads_complete || (!floor && is_thread_stack(&plan->maps, i))))
+        tcb = find_tcb(map->start, map->end, target);
+    if (tcb && remember_tcb(plan, tcb) < 0)
+        return -1;
+    if (!floor && tcb && plan->threads_complete)
+        floor = dead_thread_floor(map, tcb);
+    return map->end - map->start > SPARSE_MAPPING && !floor
+               ? add_present_pages(&plan->roots, target->pid, map->start, map->end)
+               : add_range(&plan->roots, floor ? floor : map->start, map->end);
+}
+
+static int add_mapping_roots(struct scan_plan *plan, struct leakscan_target *target)
+{
+    struct leakscan_memory memory = {.read = leakscan_target_read, .context = target};
+    for (size_t i = 0; i < plan->maps.count; i++) {
+        const struct proc_map *map = &plan->maps.maps[i];
+        if (is_never_root(map))
             continue;
-        uint64_t start = fs - map->start > TLS_BELOW_FS ? fs - TLS_BELOW_FS : map->start;
-        uint64_t end = map->end - fs > TLS_ABOVE_FS ? fs + TLS_ABOVE_FS : map->end;
-        if (add_range_around_blocks(&plan->roots, plan->extents, plan->extent_count, start, end) < 0)
+        uint64_t size = map->end - map->start, resident = plan->resident[i];
+        if (resident == 0 || (is_anonymous(map->path) && size > RESERVATION))
+            continue;
+        struct leakscan_range range = {map->start, map->end};
+        if (is_profiler_bss(&plan->maps, i)) {
+            uint64_t image_end = profiler_image_end(&plan->maps, i, target);
+            range.start = image_end > map->start ? image_end : map->start;
+            if (range.start >= range.end)
+                continue;
+        }
+        plan->piece_count = 0;
+        if (leakscan_mapping_roots(&memory, range, plan->extents, plan->extent_count, plan->owned, plan->owned_count,
+                                   &plan->pieces, &plan->piece_count, &plan->piece_capacity) < 0)
+            return -1;
+        plan->rooted[i] = plan->piece_count > 0;
+        bool whole = plan->piece_count == 1 && plan->pieces[0].start == map->start && plan->pieces[0].end == map->end;
+        if ((whole ? add_whole_mapping(plan, i, target) : add_pieces(plan, map, target)) < 0)
             return -1;
     }
     return 0;
 }
 
-/* Leaves main_arena out of the roots: its bins point at free chunks'
- * headers, which lie inside the previous (possibly leaked) block. */
+/* Leaves [start, end) out of the roots. */
 static int exclude_range(struct roots *r, uint64_t start, uint64_t end)
 {
     size_t count = r->count;
@@ -439,6 +527,76 @@ static int exclude_range(struct roots *r, uint64_t start, uint64_t end)
         if (tail_end > tail_start && add_range(r, tail_start, tail_end) < 0)
             return -1;
     }
+    return 0;
+}
+
+/* A thread's TLS in a mapping that is no root (it holds blocks of an
+ * allocator memslope does not know): the window around fs_base, minus the
+ * blocks and the allocator ranges. */
+static int add_tls_roots(struct scan_plan *plan)
+{
+    for (size_t t = 0; t < plan->thread_count; t++) {
+        uint64_t fs = plan->threads[t].fs_base;
+        const struct proc_map *map = proc_maps_find(&plan->maps, fs);
+        if (!map || plan->rooted[map - plan->maps.maps] || is_profiler_mapping(map->path) ||
+            !(map->perms & PROC_MAP_READ) ||
+            block_bytes_in(plan->extents, plan->extent_count, map->start, map->end) == 0)
+            continue;
+        uint64_t start = fs - map->start > TLS_BELOW_FS ? fs - TLS_BELOW_FS : map->start;
+        uint64_t end = map->end - fs > TLS_ABOVE_FS ? fs + TLS_ABOVE_FS : map->end;
+        if (add_range_around_blocks(&plan->roots, plan->extents, plan->extent_count, start, end) < 0)
+            return -1;
+        for (size_t k = first_ending_after(plan->owned, plan->owned_count, start);
+             k < plan->owned_count && plan->owned[k].start < end; k++)
+            if (exclude_range(&plan->roots, plan->owned[k].start, plan->owned[k].end) < 0)
+                return -1;
+    }
+    return 0;
+}
+
+/* The shim's TLS block in every thread whose thread pointer is known: its
+ * fs_base, or a TCB found near the top of a mapping (the threads a
+ * hand-over does not name, the stacks of threads that exited). */
+static int exclude_shim_tls(struct scan_plan *plan)
+{
+    if (!plan->shim || plan->shim->tls_size == 0)
+        return 0;
+    int64_t offset = plan->shim->tls_offset;
+    uint64_t size = plan->shim->tls_size;
+    for (size_t t = 0; t < plan->thread_count + plan->tcb_count; t++) {
+        uint64_t pointer = t < plan->thread_count ? plan->threads[t].fs_base : plan->tcbs[t - plan->thread_count];
+        uint64_t start = pointer + (uint64_t)offset;
+        if (pointer && exclude_range(&plan->roots, start, start + size) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The shim's allocator ranges, sorted and merged: the target wrote them
+ * (any order; an empty or wrapping one is dropped). */
+static int sort_owned(struct scan_plan *plan)
+{
+    size_t n = plan->shim ? plan->shim->allocator_range_count : 0, kept = 0;
+    plan->owned = malloc((n ? n : 1) * sizeof *plan->owned);
+    if (!plan->owned)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        struct leakscan_range range = plan->shim->allocator_ranges[i];
+        if (range.end > range.start)
+            plan->owned[kept++] = range;
+    }
+    if (kept > 1)
+        qsort(plan->owned, kept, sizeof *plan->owned, compare_ranges);
+    size_t out = 0;
+    for (size_t i = 0; i < kept; i++) {
+        if (out > 0 && plan->owned[i].start <= plan->owned[out - 1].end) {
+            if (plan->owned[i].end > plan->owned[out - 1].end)
+                plan->owned[out - 1].end = plan->owned[i].end;
+        } else {
+            plan->owned[out++] = plan->owned[i];
+        }
+    }
+    plan->owned_count = out;
     return 0;
 }
 
@@ -508,13 +666,18 @@ static int plan_roots(struct scan_plan *plan, struct leakscan_target *target, co
     plan->extents = sorted_extents(blocks, block_count);
     plan->extent_count = block_count;
     plan->resident = malloc((plan->maps.count ? plan->maps.count : 1) * sizeof *plan->resident);
-    if (!plan->extents || !plan->resident)
+    plan->rooted = calloc(plan->maps.count ? plan->maps.count : 1, sizeof *plan->rooted);
+    if (!plan->extents || !plan->resident || !plan->rooted || sort_owned(plan) < 0)
         goto out_of_memory;
     read_resident(target->pid, &plan->maps, plan->resident);
     if (add_mapping_roots(plan, target) < 0 || add_tls_roots(plan) < 0)
         goto out_of_memory;
+    /* main_arena's bins point at free chunks' headers, which lie inside
+     * the previous (possibly leaked) block */
     uint64_t arena = leakscan_find_main_arena(target, &plan->maps);
     if (arena && exclude_range(&plan->roots, arena, arena + LEAKSCAN_MSTATE_SIZE) < 0)
+        goto out_of_memory;
+    if (exclude_shim_tls(plan) < 0)
         goto out_of_memory;
     snapshot_heaps(plan, target);
     /* Only the planning needs them: the classification keeps its own sorted
@@ -599,6 +762,10 @@ static int classify_planned(struct scan_plan *plan, struct leakscan_target *targ
 
 static void free_plan(struct scan_plan *plan)
 {
+    free(plan->rooted);
+    free(plan->owned);
+    free(plan->pieces);
+    free(plan->tcbs);
     proc_maps_free(&plan->maps);
     free(plan->roots.ranges);
     free(plan->roots.words);
@@ -607,16 +774,24 @@ static void free_plan(struct scan_plan *plan)
     free(plan->resident);
 }
 
-int leakscan_process_target(struct leakscan_target *target, const pid_t *tids, size_t tid_count,
-                            struct leakscan_block *blocks, size_t block_count, struct leakscan_totals *totals,
-                            struct leakscan_stats *stats, char *err, size_t err_size)
+static int process_target_shim(struct leakscan_target *target, const pid_t *tids, size_t tid_count,
+                               const struct leakscan_shim_memory *shim, struct leakscan_block *blocks,
+                               size_t block_count, struct leakscan_totals *totals, struct leakscan_stats *stats,
+                               char *err, size_t err_size)
 {
-    struct scan_plan plan = {0};
+    struct scan_plan plan = {.shim = shim};
     int rc = plan_scan(&plan, target, tids, tid_count, blocks, block_count, err, err_size);
     if (rc == 0)
         rc = classify_planned(&plan, target, blocks, block_count, totals, stats, err, err_size);
     free_plan(&plan);
     return rc;
+}
+
+int leakscan_process_target(struct leakscan_target *target, const pid_t *tids, size_t tid_count,
+                            struct leakscan_block *blocks, size_t block_count, struct leakscan_totals *totals,
+                            struct leakscan_stats *stats, char *err, size_t err_size)
+{
+    return process_target_shim(target, tids, tid_count, NULL, blocks, block_count, totals, stats, err, err_size);
 }
 
 int leakscan_process_handover(pid_t pid, const struct leakscan_handover *handover, struct leakscan_block *blocks,
@@ -625,7 +800,7 @@ int leakscan_process_handover(pid_t pid, const struct leakscan_handover *handove
 {
     struct leakscan_target target;
     leakscan_target_open_fd(&target, pid, handover->mem_fd);
-    struct scan_plan plan = {0};
+    struct scan_plan plan = {.shim = handover->shim};
     int rc = plan_handover(&plan, &target, handover, blocks, block_count, err, err_size);
     if (rc == 0)
         rc = classify_planned(&plan, &target, blocks, block_count, totals, stats, err, err_size);
@@ -634,13 +809,13 @@ int leakscan_process_handover(pid_t pid, const struct leakscan_handover *handove
     return rc;
 }
 
-int leakscan_process_ex(pid_t pid, const pid_t *tids, size_t tid_count, struct leakscan_block *blocks,
-                        size_t block_count, struct leakscan_totals *totals, struct leakscan_stats *stats,
-                        char *err, size_t err_size)
+int leakscan_process_ex(pid_t pid, const pid_t *tids, size_t tid_count, const struct leakscan_shim_memory *shim,
+                        struct leakscan_block *blocks, size_t block_count, struct leakscan_totals *totals,
+                        struct leakscan_stats *stats, char *err, size_t err_size)
 {
     struct leakscan_target target;
     leakscan_target_open(&target, pid);
-    int rc = leakscan_process_target(&target, tids, tid_count, blocks, block_count, totals, stats, err, err_size);
+    int rc = process_target_shim(&target, tids, tid_count, shim, blocks, block_count, totals, stats, err, err_size);
     leakscan_target_close(&target);
     return rc;
 }
@@ -648,5 +823,5 @@ int leakscan_process_ex(pid_t pid, const pid_t *tids, size_t tid_count, struct l
 int leakscan_process(pid_t pid, const pid_t *tids, size_t tid_count, struct leakscan_block *blocks,
                      size_t block_count, struct leakscan_totals *totals, char *err, size_t err_size)
 {
-    return leakscan_process_ex(pid, tids, tid_count, blocks, block_count, totals, NULL, err, err_size);
+    return leakscan_process_ex(pid, tids, tid_count, NULL, blocks, block_count, totals, NULL, err, err_size);
 }

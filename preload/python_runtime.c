@@ -18,6 +18,7 @@
 #include "python_layout.h"
 #include "python_linetable.h"
 #include "shm_layout.h"
+#include "shm_region.h"
 #include "stack_table.h"
 
 /* Longest string or line table copied (longer ones are cut). */
@@ -27,6 +28,13 @@
 #define MAX_PYTHON_FRAMES 4096u
 
 /* ---- what was found --------------------------------------------------------- */
+
+/* CPython's PyObjectArenaAllocator (3.4+). */
+struct python_arena_allocator {
+    void *ctx;
+    void *(*alloc)(void *ctx, size_t size);
+    void (*free)(void *ctx, void *pointer, size_t size);
+};
 
 typedef void *(*get_thread_state_fn)(void);
 typedef int (*profile_fn)(void *object, void *frame, int what, void *argument);
@@ -40,6 +48,8 @@ struct python_symbols {
     int (*add_pending_call)(int (*function)(void *), void *argument);
     void (*get_allocator)(int domain, struct python_allocator *allocator);
     void (*set_allocator)(int domain, struct python_allocator *allocator);
+    void (*get_arena_allocator)(struct python_arena_allocator *allocator);
+    void (*set_arena_allocator)(struct python_arena_allocator *allocator);
     int (*append_inittab)(const char *name, void *(*init)(void));
     void *(*module_create)(void *definition, int api_version);
     const char *(*str_as_utf8)(void *str, long *size);
@@ -579,6 +589,8 @@ static void find_api_symbols(void)
     *(void **)&py.add_pending_call = symbol("Py_AddPendingCall");
     *(void **)&py.get_allocator = symbol("PyMem_GetAllocator");
     *(void **)&py.set_allocator = symbol("PyMem_SetAllocator");
+    *(void **)&py.get_arena_allocator = symbol("PyObject_GetArenaAllocator");
+    *(void **)&py.set_arena_allocator = symbol("PyObject_SetArenaAllocator");
     *(void **)&py.append_inittab = symbol("PyImport_AppendInittab");
     *(void **)&py.module_create = symbol("PyModule_Create2");
     *(void **)&py.str_as_utf8 = symbol("PyUnicode_AsUTF8AndSize");
@@ -647,10 +659,68 @@ static void wrap_domain(int domain, struct python_domain *wrapped)
     py.set_allocator(domain, &wrapped->wrapper);
 }
 
+/* pymalloc's arenas, published in the region as allocator ranges: every
+ * object in them is a recorded block once the domains are wrapped, so the
+ * leak scan must never scan an arena as a root (its free blocks and empty
+ * pools hold stale pointers), while scanning what the kernel merged into
+ * the arena's mapping: the interpreter's frame stacks (3.11+), which it
+ * also gets from the arena allocator, hold live frames' references. The
+ * two are told apart by size: an arena is ARENA_SIZE, a frame-stack chunk
+ * 16 KiB doubled as far as one frame needs (ARENA_SIZE only for a single
+ * frame of over half of it). The region changes at fork. */
+static struct {
+    struct python_arena_allocator inner;
+    void *region;
+    size_t arena_size;
+} arenas;
+
+static void *wrapped_arena_alloc(void *ctx, size_t size)
+{
+    (void)ctx;
+    void *arena = arenas.inner.alloc(arenas.inner.ctx, size);
+    if (arena && size == arenas.arena_size && arenas.region)
+        shm_allocator_range_add(arenas.region, (uint64_t)(uintptr_t)arena, size);
+    return arena;
+}
+
+/* Forgotten once gone: a stopped world between the two sees a range that
+ * is no longer mapped, which excludes nothing. */
+static void wrapped_arena_free(void *ctx, void *arena, size_t size)
+{
+    (void)ctx;
+    arenas.inner.free(arenas.inner.ctx, arena, size);
+    if (size == arenas.arena_size && arenas.region)
+        shm_allocator_range_remove(arenas.region, (uint64_t)(uintptr_t)arena);
+}
+
+/* obmalloc.c's ARENA_SIZE: 1 MiB on 64-bit builds from 3.10
+ * (USE_LARGE_ARENAS), 256 KiB before. */
+static void wrap_arenas(void *region, uint32_t version)
+{
+    if (!py.get_arena_allocator || !py.set_arena_allocator)
+        return;
+    arenas.region = region;
+    arenas.arena_size = version >= 0x030a0000 ? (size_t)1 << 20 : (size_t)256 << 10;
+    py.get_arena_allocator(&arenas.inner);
+    if (!arenas.inner.alloc || !arenas.inner.free)
+        return;
+    struct python_arena_allocator wrapper = {NULL, wrapped_arena_alloc, wrapped_arena_free};
+    py.set_arena_allocator(&wrapper);
+}
+
+void python_runtime_fork(void *old_region, void *new_region)
+{
+    if (!arenas.region)
+        return;
+    if (new_region)
+        shm_allocator_ranges_copy(new_region, old_region);
+    arenas.region = new_region;
+}
+
 /* Wrapped before the interpreter starts: from 3.7 on it keeps what it
  * finds unless told otherwise; 3.6 and older set their default allocators
  * as they start, and Python 2 has no domains. */
-static uint32_t hook_allocators(uint32_t version, const struct python_runtime_hooks *hooks)
+static uint32_t hook_allocators(void *region, uint32_t version, const struct python_runtime_hooks *hooks)
 {
     uint32_t mode = choose_allocator_mode();
     if (mode != SHM_PYTHON_HOOKED)
@@ -659,6 +729,7 @@ static uint32_t hook_allocators(uint32_t version, const struct python_runtime_ho
         return SHM_PYTHON_NOT_WRAPPED;
     wrap_domain(PYMEM_DOMAIN_MEM, hooks->mem);
     wrap_domain(PYMEM_DOMAIN_OBJ, hooks->object);
+    wrap_arenas(region, version);
     return SHM_PYTHON_HOOKED;
 }
 
@@ -837,7 +908,7 @@ void python_runtime_start(void *region, const struct python_runtime_hooks *hooks
     find_api_symbols();
     mark_iteration = hooks->mark_iteration;
     markers = *hooks;
-    header->python_mode = hook_allocators(version, hooks);
+    header->python_mode = hook_allocators(region, version, hooks);
     if (find_frame_symbols(layout_for(version))) {
         header->python_frames = 1;
         want_iterations();

@@ -8,7 +8,9 @@
  *  - wraps the MEM and OBJ allocator domains (PyMem_SetAllocator), so every
  *    object pymalloc serves is recorded while pymalloc keeps serving it
  *    (unless the user chose an allocator with PYTHONMALLOC or -X dev, which
- *    is respected: see enum shm_python_mode);
+ *    is respected: see enum shm_python_mode), and then the arena allocator
+ *    (PyObject_SetArenaAllocator), so the region lists pymalloc's arenas
+ *    for the leak scan (shm_layout.h's allocator ranges);
  *  - reads the calling thread's Python frames into each backtrace, in place
  *    of the interpreter's C frames that ran them (3.11 to 3.13, whose frame
  *    layouts the shim knows; other versions get native frames only);
@@ -65,6 +67,12 @@ struct python_runtime_hooks {
  * the interpreter, installs what applies, and says what it found in the
  * region's header (python_version, python_mode, python_frames). */
 void python_runtime_start(void *region, const struct python_runtime_hooks *hooks);
+
+/* In a fork child, once it has its own region: the child has its parent's
+ * memory, so the region gets the parent's pymalloc arenas (see
+ * python_runtime.c), and later arenas are published there (new_region
+ * NULL: the child does not record). */
+void python_runtime_fork(void *old_region, void *new_region);
 
 /* Set once by python_runtime_start when Python frames can be read: the
  * capture path tests it before anything else. */

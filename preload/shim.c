@@ -124,6 +124,10 @@ static uint64_t sample_rate;
 static uintptr_t shim_text_start, shim_text_end;
 static bool clock_is_tsc; /* events are stamped with the TSC (decided once, at start) */
 static pthread_key_t thread_exit_key;
+/* The shim's static TLS block, as an offset from the thread pointer (the
+ * same in every thread); size 0 until the constructor found it. */
+static int64_t own_tls_offset;
+static uint64_t own_tls_size;
 
 /* ---- bootstrap arena: dlsym's allocations before `real` is known -------- */
 
@@ -234,6 +238,18 @@ static void thread_exit_destructor(void *value);
 static void fork_child(void);
 static bool kernel_clock_is_tsc(void);
 
+/* Tells the leak scan where the shim's TLS is (its caches hold addresses
+ * the program freed since): once the constructor found it, or at once for
+ * a region made later (a fork child's). */
+static void publish_own_tls(void)
+{
+    struct shm_header *header = region;
+    if (!header || !own_tls_size)
+        return;
+    header->shim_tls_offset = own_tls_offset;
+    header->shim_tls_size = own_tls_size;
+}
+
 /* Creates this process image's region and hands it to the tracer the
  * moment it exists: a process that execs or ends at once (or one the
  * tracer cannot ptrace) still has every event drained. */
@@ -243,6 +259,7 @@ static bool create_region(void)
                                clock_is_tsc ? SHM_CLOCK_TSC : SHM_CLOCK_MONOTONIC_NS);
     if (!region)
         return false;
+    publish_own_tls();
     uint64_t socket_fd = shm_parse_u64(getenv(SHM_ENV_SOCKET), UINT64_MAX);
     if (socket_fd < 1024)
         shm_send_region_fd((int)socket_fd, region_fd);
@@ -434,11 +451,44 @@ __attribute__((destructor)) static void shim_destructor(void)
         shm_exit_check_run();
 }
 
+/* dl_iterate_phdr's callback: data is this library's program headers,
+ * which identify its entry; dlpi_tls_data is this thread's copy of its
+ * PT_TLS segment. */
+static int find_own_tls(struct dl_phdr_info *info, size_t size, void *data)
+{
+    if (info->dlpi_phdr != data)
+        return 0;
+    if (size < offsetof(struct dl_phdr_info, dlpi_tls_data) + sizeof info->dlpi_tls_data || !info->dlpi_tls_data)
+        return 1;
+#if defined(__x86_64__)
+    uintptr_t thread_pointer; /* the TCB's self pointer, at %fs:0 */
+    __asm__("mov %%fs:0, %0" : "=r"(thread_pointer));
+    for (unsigned i = 0; i < info->dlpi_phnum; i++) {
+        if (info->dlpi_phdr[i].p_type == PT_TLS) {
+            own_tls_offset = (int64_t)((uintptr_t)info->dlpi_tls_data - thread_pointer);
+            own_tls_size = info->dlpi_phdr[i].p_memsz;
+        }
+    }
+#endif
+    return 1;
+}
+
+/* From the constructor: the loader holds none of its locks here (the first
+ * allocation, which may come from inside it, is no place for this). */
+static void find_and_publish_own_tls(void)
+{
+    const ElfW(Ehdr) *ehdr = &__ehdr_start;
+    dl_iterate_phdr(find_own_tls, (void *)((const char *)ehdr + ehdr->e_phoff));
+    publish_own_tls();
+}
+
 static void start_python(void);
 
 __attribute__((constructor)) static void shim_constructor(void)
 {
     should_record(&this_thread);
+    if (__atomic_load_n(&record_state, __ATOMIC_ACQUIRE) == RECORD_ON)
+        find_and_publish_own_tls();
     arm_end_of_image();
     start_python();
 }
@@ -480,24 +530,25 @@ static void fork_child(void)
     if (__atomic_load_n(&record_state, __ATOMIC_ACQUIRE) != RECORD_ON)
         return;
     guard_begin(thread);
+    void *parent_region = region;
     close(region_fd);
-    munmap(region, SHM_TOTAL_SIZE);
     region_fd = -1;
+    region = NULL;
     const char *no_follow = getenv(SHM_ENV_NO_FOLLOW);
     if (no_follow && no_follow[0] == '1') {
-        region = NULL;
         stop_recording();
-        guard_end(thread);
-        return;
+    } else {
+        memset(&thread->producer, 0, sizeof thread->producer);
+        memset(thread->stack_cache, 0, sizeof thread->stack_cache);
+        thread->stamps_to_reuse = 0; /* the child's first event reads the clock, not a stamp from before the fork */
+        thread->no_slot = 0;
+        if (create_region())
+            shm_freeres_forked(); /* a child not followed or not recorded runs no freeres: it is not ours */
+        else
+            stop_recording();
     }
-    memset(&thread->producer, 0, sizeof thread->producer);
-    memset(thread->stack_cache, 0, sizeof thread->stack_cache);
-    thread->stamps_to_reuse = 0; /* the child's first event reads the clock, not a stamp from before the fork */
-    thread->no_slot = 0;
-    if (create_region())
-        shm_freeres_forked(); /* a child not followed or not recorded runs no freeres: it is not ours */
-    else
-        stop_recording();
+    python_runtime_fork(parent_region, region);
+    munmap(parent_region, SHM_TOTAL_SIZE);
     guard_end(thread);
 }
 

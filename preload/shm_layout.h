@@ -23,6 +23,7 @@
  *   Python code table             SHM_PYTHON_CODE_ENTRIES x struct shm_python_code
  *   Python text pool              SHM_PYTHON_TEXT_BYTES bytes: code objects' names,
  *                                 file names and line tables
+ *   allocator ranges              SHM_ALLOCATOR_RANGES x struct shm_allocator_range
  *
  * Concurrency: every ring has exactly one producer (the thread that owns the
  * slot) and one consumer (the tracer). Stack entries are inserted lock-free by
@@ -35,7 +36,7 @@
 #include <stdint.h>
 
 #define SHM_MAGIC 0x4d454d534c4f5045ull /* "MEMSLOPE" */
-#define SHM_VERSION 3u
+#define SHM_VERSION 4u
 #define SHM_MEMFD_NAME "memslope"
 
 /* Environment the tracer passes to the target. */
@@ -179,6 +180,20 @@ struct shm_header {
     uint64_t python_text_offset;
     uint32_t python_text_used;  /* atomic fetch-add by producers */
     uint32_t pad_python;
+    /* Memory allocators own whose every block is recorded (see
+     * struct shm_allocator_range). */
+    uint64_t allocator_ranges_offset;
+    uint32_t allocator_ranges_entries;
+    uint32_t allocator_ranges_used;    /* entries ever claimed: the reader looks at [0, used) */
+    uint32_t allocator_ranges_dropped; /* ranges not recorded: the table was full */
+    uint32_t allocator_ranges_free;    /* entries below used freed since (a hint: 0 skips the search) */
+    /* The shim's own static TLS block, at this offset from every thread's
+     * thread pointer (x86-64: fs_base), shim_tls_size bytes (0: unknown).
+     * Its caches keep addresses the program has freed since (code objects,
+     * frame pointers of earlier backtraces): the leak scan leaves it out,
+     * as it leaves the shim's .bss out. */
+    int64_t shim_tls_offset;
+    uint64_t shim_tls_size;
     /* Threads that hold a slot (claims minus retirements). Read by every
      * event while it is 1 (see the shim's event_stamp), written only when a
      * thread starts or stops recording: a cache line of its own. */
@@ -285,6 +300,26 @@ struct shm_python_code {
     uint32_t linetable_offset, linetable_length;
 };
 
+/*
+ * Allocator ranges: memory that an allocator owns and whose every block the
+ * shim records, so that the leak scan never takes it for a root (its free
+ * parts hold stale pointers) while still scanning whatever else the kernel
+ * merged into the same mapping (adjacent anonymous mappings with the same
+ * flags become one): CPython's pymalloc arenas while the allocator domains
+ * are wrapped. An entry whose start is 0 is free; a producer claims the
+ * first free entry below allocator_ranges_used by CAS on start (when
+ * allocator_ranges_free says there may be one), or a new one at used
+ * (fetch-add), then stores size (release). A released range's entry gets
+ * size 0, then start 0. The tracer reads entries [0, used) with
+ * the world stopped and skips those of size 0 (a claim in progress).
+ */
+#define SHM_ALLOCATOR_RANGES (1u << 16) /* 64 GiB of 1 MiB arenas */
+
+struct shm_allocator_range {
+    uint64_t start;
+    uint64_t size;
+};
+
 /* The shim stamps events with the CPU's time-stamp counter when the kernel
  * itself trusts it as its clock source (synchronised across CPUs): half the
  * cost of clock_gettime. The tracer converts ticks to nanoseconds. */
@@ -301,7 +336,9 @@ enum shm_clock_source { SHM_CLOCK_MONOTONIC_NS = 0, SHM_CLOCK_TSC = 1 };
 #define SHM_PYTHON_CODE_OFFSET (SHM_NAME_POOL_OFFSET + SHM_NAME_POOL_BYTES)
 #define SHM_PYTHON_TEXT_OFFSET \
     (SHM_PYTHON_CODE_OFFSET + (uint64_t)SHM_PYTHON_CODE_ENTRIES * sizeof(struct shm_python_code))
-#define SHM_TOTAL_SIZE (SHM_PYTHON_TEXT_OFFSET + SHM_PYTHON_TEXT_BYTES)
+#define SHM_ALLOCATOR_RANGES_OFFSET (SHM_PYTHON_TEXT_OFFSET + SHM_PYTHON_TEXT_BYTES)
+#define SHM_TOTAL_SIZE \
+    (SHM_ALLOCATOR_RANGES_OFFSET + (uint64_t)SHM_ALLOCATOR_RANGES * sizeof(struct shm_allocator_range))
 
 static inline struct shm_thread_slot *shm_slot(void *base, uint32_t index)
 {
@@ -331,6 +368,11 @@ static inline struct shm_python_code *shm_python_code_table(void *base)
 static inline char *shm_python_text_pool(void *base)
 {
     return (char *)base + SHM_PYTHON_TEXT_OFFSET;
+}
+
+static inline struct shm_allocator_range *shm_allocator_ranges(void *base)
+{
+    return (struct shm_allocator_range *)((char *)base + SHM_ALLOCATOR_RANGES_OFFSET);
 }
 
 #endif

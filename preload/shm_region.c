@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <sys/socket.h>
 #include <string.h>
 #include <stddef.h>
@@ -48,6 +49,8 @@ void shm_region_init_header(void *base, uint32_t pid, uint32_t max_frames, uint6
     header->python_code_entries = SHM_PYTHON_CODE_ENTRIES;
     header->python_text_offset = SHM_PYTHON_TEXT_OFFSET;
     header->python_text_bytes = SHM_PYTHON_TEXT_BYTES;
+    header->allocator_ranges_offset = SHM_ALLOCATOR_RANGES_OFFSET;
+    header->allocator_ranges_entries = SHM_ALLOCATOR_RANGES;
     __atomic_store_n(&header->ready, 1, __ATOMIC_RELEASE);
 }
 
@@ -73,6 +76,70 @@ void *shm_region_create(int *fd_out, uint32_t pid, uint32_t max_frames, uint64_t
 out:
     errno = saved_errno;
     return base;
+}
+
+static bool claim_range_entry(struct shm_allocator_range *entry, uint64_t start, uint64_t size)
+{
+    uint64_t free_start = 0;
+    if (!__atomic_compare_exchange_n(&entry->start, &free_start, start, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+        return false;
+    __atomic_store_n(&entry->size, size, __ATOMIC_RELEASE);
+    return true;
+}
+
+bool shm_allocator_range_add(void *base, uint64_t start, uint64_t size)
+{
+    struct shm_header *header = base;
+    struct shm_allocator_range *table = shm_allocator_ranges(base);
+    if (start == 0 || size == 0)
+        return false;
+    uint32_t used = __atomic_load_n(&header->allocator_ranges_used, __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0; __atomic_load_n(&header->allocator_ranges_free, __ATOMIC_RELAXED) > 0 && i < used &&
+                         i < SHM_ALLOCATOR_RANGES;
+         i++) {
+        if (__atomic_load_n(&table[i].start, __ATOMIC_RELAXED) == 0 && claim_range_entry(&table[i], start, size)) {
+            __atomic_fetch_sub(&header->allocator_ranges_free, 1, __ATOMIC_RELAXED);
+            return true;
+        }
+    }
+    for (;;) {
+        uint32_t index = __atomic_fetch_add(&header->allocator_ranges_used, 1, __ATOMIC_ACQ_REL);
+        if (index >= SHM_ALLOCATOR_RANGES) {
+            __atomic_store_n(&header->allocator_ranges_used, SHM_ALLOCATOR_RANGES, __ATOMIC_RELEASE);
+            __atomic_fetch_add(&header->allocator_ranges_dropped, 1, __ATOMIC_RELAXED);
+            return false;
+        }
+        if (claim_range_entry(&table[index], start, size))
+            return true;
+    }
+}
+
+void shm_allocator_range_remove(void *base, uint64_t start)
+{
+    struct shm_header *header = base;
+    struct shm_allocator_range *table = shm_allocator_ranges(base);
+    uint32_t used = __atomic_load_n(&header->allocator_ranges_used, __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0; start != 0 && i < used && i < SHM_ALLOCATOR_RANGES; i++) {
+        if (__atomic_load_n(&table[i].start, __ATOMIC_RELAXED) == start) {
+            __atomic_store_n(&table[i].size, 0, __ATOMIC_RELEASE);
+            __atomic_store_n(&table[i].start, 0, __ATOMIC_RELEASE);
+            __atomic_fetch_add(&header->allocator_ranges_free, 1, __ATOMIC_RELAXED);
+            return;
+        }
+    }
+}
+
+void shm_allocator_ranges_copy(void *to, void *from)
+{
+    const struct shm_header *header = from;
+    const struct shm_allocator_range *table = shm_allocator_ranges(from);
+    uint32_t used = __atomic_load_n(&header->allocator_ranges_used, __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0; i < used && i < SHM_ALLOCATOR_RANGES; i++) {
+        uint64_t start = __atomic_load_n(&table[i].start, __ATOMIC_ACQUIRE);
+        uint64_t size = __atomic_load_n(&table[i].size, __ATOMIC_ACQUIRE);
+        if (start && size)
+            shm_allocator_range_add(to, start, size);
+    }
 }
 
 uint64_t shm_parse_u64(const char *text, uint64_t fallback)

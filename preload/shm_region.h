@@ -4,6 +4,7 @@
 #ifndef MEMSLOPE_SHM_REGION_H
 #define MEMSLOPE_SHM_REGION_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -21,6 +22,17 @@ void shm_region_init_header(void *base, uint32_t pid, uint32_t max_frames, uint6
  * (kept open: the tracer finds the region through /proc/PID/fd), or NULL on
  * failure. Calls no allocator and preserves errno. */
 void *shm_region_create(int *fd_out, uint32_t pid, uint32_t max_frames, uint64_t sample_rate, uint32_t clock_source);
+
+/* The allocator ranges (shm_layout.h): memory an allocator owns whose
+ * every block is recorded. add: false when start or size is 0, or when the
+ * table is full (counted in allocator_ranges_dropped). remove: forgets the
+ * range that starts at start, if any. copy: every range of from into to (a
+ * fork child's fresh region: the child has its parent's memory). Lock-free,
+ * no allocator; remove is linear in the entries in use, and so is add once
+ * a range was removed. */
+bool shm_allocator_range_add(void *base, uint64_t start, uint64_t size);
+void shm_allocator_range_remove(void *base, uint64_t start);
+void shm_allocator_ranges_copy(void *to, void *from);
 
 /* Parses a decimal environment value without the allocator or locale;
  * returns fallback for NULL, empty or malformed text. */

@@ -151,6 +151,7 @@ struct scan_source {
     const pid_t *tids;
     size_t tid_count;
     const struct leakscan_handover *handover;
+    const struct leakscan_shim_memory *shim;
 };
 
 static int scan(const struct scan_source *source, struct leakscan_block *blocks, size_t count,
@@ -158,7 +159,8 @@ static int scan(const struct scan_source *source, struct leakscan_block *blocks,
 {
     if (source->handover)
         return leakscan_process_handover(source->pid, source->handover, blocks, count, totals, NULL, err, err_size);
-    return leakscan_process(source->pid, source->tids, source->tid_count, blocks, count, totals, err, err_size);
+    return leakscan_process_ex(source->pid, source->tids, source->tid_count, source->shim, blocks, count, totals,
+                               NULL, err, err_size);
 }
 
 /* The scan's view of the live blocks: address and size, and in stack_id
@@ -233,18 +235,18 @@ static int run_check(const struct scan_source *source, const struct recorder *re
     return rc;
 }
 
-int leak_check_run(pid_t pid, const pid_t *tids, size_t tid_count, const struct recorder *recorder, uint32_t when,
-                   uint64_t time_ns, const unsigned char *skip_cases, size_t skip_count,
-                   struct leak_results *results, char *err, size_t err_size)
+int leak_check_run(pid_t pid, const pid_t *tids, size_t tid_count, const struct leakscan_shim_memory *shim,
+                   const struct recorder *recorder, uint32_t when, uint64_t time_ns, const unsigned char *skip_cases,
+                   size_t skip_count, struct leak_results *results, char *err, size_t err_size)
 {
-    struct scan_source source = {pid, tids, tid_count, NULL};
+    struct scan_source source = {pid, tids, tid_count, NULL, shim};
     return run_check(&source, recorder, when, time_ns, skip_cases, skip_count, results, err, err_size);
 }
 
 int leak_check_run_handover(pid_t pid, const struct leakscan_handover *handover, const struct recorder *recorder,
                             uint64_t time_ns, struct leak_results *results, char *err, size_t err_size)
 {
-    struct scan_source source = {pid, NULL, 0, handover};
+    struct scan_source source = {pid, NULL, 0, handover, handover->shim};
     return run_check(&source, recorder, TRACE_SNAP_EXIT, time_ns, NULL, 0, results, err, err_size);
 }
 

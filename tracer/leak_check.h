@@ -19,15 +19,17 @@ struct leak_results {
     size_t count;
 };
 
-/* Every thread in tids must be stopped. when: TRACE_SNAP_EXIT or
+/* Every thread in tids must be stopped. shim: what the process's shim
+ * tells about its memory (leakscan.h; may be NULL). when: TRACE_SNAP_EXIT or
  * TRACE_SNAP_SIGNAL (whole image, then every case that skip_cases does
  * not already cover), TRACE_SNAP_CASE_END or TRACE_SNAP_ITERATION (only the
  * open case's blocks: one check). skip_cases: a checked case's id has its
  * entry set (may be NULL; indexed by case id up to skip_count). Returns 0,
  * or -1 with a message in err. */
-int leak_check_run(pid_t pid, const pid_t *tids, size_t tid_count, const struct recorder *recorder, uint32_t when,
-                   uint64_t time_ns, const unsigned char *skip_cases, size_t skip_count,
-                   struct leak_results *results, char *err, size_t err_size);
+struct leakscan_shim_memory;
+int leak_check_run(pid_t pid, const pid_t *tids, size_t tid_count, const struct leakscan_shim_memory *shim,
+                   const struct recorder *recorder, uint32_t when, uint64_t time_ns, const unsigned char *skip_cases,
+                   size_t skip_count, struct leak_results *results, char *err, size_t err_size);
 
 /* The check at exit of a process that cannot be stopped (no-ptrace mode):
  * it reads what the process handed over (see leakscan.h) while its

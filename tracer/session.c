@@ -935,6 +935,24 @@ static void resume_other_threads(struct session *session, const struct deferred_
     }
 }
 
+/* leak_check_run with what the process's shim tells about its memory
+ * (its pymalloc arenas, its TLS). */
+static int run_leak_check(struct traced_process *process, const pid_t *tids, size_t count, uint32_t when,
+                          const unsigned char *skip_cases, size_t skip_count, struct leak_results *results, char *err,
+                          size_t err_size)
+{
+    struct leakscan_shim_memory shim;
+    struct leakscan_range *ranges;
+    if (shm_consumer_shim_memory(&process->shm, &shim, &ranges) < 0) {
+        snprintf(err, err_size, "out of memory copying the allocator ranges of process %d", (int)process->pid);
+        return -1;
+    }
+    int rc = leak_check_run(process->pid, tids, count, &shim, &process->recorder, when, session_now_ns(), skip_cases,
+                            skip_count, results, err, err_size);
+    free(ranges);
+    return rc;
+}
+
 static void process_leak_check(struct session *session, struct traced_process *process, pid_t stopped_tid,
                                uint32_t kind)
 {
@@ -952,8 +970,8 @@ static void process_leak_check(struct session *session, struct traced_process *p
     size_t count = stop_other_threads(session, process, stopped_tid, tids, &stopped, deferred, capacity);
     char err[512];
     struct leak_results results;
-    if (leak_check_run(process->pid, tids, stopped, &process->recorder, kind, session_now_ns(),
-                       process->cases_checked, process->cases_checked_count, &results, err, sizeof err) == 0) {
+    if (run_leak_check(process, tids, stopped, kind, process->cases_checked, process->cases_checked_count, &results,
+                       err, sizeof err) == 0) {
         leak_results_append(&process->leaks, &results);
         leak_results_free(&results);
     } else {
@@ -1156,8 +1174,7 @@ static void case_leak_check(struct traced_process *process, const pid_t *tids, s
     hide_dead_state(tids[0], &dead);
     struct leak_results results;
     char err[512];
-    int rc = leak_check_run(process->pid, tids, count, recorder, when, session_now_ns(), NULL, 0, &results, err,
-                            sizeof err);
+    int rc = run_leak_check(process, tids, count, when, NULL, 0, &results, err, sizeof err);
     restore_dead_state(tids[0], &dead);
     if (rc != 0)
         return;
@@ -1334,12 +1351,19 @@ static int process_has_ended(pid_t pid)
 static void scan_handed_over(struct traced_process *process, const struct socket_message *message)
 {
     const struct shm_exit_check_request *request = &message->exit_check;
+    struct leakscan_shim_memory shim;
+    struct leakscan_range *ranges;
     struct leakscan_handover handover = {message->mem_fd, message->maps_fd, request->stack_pointer,
-                                         request->registers, request->register_count};
-    struct leak_results results;
+                                         request->registers, request->register_count, &shim};
+    struct leak_results results = {0};
     char err[512];
-    int rc = leak_check_run_handover(process->pid, &handover, &process->recorder, session_now_ns(), &results, err,
+    int rc = shm_consumer_shim_memory(&process->shm, &shim, &ranges);
+    if (rc < 0)
+        snprintf(err, sizeof err, "out of memory copying the allocator ranges");
+    else
+        rc = leak_check_run_handover(process->pid, &handover, &process->recorder, session_now_ns(), &results, err,
                                      sizeof err);
+    free(ranges);
     /* Another thread may have ended the process meanwhile (exit_group):
      * its memory went away under the scan. */
     if (rc == 0 && process_has_ended(process->pid)) {

@@ -364,6 +364,44 @@ void shm_consumer_counters(const struct shm_consumer *consumer, uint32_t *stacks
     *slots_exhausted = __atomic_load_n(&header->slots_exhausted, __ATOMIC_RELAXED);
 }
 
+/* Most bytes of TLS and farthest offset from the thread pointer believed:
+ * the target writes the region. */
+#define SHIM_TLS_MAX (1ull << 20)
+#define SHIM_TLS_OFFSET_MAX (1ll << 30)
+
+int shm_consumer_shim_memory(const struct shm_consumer *consumer, struct leakscan_shim_memory *memory,
+                             struct leakscan_range **ranges)
+{
+    memset(memory, 0, sizeof *memory);
+    *ranges = NULL;
+    if (!consumer->base)
+        return 0;
+    const struct shm_header *header = consumer->base;
+    int64_t tls_offset = __atomic_load_n(&header->shim_tls_offset, __ATOMIC_RELAXED);
+    uint64_t tls_size = __atomic_load_n(&header->shim_tls_size, __ATOMIC_RELAXED);
+    if (tls_size <= SHIM_TLS_MAX && tls_offset >= -SHIM_TLS_OFFSET_MAX && tls_offset <= SHIM_TLS_OFFSET_MAX) {
+        memory->tls_offset = tls_offset;
+        memory->tls_size = tls_size;
+    }
+    uint32_t used = __atomic_load_n(&header->allocator_ranges_used, __ATOMIC_ACQUIRE);
+    if (used > SHM_ALLOCATOR_RANGES)
+        used = SHM_ALLOCATOR_RANGES;
+    *ranges = malloc((used ? used : 1) * sizeof **ranges);
+    if (!*ranges)
+        return -1;
+    const struct shm_allocator_range *table = shm_allocator_ranges(consumer->base);
+    size_t n = 0;
+    for (uint32_t i = 0; i < used; i++) {
+        uint64_t start = __atomic_load_n(&table[i].start, __ATOMIC_ACQUIRE);
+        uint64_t size = __atomic_load_n(&table[i].size, __ATOMIC_ACQUIRE);
+        if (start && size && start + size > start)
+            (*ranges)[n++] = (struct leakscan_range){start, start + size};
+    }
+    memory->allocator_ranges = *ranges;
+    memory->allocator_range_count = n;
+    return 0;
+}
+
 void shm_consumer_detach(struct shm_consumer *consumer)
 {
     if (consumer->base)

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "../leakscan/leakscan.h"
 #include "recorder.h"
 
 struct shm_consumer {
@@ -56,6 +57,15 @@ size_t shm_consumer_drain(struct shm_consumer *consumer, struct recorder *record
 
 /* Header counters the trace reports (lost backtraces, threads without a slot). */
 void shm_consumer_counters(const struct shm_consumer *consumer, uint32_t *stacks_dropped, uint32_t *slots_exhausted);
+
+/* What the shim tells the leak scan about the process's memory: its
+ * allocator ranges (pymalloc's arenas; copied into *ranges, which memory
+ * points at: free it) and its TLS block. Entries are checked, the target
+ * writing the region: an empty or wrapping range is left out, an
+ * implausible TLS block is unknown. Nothing before the region is found.
+ * 0, or -1 when out of memory. */
+int shm_consumer_shim_memory(const struct shm_consumer *consumer, struct leakscan_shim_memory *memory,
+                             struct leakscan_range **ranges);
 
 void shm_consumer_detach(struct shm_consumer *consumer);
 

@@ -5,6 +5,7 @@
  * only through the /proc/self/mem and maps it handed over. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -150,7 +151,7 @@ static void test_roots_handed_over(void **state)
     struct leakscan_block blocks[N_BLOCKS];
     fill_blocks(blocks, heap);
     const uint64_t register_words[] = {0, 1, 2};
-    struct leakscan_handover handover = {fds[0], fds[1], stack_pointer, register_words, 3};
+    struct leakscan_handover handover = {fds[0], fds[1], stack_pointer, register_words, 3, NULL};
     struct leakscan_totals totals;
     char err[512] = "";
     int rc = leakscan_process_handover(pid, &handover, blocks, N_BLOCKS, &totals, NULL, err, sizeof err);
@@ -199,6 +200,187 @@ static void test_roots_of_a_stopped_process(void **state)
     expect_categories(blocks, &totals);
 }
 
+/* ---- what the shim tells: allocator ranges and its TLS ---------------- */
+
+/* Two pymalloc-like arenas with a frame stack between them, one mapping as
+ * the kernel would merge them: blocks live in the arenas only. */
+#define ARENA (1u << 20)
+#define FRAMES (16u << 10)
+#define MERGED (2 * ARENA + FRAMES)
+enum { FRAME_LOCAL, FRAME_ITEM, STALE_IN_ARENA, CACHED_BY_SHIM, CACHED_IN_OTHER_THREAD, N_ARENA_BLOCKS };
+static const uint64_t arena_block_offset[N_ARENA_BLOCKS] = {0x4030, ARENA + FRAMES + 0x4030, 0x4070, 0x40b0, 0x40f0};
+/* Where a thread's TCB sits in the frame stack (a TCB can share a mapping
+ * with an arena: the first thread's static TLS does). */
+#define OTHER_TCB (ARENA + FRAMES - 0x400)
+__thread uint64_t shim_cache[4]; /* stands for the shim's TLS caches */
+
+static uint64_t arena_block(uint8_t *merged, int i)
+{
+    return (uint64_t)(uintptr_t)(merged + arena_block_offset[i]);
+}
+
+static uint64_t thread_pointer(void)
+{
+    uint64_t pointer;
+    __asm__("mov %%fs:0, %0" : "=r"(pointer));
+    return pointer;
+}
+
+static __attribute__((noinline)) void plant_arena_pointers(uint8_t *merged)
+{
+    uint64_t local = arena_block(merged, FRAME_LOCAL), item = arena_block(merged, FRAME_ITEM);
+    memcpy(merged + ARENA + 0x100, &local, 8);       /* a live frame's local */
+    memcpy((void *)(uintptr_t)(local + 16), &item, 8); /* the local's item */
+    uint64_t stale = arena_block(merged, STALE_IN_ARENA), cached = arena_block(merged, CACHED_BY_SHIM);
+    memcpy(merged + 0x8000, &stale, 8);              /* a free block in an arena */
+    shim_cache[1] = cached;                          /* only the shim's TLS knows it */
+    /* a thread the scan is not told of: its TCB (tcb and self point at
+     * it) and the shim's TLS below it */
+    uint64_t tcb = (uint64_t)(uintptr_t)(merged + OTHER_TCB), other = arena_block(merged, CACHED_IN_OTHER_THREAD);
+    memcpy(merged + OTHER_TCB, &tcb, 8);
+    memcpy(merged + OTHER_TCB + 16, &tcb, 8);
+    int64_t offset = (int64_t)((uint64_t)(uintptr_t)shim_cache - thread_pointer());
+    memcpy(merged + OTHER_TCB + offset + 8, &other, 8);
+}
+
+static void arena_child(uint8_t *merged, int ready_fd, int socket_fd)
+{
+    plant_arena_pointers(merged);
+    scrub_stack();
+    if (socket_fd >= 0)
+        hand_over_and_wait(socket_fd, (uint64_t)(uintptr_t)__builtin_frame_address(0));
+    if (write(ready_fd, "r", 1) != 1)
+        _exit(2);
+    for (;;)
+        pause();
+}
+
+struct arena_setup {
+    uint8_t *region, *merged;
+    size_t region_size;
+    struct leakscan_block blocks[N_ARENA_BLOCKS];
+    struct leakscan_range ranges[2];
+    struct leakscan_shim_memory shim;
+};
+
+/* offset: where in a larger mapping the arenas begin; a test after
+ * another uses other addresses, since the scan before left copies of its
+ * block addresses in this process's freed memory, which the child gets. */
+static void arena_setup(struct arena_setup *setup, size_t offset)
+{
+    setup->region_size = offset + MERGED;
+    setup->region = mmap(NULL, setup->region_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(setup->region != MAP_FAILED);
+    setup->merged = setup->region + offset;
+    uint64_t base = (uint64_t)(uintptr_t)setup->merged;
+    setup->ranges[0] = (struct leakscan_range){base, base + ARENA};
+    setup->ranges[1] = (struct leakscan_range){base + ARENA + FRAMES, base + MERGED};
+    setup->shim = (struct leakscan_shim_memory){setup->ranges, 2,
+                                                 (int64_t)((uint64_t)(uintptr_t)shim_cache - thread_pointer()),
+                                                 sizeof shim_cache};
+    /* the other thread's copy lies in the frame stack, below its TCB */
+    assert_true(setup->shim.tls_offset < 0 && setup->shim.tls_offset > -(int64_t)(FRAMES - 0x400 - 64));
+}
+
+/* After the fork: the child's copy of this stack must not hold them. */
+static void fill_arena_blocks(struct arena_setup *setup)
+{
+    for (int i = 0; i < N_ARENA_BLOCKS; i++)
+        setup->blocks[i] = (struct leakscan_block){.address = arena_block(setup->merged, i), .size = 48,
+                                                   .stack_id = (uint32_t)i, .category = 99};
+}
+
+/* handed_over: the scan knows no thread but the waiting one, so it takes
+ * the TCB it finds for a thread's (stopped, it knows every thread's
+ * fs_base, and that TCB is just memory). */
+static void expect_arena_categories(const struct arena_setup *setup, bool handed_over)
+{
+    const uint32_t expected[N_ARENA_BLOCKS] = {
+        [FRAME_LOCAL] = TRACE_LEAK_REACHABLE, [FRAME_ITEM] = TRACE_LEAK_REACHABLE,
+        [STALE_IN_ARENA] = TRACE_LEAK_DEFINITE, [CACHED_BY_SHIM] = TRACE_LEAK_DEFINITE,
+        [CACHED_IN_OTHER_THREAD] = handed_over ? TRACE_LEAK_DEFINITE : TRACE_LEAK_REACHABLE,
+    };
+    for (int i = 0; i < N_ARENA_BLOCKS; i++) {
+        const struct leakscan_block *b = &setup->blocks[i];
+        if (b->category != expected[b->stack_id])
+            fail_msg("block %u: category %s, expected %s", b->stack_id, leakscan_category_name(b->category),
+                     leakscan_category_name(expected[b->stack_id]));
+    }
+}
+
+/* The frame stack merged with the arenas is scanned, the arenas' free
+ * parts and the shim's TLS are not. */
+static void test_shim_memory_of_a_stopped_process(void **state)
+{
+    (void)state;
+    struct arena_setup setup;
+    arena_setup(&setup, 0);
+    int pipe_fds[2];
+    assert_int_equal(pipe(pipe_fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(pipe_fds[0]);
+        arena_child(setup.merged, pipe_fds[1], -1);
+        _exit(0);
+    }
+    close(pipe_fds[1]);
+    char byte;
+    assert_int_equal(read(pipe_fds[0], &byte, 1), 1);
+    close(pipe_fds[0]);
+    fill_arena_blocks(&setup);
+    struct leakscan_stopped stopped;
+    char err[512] = "";
+    assert_int_equal(leakscan_stop_process(pid, &stopped, err, sizeof err), 0);
+    int rc = leakscan_process_ex(pid, stopped.tids, stopped.tid_count, &setup.shim, setup.blocks, N_ARENA_BLOCKS,
+                                 NULL, NULL, err, sizeof err);
+    leakscan_detach(&stopped);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    munmap(setup.region, setup.region_size);
+    if (rc != 0)
+        fail_msg("leakscan_process_ex: %s", err);
+    expect_arena_categories(&setup, false);
+}
+
+/* The same through a hand-over: the thread's TLS is found by its TCB. */
+static void test_shim_memory_handed_over(void **state)
+{
+    (void)state;
+    struct arena_setup setup;
+    arena_setup(&setup, 4 * ARENA);
+    int sockets[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sockets), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(sockets[0]);
+        arena_child(setup.merged, -1, sockets[1]);
+        _exit(0);
+    }
+    close(sockets[1]);
+    uint64_t stack_pointer = 0;
+    struct iovec iov = {&stack_pointer, sizeof stack_pointer};
+    char control[CMSG_SPACE(2 * sizeof(int))];
+    struct msghdr header = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof control};
+    assert_int_equal(recvmsg(sockets[0], &header, MSG_CMSG_CLOEXEC), (ssize_t)sizeof stack_pointer);
+    int fds[2];
+    memcpy(fds, CMSG_DATA(CMSG_FIRSTHDR(&header)), sizeof fds);
+    close(sockets[0]);
+    fill_arena_blocks(&setup);
+    struct leakscan_handover handover = {fds[0], fds[1], stack_pointer, NULL, 0, &setup.shim};
+    char err[512] = "";
+    int rc = leakscan_process_handover(pid, &handover, setup.blocks, N_ARENA_BLOCKS, NULL, NULL, err, sizeof err);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    close(fds[0]);
+    close(fds[1]);
+    munmap(setup.region, setup.region_size);
+    if (rc != 0)
+        fail_msg("leakscan_process_handover: %s", err);
+    expect_arena_categories(&setup, true);
+}
+
 static void test_no_such_process(void **state)
 {
     (void)state;
@@ -213,6 +395,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roots_of_a_stopped_process),
         cmocka_unit_test(test_roots_handed_over),
+        cmocka_unit_test(test_shim_memory_of_a_stopped_process),
+        cmocka_unit_test(test_shim_memory_handed_over),
         cmocka_unit_test(test_no_such_process),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

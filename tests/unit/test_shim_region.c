@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -37,12 +38,92 @@ static void this_process_is_not_traced_by_a_stranger(void **state)
     assert_false(shm_traced_by(getpid()));
 }
 
+/* A zeroed region with its header (sparse: only touched pages cost). */
+static void *new_region(void)
+{
+    void *base = mmap(NULL, SHM_TOTAL_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    assert_true(base != MAP_FAILED);
+    shm_region_init_header(base, 1, SHM_DEFAULT_MAX_FRAMES, 0, SHM_CLOCK_MONOTONIC_NS);
+    return base;
+}
+
+/* The ranges a reader sees: entries [0, used) whose size is set. */
+static size_t live_ranges(void *base, struct shm_allocator_range *out, size_t max)
+{
+    const struct shm_header *header = base;
+    size_t n = 0;
+    for (uint32_t i = 0; i < header->allocator_ranges_used; i++) {
+        const struct shm_allocator_range *entry = &shm_allocator_ranges(base)[i];
+        if (entry->start && entry->size && n < max)
+            out[n++] = *entry;
+    }
+    return n;
+}
+
+static void allocator_ranges_are_added_removed_and_reused(void **state)
+{
+    (void)state;
+    void *base = new_region();
+    const struct shm_header *header = base;
+    assert_int_equal(header->allocator_ranges_offset, SHM_ALLOCATOR_RANGES_OFFSET);
+    assert_int_equal(header->allocator_ranges_entries, SHM_ALLOCATOR_RANGES);
+    assert_true(shm_allocator_range_add(base, 0x100000, 0x100000));
+    assert_true(shm_allocator_range_add(base, 0x300000, 0x100000));
+    assert_false(shm_allocator_range_add(base, 0, 0x100000));
+    assert_false(shm_allocator_range_add(base, 0x500000, 0));
+    struct shm_allocator_range seen[4];
+    assert_int_equal(live_ranges(base, seen, 4), 2);
+    shm_allocator_range_remove(base, 0x100000);
+    shm_allocator_range_remove(base, 0x999000); /* never added: nothing happens */
+    assert_int_equal(live_ranges(base, seen, 4), 1);
+    assert_int_equal(seen[0].start, 0x300000);
+    assert_true(shm_allocator_range_add(base, 0x700000, 0x40000));
+    assert_int_equal(header->allocator_ranges_used, 2); /* the freed entry was taken again */
+    assert_int_equal(live_ranges(base, seen, 4), 2);
+    munmap(base, SHM_TOTAL_SIZE);
+}
+
+static void full_table_counts_what_it_drops(void **state)
+{
+    (void)state;
+    void *base = new_region();
+    const struct shm_header *header = base;
+    for (uint64_t i = 0; i < SHM_ALLOCATOR_RANGES; i++)
+        assert_true(shm_allocator_range_add(base, (i + 1) << 20, 1 << 20));
+    assert_false(shm_allocator_range_add(base, 1ull << 40, 1 << 20));
+    assert_int_equal(header->allocator_ranges_dropped, 1);
+    assert_int_equal(header->allocator_ranges_used, SHM_ALLOCATOR_RANGES);
+    shm_allocator_range_remove(base, 5 << 20);
+    assert_true(shm_allocator_range_add(base, 1ull << 40, 1 << 20));
+    munmap(base, SHM_TOTAL_SIZE);
+}
+
+/* A fork child's region starts with its parent's ranges. */
+static void allocator_ranges_are_copied(void **state)
+{
+    (void)state;
+    void *parent = new_region(), *child = new_region();
+    assert_true(shm_allocator_range_add(parent, 0x100000, 0x100000));
+    assert_true(shm_allocator_range_add(parent, 0x300000, 0x100000));
+    shm_allocator_range_remove(parent, 0x100000);
+    shm_allocator_ranges_copy(child, parent);
+    struct shm_allocator_range seen[4];
+    assert_int_equal(live_ranges(child, seen, 4), 1);
+    assert_int_equal(seen[0].start, 0x300000);
+    assert_int_equal(seen[0].size, 0x100000);
+    munmap(parent, SHM_TOTAL_SIZE);
+    munmap(child, SHM_TOTAL_SIZE);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tracer_pid_is_parsed),
         cmocka_unit_test(missing_or_malformed_is_minus_one),
         cmocka_unit_test(this_process_is_not_traced_by_a_stranger),
+        cmocka_unit_test(allocator_ranges_are_added_removed_and_reused),
+        cmocka_unit_test(full_table_counts_what_it_drops),
+        cmocka_unit_test(allocator_ranges_are_copied),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
