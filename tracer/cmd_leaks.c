@@ -122,8 +122,7 @@ static int read_previews(pid_t pid, struct leaks_result *result)
     return 0;
 }
 
-/* The work done with the process stopped. The heap walk's snapshots of
- * the heaps serve the scan too. */
+/* The work done with the process stopped. */
 static int scan_stopped(const struct leakscan_stopped *stopped, struct leaks_result *result, char *err,
                         size_t err_size)
 {
