@@ -10,11 +10,13 @@
  *
  * Order: memcheck's marking from the roots reaches the same fixpoint in
  * any order, so blocks waiting to be scanned are kept as bits and swept
- * in address order, a batch of neighbours read in one call; a block marked
- * behind the sweep waits for the next sweep, which runs the other way (so
- * a chain that runs down through memory takes one sweep, not one per
- * link). Clique leaders go in address order, each clique to its fixpoint
- * before the next leader, as memcheck does.
+ * in address order, a batch of neighbours (within a window of addresses)
+ * read in one call; a block marked behind the sweep waits for the next
+ * sweep, which runs the other way (so a chain that runs down through
+ * memory takes one sweep, not one per link). A small batch reads what
+ * lies around it too and keeps it, so that a chain's links, one batch
+ * each, are not a read each. Clique leaders go in address order, each
+ * clique to its fixpoint before the next leader, as memcheck does.
  *
  * Lookup of a word: one range check rejects most words; the region's
  * bitmap entry (the bits of 64 granules and the number of blocks before
@@ -37,7 +39,9 @@
 #define WINDOW_BYTES (1u << 20)   /* blocks read together in a batch, at most */
 #define WINDOW_RANGES 1024u       /* ranges read in one call, at most (IOV_MAX) */
 #define BATCH_BLOCKS 16384u       /* blocks in a batch, at most */
-#define READ_AHEAD (64u << 10)    /* a batch smaller than this reads its neighbours up to it */
+#define CACHE_SLOTS 16u          /* windows kept of what small batches read around them */
+#define AROUND_MAX (64u << 10)    /* a small batch reads this much around it at most, while that pays */
+#define AROUND_MIN 2048u
 #define NEAR_GAP 512u             /* neighbours this close are read as one range, the gap with them */
 #define NEAR_GAP_UNBATCHED 16384u /* the same where every range costs a read of its own */
 #define NO_BLOCK SIZE_MAX
@@ -71,13 +75,16 @@ struct batch {
     struct leakscan_range *ranges; /* what is read: blocks and the small gaps between them */
     size_t range_count, bytes;
     uint8_t *window;
-    /* Blocks read beyond the batch's, in the sweep's direction, so that a
-     * chain running through memory is scanned from one read: blocks
-     * [ahead_first, ahead_last] (none when first > last), the bytes at
-     * address ahead_address being at window + ahead_offset. */
-    size_t ahead_first, ahead_last;
-    uint64_t ahead_address;
-    size_t ahead_offset;
+};
+
+/* What a small batch read around itself, kept for the batches after it:
+ * a chain through memory, or one that zigzags between two places, then
+ * costs a read per window, not per link. */
+struct cached_window {
+    uint64_t start, end;
+    unsigned hits; /* ranges served since it was read */
+    uint64_t used; /* when it last served (or was read) */
+    uint8_t *bytes; /* AROUND_MAX */
 };
 
 /* A sweep over the pending blocks, in one direction. */
@@ -105,6 +112,9 @@ struct scan {
     struct pipeline *pipeline;
     uint64_t *chunk; /* CHUNK_BYTES scratch for roots and large blocks */
     size_t near_gap;
+    struct cached_window cache[CACHE_SLOTS];
+    uint64_t cache_clock;
+    size_t around; /* bytes a small batch reads around it: doubled by a hit, halved by a window never hit */
     struct leakscan_stats stats;
     bool gone; /* memory read failed for good */
 };
@@ -421,20 +431,114 @@ static bool batch_add(struct scan *s, struct batch *b, size_t i)
 static void batch_clear(struct batch *b)
 {
     b->count = b->range_count = b->bytes = 0;
-    b->ahead_first = 1;
-    b->ahead_last = 0;
 }
 
-/* Reads the batch's blocks, unless the memory can be viewed in place. */
+static struct cached_window *cached(struct scan *s, uint64_t start, uint64_t end)
+{
+    for (unsigned k = 0; k < CACHE_SLOTS; k++)
+        if (start >= s->cache[k].start && end <= s->cache[k].end)
+            return &s->cache[k];
+    return NULL;
+}
+
+/* The window read around a small batch: from its first range down and
+ * its last range up over neighbouring blocks (never across a gap wider
+ * than near_gap, which may be unmapped), to s->around bytes in all. */
+static struct leakscan_range around_batch(const struct scan *s, const struct batch *b)
+{
+    struct leakscan_range window = {b->ranges[0].start, b->ranges[b->range_count - 1].end};
+    size_t spare = s->around > window.end - window.start ? s->around - (size_t)(window.end - window.start) : 0;
+    uint64_t up_to = window.end + spare / 2;
+    for (size_t i = b->blocks[b->count - 1] + 1; i < s->count; i++) {
+        struct leakscan_range words = scanned_words(s, i);
+        if (words.end == words.start)
+            continue;
+        if (words.start - window.end > s->near_gap || words.end > up_to)
+            break;
+        window.end = words.end;
+    }
+    spare = s->around > window.end - window.start ? s->around - (size_t)(window.end - window.start) : 0;
+    uint64_t down_to = window.start > spare ? window.start - spare : 0;
+    for (size_t i = b->blocks[0]; i > 0; i--) {
+        struct leakscan_range words = scanned_words(s, i - 1);
+        if (words.end == words.start)
+            continue;
+        if (window.start - words.end > s->near_gap || words.start < down_to)
+            break;
+        window.start = words.start;
+    }
+    return window;
+}
+
+/* Reads a small batch's window around it into the least recently used
+ * slot; a slot replaced without ever serving halves what is read around. */
+static struct cached_window *read_around(struct scan *s, struct batch *b)
+{
+    struct leakscan_range window = around_batch(s, b);
+    struct cached_window *slot = &s->cache[0];
+    for (unsigned k = 1; k < CACHE_SLOTS; k++)
+        if (s->cache[k].used < slot->used)
+            slot = &s->cache[k];
+    if (slot->end > slot->start && slot->hits == 0 && s->around > AROUND_MIN)
+        s->around /= 2;
+    if (read_ranges(s, &window, 1, slot->bytes) < 0)
+        return NULL;
+    slot->start = window.start;
+    slot->end = window.end;
+    slot->hits = 0;
+    slot->used = ++s->cache_clock;
+    return slot;
+}
+
+/* Copies range r of the batch out of a window that holds it. */
+static void copy_cached(struct scan *s, struct batch *b, size_t r, size_t at, struct cached_window *w)
+{
+    memcpy(b->window + at, w->bytes + (b->ranges[r].start - w->start), (size_t)(b->ranges[r].end - b->ranges[r].start));
+    w->hits++;
+    w->used = ++s->cache_clock;
+}
+
+/* Reads the batch's blocks, unless the memory can be viewed in place:
+ * ranges a window holds are copied from it; a small batch that none
+ * holds is read with what lies around it; the rest is read in place, one
+ * call per run of ranges missing. */
 static int batch_read(struct scan *s, struct batch *b)
 {
-    if (s->memory->view || b->bytes > WINDOW_BYTES)
-        return 0; /* a view, or one large block scanned a chunk at a time */
-    if (read_ranges(s, b->ranges, b->range_count, b->window) < 0) {
-        s->gone = true;
-        return -1;
+    if (s->memory->view || b->bytes > WINDOW_BYTES || b->range_count == 0)
+        return 0; /* a view, one large block scanned a chunk at a time, or nothing to read */
+    bool any_cached = false;
+    for (size_t r = 0; r < b->range_count && !any_cached; r++)
+        any_cached = cached(s, b->ranges[r].start, b->ranges[r].end) != NULL;
+    uint64_t span = b->ranges[b->range_count - 1].end - b->ranges[0].start;
+    if (!any_cached && b->bytes < s->around && span <= AROUND_MAX / 2) {
+        struct cached_window *w = read_around(s, b);
+        if (!w)
+            goto gone;
+        for (size_t r = 0, at = 0; r < b->range_count; at += b->ranges[r].end - b->ranges[r].start, r++)
+            copy_cached(s, b, r, at, w);
+        w->hits = 0; /* its own batch is no hit */
+        return 0;
+    }
+    size_t run = 0, run_at = 0, at = 0; /* ranges [run, r) are missing, to be read at window + run_at */
+    for (size_t r = 0; r <= b->range_count; r++) {
+        struct cached_window *w = r < b->range_count ? cached(s, b->ranges[r].start, b->ranges[r].end) : NULL;
+        if (r == b->range_count || w) {
+            if (r > run && read_ranges(s, &b->ranges[run], r - run, b->window + run_at) < 0)
+                goto gone;
+            if (w) {
+                copy_cached(s, b, r, at, w);
+                s->around = s->around < AROUND_MAX / 2 ? 2 * s->around : AROUND_MAX;
+            }
+            run = r + 1;
+            run_at = at + (r < b->range_count ? (size_t)(b->ranges[r].end - b->ranges[r].start) : 0);
+        }
+        if (r < b->range_count)
+            at += (size_t)(b->ranges[r].end - b->ranges[r].start);
     }
     return 0;
+gone:
+    s->gone = true;
+    return -1;
 }
 
 /* ---- memcheck's heuristics ----------------------------------------------- */
@@ -723,6 +827,15 @@ static size_t next_pending(const struct scan *s)
     return w->finger > w->end ? last_pending(s, w->end, w->finger - 1) : NO_BLOCK;
 }
 
+/* Whether block i lies too far from the batch's first block to join it:
+ * the finger moves past a whole batch, so a batch spread wide would leave
+ * behind it the blocks its own scan marks between its blocks (a list
+ * reached at many places at once then takes a sweep a link). */
+static bool too_far(const struct scan *s, const struct batch *b, size_t i)
+{
+    return b->count > 0 && s->blocks[i].address - s->blocks[b->blocks[0]].address > WINDOW_BYTES;
+}
+
 /* Fills the batch with pending blocks from the finger on, and moves the
  * finger past them. Going down, blocks are taken top down within a budget
  * the same blocks laid out bottom up cannot pass, then added bottom up. */
@@ -732,7 +845,7 @@ static void gather_pending(struct scan *s, struct batch *b)
     struct sweep *w = &s->sweep;
     size_t i;
     if (w->up) {
-        while ((i = next_pending(s)) != NO_BLOCK && batch_add(s, b, i)) {
+        while ((i = next_pending(s)) != NO_BLOCK && !too_far(s, b, i) && batch_add(s, b, i)) {
             w->finger = i + 1;
             if (is_large(s, i))
                 break;
@@ -742,7 +855,8 @@ static void gather_pending(struct scan *s, struct batch *b)
     size_t n = 0, budget = 0;
     while ((i = next_pending(s)) != NO_BLOCK) {
         size_t length = scanned_length(s, i);
-        if (n > 0 && (n == WINDOW_RANGES || is_large(s, i) || budget + length + s->near_gap > WINDOW_BYTES))
+        if (n > 0 && (n == WINDOW_RANGES || is_large(s, i) || budget + length + s->near_gap > WINDOW_BYTES ||
+                      s->blocks[b->blocks[0]].address - s->blocks[i].address > WINDOW_BYTES))
             break;
         b->blocks[n++] = i;
         budget += length + s->near_gap;
@@ -761,80 +875,8 @@ static void gather_pending(struct scan *s, struct batch *b)
     }
 }
 
-/* Extends a small batch's read over the blocks that follow it in the
- * sweep's direction (across the same small gaps as its ranges), up to
- * READ_AHEAD bytes: blocks found pending once the batch is scanned are
- * then scanned without another read, which is what a chain needs. */
-static void read_ahead(struct scan *s, struct batch *b)
-{
-    if (s->memory->view || b->range_count == 0 || b->bytes >= READ_AHEAD)
-        return;
-    if (s->sweep.up) {
-        struct leakscan_range *last = &b->ranges[b->range_count - 1];
-        b->ahead_address = last->start;
-        b->ahead_offset = b->bytes - (size_t)(last->end - last->start);
-        size_t j = s->sweep.finger;
-        for (; j < s->count; j++) {
-            struct leakscan_range words = scanned_words(s, j);
-            if (words.end == words.start)
-                continue;
-            if (words.start - last->end > s->near_gap || b->bytes + (words.end - last->end) > READ_AHEAD)
-                break;
-            b->bytes += (size_t)(words.end - last->end);
-            last->end = words.end;
-        }
-        b->ahead_first = s->sweep.finger;
-        b->ahead_last = j - 1;
-        return;
-    }
-    struct leakscan_range *first = &b->ranges[0];
-    size_t j = s->sweep.finger, added = 0;
-    for (; j > 0; j--) {
-        struct leakscan_range words = scanned_words(s, j - 1);
-        if (words.end == words.start)
-            continue;
-        if (first->start - words.end > s->near_gap || b->bytes + added + (first->start - words.start) > READ_AHEAD)
-            break;
-        added += (size_t)(first->start - words.start);
-        first->start = words.start;
-    }
-    for (size_t k = 0; k < b->count; k++)
-        if (b->offsets[k] != SIZE_MAX)
-            b->offsets[k] += added;
-    b->bytes += added;
-    b->ahead_address = first->start;
-    b->ahead_offset = 0;
-    b->ahead_first = j;
-    b->ahead_last = s->sweep.finger - 1;
-}
-
-/* Scans the pending blocks among those read ahead, in the sweep's
- * direction, each one's marks in before the next is looked for. */
-static void scan_read_ahead(struct scan *s, struct batch *b, size_t clique)
-{
-    struct sweep *w = &s->sweep;
-    if (b->ahead_first > b->ahead_last)
-        return;
-    for (;;) {
-        size_t i = w->up ? (w->finger <= b->ahead_last ? first_pending(s, w->finger, b->ahead_last) : NO_BLOCK)
-                         : (w->finger > b->ahead_first ? last_pending(s, b->ahead_first, w->finger - 1) : NO_BLOCK);
-        if (i == NO_BLOCK)
-            return;
-        w->finger = w->up ? i + 1 : i;
-        clear_pending(s, i);
-        bool prior_definite = s->state[i] != POSSIBLE;
-        s->stats.block_bytes += s->blocks[i].size;
-        struct leakscan_range words = scanned_words(s, i);
-        const uint8_t *bytes = b->window + b->ahead_offset + (words.start - b->ahead_address);
-        scan_words(s, s->pipeline, (const uint64_t *)bytes, (size_t)(words.end - words.start) / 8, prior_definite,
-                   clique);
-        pipeline_flush(s, s->pipeline);
-    }
-}
-
 static int scan_batch(struct scan *s, struct batch *b, size_t clique)
 {
-    read_ahead(s, b);
     if (batch_read(s, b) < 0)
         return -1;
     for (size_t k = 0; k < b->count; k++) {
@@ -843,7 +885,6 @@ static int scan_batch(struct scan *s, struct batch *b, size_t clique)
             return -1;
     }
     pipeline_flush(s, s->pipeline); /* the batch's marks in, before the next is gathered */
-    scan_read_ahead(s, b, clique);
     return 0;
 }
 
@@ -853,6 +894,7 @@ static int scan_pending(struct scan *s, size_t clique)
 {
     bool up = true;
     while (s->pending_count > 0) {
+        s->stats.sweeps++;
         s->sweep = (struct sweep){true, up, up ? s->next_low : s->next_high + 1, up ? s->next_high : s->next_low};
         s->next_low = SIZE_MAX;
         s->next_high = 0;
@@ -967,6 +1009,8 @@ static void free_scan(struct scan *s)
     free_batch(&s->leaders);
     free(s->chunk);
     free(s->pipeline);
+    for (unsigned k = 0; k < CACHE_SLOTS; k++)
+        free(s->cache[k].bytes);
 }
 
 static int alloc_batch(struct batch *b, bool window)
@@ -988,8 +1032,11 @@ static int alloc_scan(struct scan *s, size_t count, char *err, size_t err_size)
     if (s->pipeline)
         s->pipeline->clique = NO_CLIQUE;
     bool window = !s->memory->view;
-    if (s->state && s->pending && s->pending_words && s->chunk && s->pipeline && alloc_batch(&s->batch, window) == 0 &&
-        alloc_batch(&s->leaders, window) == 0)
+    bool cache = true;
+    for (unsigned k = 0; window && k < CACHE_SLOTS; k++)
+        cache &= (s->cache[k].bytes = malloc(AROUND_MAX)) != NULL;
+    if (s->state && s->pending && s->pending_words && s->chunk && s->pipeline && cache &&
+        alloc_batch(&s->batch, window) == 0 && alloc_batch(&s->leaders, window) == 0)
         return 0;
     set_error(err, err_size, "leak scan: out of memory for %zu blocks", count);
     return -1;
@@ -998,7 +1045,8 @@ static int alloc_scan(struct scan *s, size_t count, char *err, size_t err_size)
 int leakscan_classify(const struct leakscan_image *image, struct leakscan_block *blocks, size_t block_count,
                       struct leakscan_totals *totals, struct leakscan_stats *stats, char *err, size_t err_size)
 {
-    struct scan s = {.memory = &image->memory, .blocks = blocks, .count = block_count, .next_low = SIZE_MAX};
+    struct scan s = {.memory = &image->memory, .blocks = blocks, .count = block_count, .next_low = SIZE_MAX,
+                     .around = AROUND_MIN};
     s.near_gap = image->memory.read_ranges ? NEAR_GAP : NEAR_GAP_UNBATCHED;
     leakscan_sort_blocks(blocks, block_count);
     int rc = -1;

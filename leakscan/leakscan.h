@@ -89,6 +89,7 @@ struct leakscan_stats {
     uint64_t root_bytes;    /* bytes of root ranges scanned */
     uint64_t block_bytes;   /* bytes of blocks scanned */
     uint64_t pointer_hits;  /* words that pointed into a block */
+    uint64_t sweeps;        /* sweeps over the blocks waiting to be scanned (docs/leakscan.md) */
 };
 
 /* Classifies every block (writes blocks[i].category, after sorting the

@@ -26,18 +26,26 @@ struct area {
     uint64_t base;
     size_t size;
     uint8_t *bytes;
+    /* unmapped, as the space between two mmapped chunks can be: from
+     * hole_from on in every hole_stride bytes (no hole_stride: none) */
+    uint64_t hole_stride, hole_from, holes_above;
 };
 
 struct image {
-    struct area areas[5]; /* three heaps, the roots, the chains */
+    struct area areas[48]; /* build: three heaps, the roots, the chains */
     size_t area_count;
     struct leakscan_block *blocks;
     size_t count;
     uint64_t rng;
     /* what the scan read */
     size_t largest_read, reads;
-    uint64_t bytes_read;
+    uint64_t bytes_read, unmapped_read;
 };
+
+static int is_hole(const struct area *a, uint64_t offset)
+{
+    return a->hole_stride && offset >= a->holes_above && offset % a->hole_stride >= a->hole_from;
+}
 
 static uint64_t next_random(struct image *m)
 {
@@ -49,9 +57,11 @@ static uint64_t next_random(struct image *m)
 
 static uint8_t *host(struct image *m, uint64_t address)
 {
-    for (size_t a = 0; a < m->area_count; a++)
-        if (address >= m->areas[a].base && address - m->areas[a].base < m->areas[a].size)
-            return &m->areas[a].bytes[address - m->areas[a].base];
+    for (size_t a = 0; a < m->area_count; a++) {
+        uint64_t offset = address - m->areas[a].base;
+        if (address >= m->areas[a].base && offset < m->areas[a].size)
+            return is_hole(&m->areas[a], offset) ? NULL : &m->areas[a].bytes[offset];
+    }
     return NULL;
 }
 
@@ -60,6 +70,7 @@ static void copy_out(struct image *m, uint64_t address, uint8_t *buffer, size_t 
     for (size_t i = 0; i < length; i++) {
         uint8_t *byte = host(m, address + i);
         buffer[i] = byte ? *byte : 0;
+        m->unmapped_read += !byte;
     }
 }
 
@@ -108,11 +119,12 @@ static uint64_t load(struct image *m, uint64_t address)
     return value;
 }
 
-static void add_area(struct image *m, uint64_t base, size_t size)
+static struct area *add_area(struct image *m, uint64_t base, size_t size)
 {
     struct area *a = &m->areas[m->area_count++];
-    *a = (struct area){base, size, calloc(1, size)};
+    *a = (struct area){base, size, calloc(1, size), 0, 0, 0};
     assert_non_null(a->bytes);
+    return a;
 }
 
 static uint64_t add_block(struct image *m, uint64_t address, uint64_t size)
@@ -150,7 +162,8 @@ static struct image *build(uint64_t seed)
     m->rng = seed;
     add_area(m, 0x10000000, 6u << 20);
     add_area(m, 0x20000000, 2u << 20);
-    add_area(m, 0x30000000, 4u << 20);
+    struct area *paged = add_area(m, 0x30000000, 4u << 20);
+    *paged = (struct area){paged->base, paged->size, paged->bytes, 8192, 4096, WINDOW + 4096}; /* between blocks */
     add_area(m, 0x40000000, ROOT_WORDS * 8);
     add_area(m, 0x50000000, 2 * CHAIN * 64);
     uint64_t at = m->areas[0].base + 16;
@@ -255,7 +268,8 @@ static int heuristic(struct oracle *o, long k, uint64_t ptr)
 {
     const struct leakscan_block *b = o->sorted[k];
     uint64_t data = b->address, size = b->size;
-    if (ptr == data + 24 && size >= 24 && 24 + load(o->m, data + 8) + 1 == size && load(o->m, data) <= load(o->m, data + 8))
+    uint64_t capacity = load(o->m, data + 8);
+    if (ptr == data + 24 && size >= 24 && 24 + capacity + 1 == size && load(o->m, data) <= capacity)
         return 1;
     uint64_t first = load(o->m, data);
     return ptr == data + 8 && first > 0 && (size - 8 == first || (size - 8) % first == 0);
@@ -376,9 +390,9 @@ static void matches_memcheck_reading_batches(void **state)
 
 /* Blocks are read as the scan reaches them: no read larger than a window,
  * neighbours read together (a few hundred reads for 40,000 blocks, the
- * chains included), and
- * no more bytes than the scan went through (blocks rescanned when they
- * turn reachable count again) plus the small gaps read with them. */
+ * chains included), no more bytes than the scan went through (blocks
+ * rescanned when they turn reachable count again) plus the small gaps
+ * read with them, and never a gap wider than that (it may be unmapped). */
 static void reads_are_bounded(void **state)
 {
     (void)state;
@@ -388,6 +402,83 @@ static void reads_are_bounded(void **state)
     assert_true(m->largest_read <= WINDOW);
     assert_true(m->reads < m->count / 50);
     assert_true(m->bytes_read < 2 * (stats.block_bytes + stats.root_bytes));
+    assert_int_equal(m->unmapped_read, 0);
+    /* Sweeps alternate, so the chain running down is one sweep's work, as
+     * is the one running up: a sweep a link would be CHAIN of them. */
+    assert_true(stats.sweeps < 40);
+    free_image(m);
+}
+
+/* A chain down through pairs of neighbouring blocks with unmapped holes
+ * between the pairs: what is read around a small batch grows as it
+ * serves, and never reaches across a hole. */
+static void reads_around_stop_at_wide_gaps(void **state)
+{
+    (void)state;
+    enum { PAIRS = 200, STRIDE = 4096 };
+    struct image *m = calloc(1, sizeof *m);
+    assert_non_null(m);
+    m->blocks = calloc(MAX_BLOCKS, sizeof *m->blocks);
+    assert_non_null(m->blocks);
+    struct area *pairs = add_area(m, 0x60000000, PAIRS * STRIDE);
+    pairs->hole_stride = STRIDE;
+    pairs->hole_from = 160;
+    add_area(m, 0x40000000, ROOT_WORDS * 8);
+    for (size_t k = 0; k < PAIRS; k++) {
+        uint64_t low = pairs->base + STRIDE * k;
+        add_block(m, low, 64);
+        add_block(m, low + 80, 64);
+        store(m, low + 80, low);
+        if (k > 0)
+            store(m, low, low - STRIDE + 80);
+    }
+    store(m, m->areas[1].base, pairs->base + STRIDE * (PAIRS - 1) + 80);
+    struct leakscan_range root = {m->areas[1].base, m->areas[1].base + ROOT_WORDS * 8};
+    struct leakscan_image image = {.memory = {.read = fake_read, .read_ranges = fake_read_ranges, .context = m},
+                                   .roots = &root, .root_count = 1};
+    char err[256] = "";
+    struct leakscan_totals totals;
+    assert_int_equal(leakscan_classify(&image, m->blocks, m->count, &totals, NULL, err, sizeof err), 0);
+    assert_int_equal(totals.blocks[TRACE_LEAK_REACHABLE], 2 * PAIRS);
+    assert_int_equal(m->unmapped_read, 0);
+    assert_true(m->reads <= PAIRS + 1); /* the roots, then a read a pair: its first block comes with the second */
+    free_image(m);
+}
+
+/* Chains 2 MiB apart, half running down through memory and half up,
+ * reached at their ends: a batch stays within a window of addresses, so
+ * the sweep that takes a link of one chain does not pass over the next
+ * link on its way to the others (which would take a sweep a link). */
+static void chains_far_apart_take_few_sweeps(void **state)
+{
+    (void)state;
+    enum { CHAINS = 40, LINKS = 100, STRIDE = 128 };
+    struct image *m = calloc(1, sizeof *m);
+    assert_non_null(m);
+    m->blocks = calloc(MAX_BLOCKS, sizeof *m->blocks);
+    assert_non_null(m->blocks);
+    add_area(m, 0x40000000, ROOT_WORDS * 8);
+    for (size_t a = 1; a <= CHAINS; a++) {
+        struct area *chain = add_area(m, 0x70000000 + (a - 1) * (2u << 20), LINKS * STRIDE);
+        int down = a % 2;
+        for (size_t k = 0; k < LINKS; k++) {
+            add_block(m, chain->base + STRIDE * k, 64);
+            if (down && k > 0)
+                store(m, chain->base + STRIDE * k, chain->base + STRIDE * (k - 1));
+            if (!down && k + 1 < LINKS)
+                store(m, chain->base + STRIDE * k, chain->base + STRIDE * (k + 1));
+        }
+        store(m, m->areas[0].base + 8 * a, chain->base + (down ? STRIDE * (LINKS - 1) : 0));
+    }
+    struct leakscan_range root = {m->areas[0].base, m->areas[0].base + ROOT_WORDS * 8};
+    struct leakscan_image image = {.memory = {.read = fake_read, .read_ranges = fake_read_ranges, .context = m},
+                                   .roots = &root, .root_count = 1};
+    char err[256] = "";
+    struct leakscan_totals totals;
+    struct leakscan_stats stats;
+    assert_int_equal(leakscan_classify(&image, m->blocks, m->count, &totals, &stats, err, sizeof err), 0);
+    assert_int_equal(totals.blocks[TRACE_LEAK_REACHABLE], CHAINS * LINKS);
+    assert_true(stats.sweeps < 10);
     free_image(m);
 }
 
@@ -411,6 +502,8 @@ int main(void)
         cmocka_unit_test(matches_memcheck_reading_block_by_block),
         cmocka_unit_test(matches_memcheck_reading_batches),
         cmocka_unit_test(reads_are_bounded),
+        cmocka_unit_test(reads_around_stop_at_wide_gaps),
+        cmocka_unit_test(chains_far_apart_take_few_sweeps),
         cmocka_unit_test(duplicate_starts_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
