@@ -39,9 +39,9 @@
 #define WINDOW_BYTES (1u << 20)   /* blocks read together in a batch, at most */
 #define WINDOW_RANGES 1024u       /* ranges read in one call, at most (IOV_MAX) */
 #define BATCH_BLOCKS 16384u       /* blocks in a batch, at most */
-#define CACHE_SLOTS 16u          /* windows kept of what small batches read around them */
+#define CACHE_SLOTS 16u           /* windows kept of what small batches read around them */
 #define AROUND_MAX (64u << 10)    /* a small batch reads this much around it at most, while that pays */
-#define AROUND_MIN 2048u
+#define AROUND_MIN 2048u          /* ... and at least this much */
 #define NEAR_GAP 512u             /* neighbours this close are read as one range, the gap with them */
 #define NEAR_GAP_UNBATCHED 16384u /* the same where every range costs a read of its own */
 #define NO_BLOCK SIZE_MAX
@@ -102,7 +102,7 @@ struct scan {
     uint64_t *pending; /* a bit per block: to be scanned (again) */
     uint64_t *pending_words; /* a bit per word of pending: not zero (sweeps skip 4096 blocks a word) */
     size_t pending_count;
-    size_t next_low, next_high; /* bounds of the pending blocks no sweep will reach */
+    size_t next_low, next_high; /* bounds of the pending blocks the running sweep will not reach */
     struct sweep sweep;
     uint64_t low, span; /* every block lies in [low, low + span) */
     struct region *regions;
