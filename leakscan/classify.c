@@ -1,9 +1,28 @@
 /*
  * classify.c - memcheck's leak classification on an abstract memory image
- * (see leakscan.h). The per-word lookup is the hot loop: one range check
- * rejects most words, then a direct table per region of blocks gives the
- * few blocks that overlap the word's 4 KiB granule, searched by bisection;
- * words go through in batches so that the cache misses overlap.
+ * (see leakscan.h and docs/leakscan.md, "How the scan runs").
+ *
+ * Memory: the caller's blocks, sorted in place by address; a state byte
+ * and a pending bit per block; an index of block starts (a bitmap per
+ * region of blocks, 16 bytes per 64 granules); buffers of fixed size.
+ * Nothing is copied whole: blocks are read as the scan reaches them, a
+ * batch at a time.
+ *
+ * Order: memcheck's marking from the roots reaches the same fixpoint in
+ * any order, so blocks waiting to be scanned are kept as bits and swept
+ * in address order, a batch of neighbours (within a window of addresses)
+ * read in one call; a block marked behind the sweep waits for the next
+ * sweep, which runs the other way (so a chain that runs down through
+ * memory takes one sweep, not one per link). A small batch reads what
+ * lies around it too and keeps it, so that a chain's links, one batch
+ * each, are not a read each. Clique leaders go in address order, each
+ * clique to its fixpoint before the next leader, as memcheck does.
+ *
+ * Lookup of a word: one range check rejects most words; the region's
+ * bitmap entry (the bits of 64 granules and the number of blocks before
+ * them) gives the last block starting at or before the word, without
+ * touching the block list when the word is a block's start. Words go
+ * through in batches, each step's loads prefetched by the step before.
  */
 #include "leakscan.h"
 
@@ -14,48 +33,90 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PAGE_SHIFT 12
-#define REGION_GAP (1ull << 20) /* a gap this large between blocks starts a new region */
-#define BATCH 128
-#define PREFETCH_BYTES 2048               /* words resolved together, their loads prefetched */
-#define CHUNK_BYTES (1u << 20) /* memory is read and scanned this much at a time */
-#define NO_BLOCK UINT32_MAX
-#define NO_CLIQUE UINT32_MAX
+#define REGION_GAP (1ull << 20)   /* a gap this large between blocks starts a new region */
+#define HIT_BATCH 128             /* words resolved together, their loads prefetched */
+#define CHUNK_BYTES (1u << 20)    /* roots and large blocks are read and scanned this much at a time */
+#define WINDOW_BYTES (1u << 20)   /* blocks read together in a batch, at most */
+#define WINDOW_RANGES 1024u       /* ranges read in one call, at most (IOV_MAX) */
+#define BATCH_BLOCKS 16384u       /* blocks in a batch, at most */
+#define CACHE_SLOTS 16u           /* windows kept of what small batches read around them */
+#define AROUND_MAX (64u << 10)    /* a small batch reads this much around it at most, while that pays */
+#define AROUND_MIN 2048u          /* ... and at least this much */
+#define NEAR_GAP 512u             /* neighbours this close are read as one range, the gap with them */
+#define NEAR_GAP_UNBATCHED 16384u /* the same where every range costs a read of its own */
+#define NO_BLOCK SIZE_MAX
+#define NO_CLIQUE SIZE_MAX
 
 /* Reachedness, in memcheck's order of upgrades. */
 enum state { UNREACHED = 0, POSSIBLE = 1, REACHABLE = 2, INDIRECT = 3 };
-#define PENDING 0x80u
-#define STATE(s, i) ((s)->state[i] & ~PENDING)
 
-/* A run of blocks with small gaps, indexed by a direct table: first[k]
- * is the first block (sorted index) that ends after granule k's start, so
- * a word in granule k lies in one of blocks first[k] .. first[k + 1].
- * Granules are sized to hold about one block each. */
-struct region {
-    uint64_t start, end; /* granule-aligned */
-    int shift;           /* log2 of the granule size */
-    uint32_t *first;     /* granules + 1 entries */
+/* 64 granules of a region: which hold a block's start, and how many
+ * blocks (of the whole list) start before the first of them. */
+struct index_entry {
+    uint64_t starts;
+    uint64_t before;
 };
 
-/* A block's start and size side by side: one cache line for a lookup. */
-struct extent {
-    uint64_t start, size;
+/* A run of blocks with gaps under REGION_GAP. A granule is 2^shift bytes,
+ * shift being the alignment all its block starts share, so each granule
+ * holds at most one start and a word is a start exactly when it is
+ * granule-aligned with its granule's bit set. */
+struct region {
+    uint64_t start, end; /* the first block's start; the last block's end */
+    unsigned shift;
+    size_t entry;        /* its first index entry */
+};
+
+/* A batch of blocks read together: their bytes in window, back to back. */
+struct batch {
+    size_t *blocks;  /* sorted indices */
+    size_t *offsets; /* each block's scanned words in window (SIZE_MAX: none) */
+    size_t count;
+    struct leakscan_range *ranges; /* what is read: blocks and the small gaps between them */
+    size_t range_count, bytes;
+    uint8_t *window;
+};
+
+/* What a small batch read around itself, kept for the batches after it:
+ * a chain through memory, or one that zigzags between two places, then
+ * costs a read per window, not per link. */
+struct cached_window {
+    uint64_t start, end;
+    unsigned hits; /* ranges served since it was read */
+    uint64_t used; /* when it last served (or was read) */
+    uint8_t *bytes; /* AROUND_MAX */
+};
+
+/* A sweep over the pending blocks, in one direction. */
+struct sweep {
+    bool active, up;
+    size_t finger; /* up: every pending block at or above it is ahead; down: every one below it */
+    size_t end;    /* the last pending block ahead (inclusive) */
 };
 
 struct scan {
     const struct leakscan_memory *memory;
+    struct leakscan_block *blocks; /* the caller's, sorted by address */
     size_t count;
-    struct extent *blocks; /* sorted by address */
-    uint32_t *order;  /* sorted index -> caller's index */
-    uint8_t *state;   /* enum state, plus PENDING while on the mark stack */
-    uint32_t *stack;
-    size_t top;
+    uint8_t *state;    /* enum state */
+    uint64_t *pending; /* a bit per block: to be scanned (again) */
+    uint64_t *pending_words; /* a bit per word of pending: not zero (sweeps skip 4096 blocks a word) */
+    size_t pending_count;
+    size_t next_low, next_high; /* bounds of the pending blocks the running sweep will not reach */
+    struct sweep sweep;
     uint64_t low, span; /* every block lies in [low, low + span) */
     struct region *regions;
     size_t region_count;
-    uint64_t *buffer;   /* CHUNK_BYTES scratch for reads */
+    struct index_entry *index;
+    struct batch batch, leaders;
+    struct pipeline *pipeline;
+    uint64_t *chunk; /* CHUNK_BYTES scratch for roots and large blocks */
+    size_t near_gap;
+    struct cached_window cache[CACHE_SLOTS];
+    uint64_t cache_clock;
+    size_t around; /* bytes a small batch reads around it: doubled by a hit, halved by a window never hit */
     struct leakscan_stats stats;
-    bool gone;          /* memory read failed for good */
+    bool gone; /* memory read failed for good */
 };
 
 static void set_error(char *err, size_t err_size, const char *format, ...)
@@ -73,99 +134,178 @@ const char *leakscan_category_name(uint32_t category)
     return trace_leak_category_name(category);
 }
 
-/* ---- the sorted index ---------------------------------------------------- */
-
-/* qsort has no context argument; qsort_r does (glibc). */
-static int compare_by_address(const void *a, const void *b, void *context)
+static inline unsigned bit_count(uint64_t x)
 {
-    const struct leakscan_block *blocks = context;
-    uint64_t x = blocks[*(const uint32_t *)a].address, y = blocks[*(const uint32_t *)b].address;
-    return x < y ? -1 : x > y;
+#ifdef __POPCNT__
+    return (unsigned)__builtin_popcountll(x);
+#else
+    x = x - ((x >> 1) & 0x5555555555555555ull);
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
+    return (unsigned)((x * 0x0101010101010101ull) >> 56);
+#endif
 }
 
-static int build_sorted(struct scan *s, const struct leakscan_block *blocks, char *err, size_t err_size)
+/* ---- sorting the caller's blocks in place -------------------------------- */
+
+static void swap_blocks(struct leakscan_block *a, struct leakscan_block *b)
 {
-    bool sorted = true;
-    for (size_t i = 0; i < s->count; i++) {
-        s->order[i] = (uint32_t)i;
-        if (i > 0 && blocks[i - 1].address > blocks[i].address)
-            sorted = false;
+    struct leakscan_block t = *a;
+    *a = *b;
+    *b = t;
+}
+
+static void sift_down(struct leakscan_block *b, size_t root, size_t n)
+{
+    for (size_t child; (child = 2 * root + 1) < n; root = child) {
+        if (child + 1 < n && b[child + 1].address > b[child].address)
+            child++;
+        if (b[root].address >= b[child].address)
+            return;
+        swap_blocks(&b[root], &b[child]);
     }
-    if (!sorted) /* the heap walk hands them over sorted already */
-        qsort_r(s->order, s->count, sizeof *s->order, compare_by_address, (void *)blocks);
-    for (size_t i = 0; i < s->count; i++) {
-        s->blocks[i].start = blocks[s->order[i]].address;
-        s->blocks[i].size = blocks[s->order[i]].size;
-        if (i > 0 && s->blocks[i - 1].start + s->blocks[i - 1].size > s->blocks[i].start) {
-            set_error(err, err_size,
-                      "leak scan: heap blocks overlap: 0x%" PRIx64 " (%" PRIu64 " bytes) and 0x%" PRIx64
-                      "; the block list is corrupt",
-                      s->blocks[i - 1].start, s->blocks[i - 1].size, s->blocks[i].start);
-            return -1;
+}
+
+static void heap_sort(struct leakscan_block *b, size_t n)
+{
+    for (size_t i = n / 2; i-- > 0;)
+        sift_down(b, i, n);
+    for (size_t end = n; end-- > 1;) {
+        swap_blocks(&b[0], &b[end]);
+        sift_down(b, 0, end);
+    }
+}
+
+/* Introsort: quicksort on the median of three, heapsort for short runs
+ * and past a depth limit. In place: qsort would take a second copy of the
+ * list (24 bytes a block) for its merge sort. */
+static void sort_by_address(struct leakscan_block *b, size_t n, unsigned depth)
+{
+    while (n > 16) {
+        if (depth-- == 0) {
+            heap_sort(b, n);
+            return;
+        }
+        size_t mid = n / 2;
+        if (b[mid].address < b[0].address)
+            swap_blocks(&b[mid], &b[0]);
+        if (b[n - 1].address < b[0].address)
+            swap_blocks(&b[n - 1], &b[0]);
+        if (b[n - 1].address < b[mid].address)
+            swap_blocks(&b[n - 1], &b[mid]);
+        uint64_t pivot = b[mid].address;
+        size_t i = 0, j = n - 1;
+        for (;;) {
+            while (b[i].address < pivot)
+                i++;
+            while (b[j].address > pivot)
+                j--;
+            if (i >= j)
+                break;
+            swap_blocks(&b[i++], &b[j--]);
+        }
+        /* [0, j] <= pivot <= [j + 1, n): recurse into the smaller side. */
+        if (j + 1 < n - j - 1) {
+            sort_by_address(b, j + 1, depth);
+            b += j + 1;
+            n -= j + 1;
+        } else {
+            sort_by_address(b + j + 1, n - j - 1, depth);
+            n = j + 1;
         }
     }
-    if (s->count) {
-        s->low = s->blocks[0].start;
-        uint64_t last = s->count - 1;
-        s->span = s->blocks[last].start + (s->blocks[last].size ? s->blocks[last].size : 1) - s->low;
-    }
-    return 0;
+    heap_sort(b, n);
 }
+
+static bool is_sorted(const struct leakscan_block *blocks, size_t count)
+{
+    for (size_t i = 1; i < count; i++)
+        if (blocks[i - 1].address > blocks[i].address)
+            return false;
+    return true;
+}
+
+void leakscan_sort_blocks(struct leakscan_block *blocks, size_t block_count)
+{
+    if (!is_sorted(blocks, block_count))
+        sort_by_address(blocks, block_count, 2 * 64);
+}
+
+/* ---- the index ----------------------------------------------------------- */
 
 /* End of block i for lookups (a zero-size block occupies its start). */
 static uint64_t block_end(const struct scan *s, size_t i)
 {
-    return s->blocks[i].start + (s->blocks[i].size ? s->blocks[i].size : 1);
+    return s->blocks[i].address + (s->blocks[i].size ? s->blocks[i].size : 1);
 }
 
-/* Fills region r's table for blocks [low, high). */
-static int index_region(struct scan *s, struct region *r, size_t low, size_t high)
+static int check_sorted(struct scan *s, char *err, size_t err_size)
 {
-    uint64_t start = s->blocks[low].start, end = block_end(s, high - 1), blocks = high - low;
-    /* About one granule per block: the bisection then has one or two
-     * candidates, and the table costs 4 bytes per block. */
-    r->shift = 4;
-    while (((end - start) >> r->shift) > 2 * blocks + 64)
-        r->shift++;
-    r->start = start >> r->shift << r->shift;
-    r->end = ((end - 1) >> r->shift) + 1;
-    uint64_t granules = r->end - (r->start >> r->shift);
-    r->end <<= r->shift;
-    r->first = malloc((granules + 1) * sizeof *r->first);
-    if (!r->first)
-        return -1;
-    size_t i = low;
-    for (uint64_t k = 0; k <= granules; k++) {
-        uint64_t granule_start = r->start + (k << r->shift);
-        while (i < high && block_end(s, i) <= granule_start)
-            i++;
-        r->first[k] = (uint32_t)(i < high ? i : high - 1);
+    for (size_t i = 1; i < s->count; i++) {
+        if (block_end(s, i - 1) > s->blocks[i].address) {
+            set_error(err, err_size,
+                      "leak scan: heap blocks overlap: 0x%" PRIx64 " (%" PRIu64 " bytes) and 0x%" PRIx64
+                      "; the block list is corrupt",
+                      s->blocks[i - 1].address, s->blocks[i - 1].size, s->blocks[i].address);
+            return -1;
+        }
+    }
+    if (s->count) {
+        s->low = s->blocks[0].address;
+        s->span = block_end(s, s->count - 1) - s->low;
     }
     return 0;
 }
 
-/* Whether a region ends before sorted block i (the last block, or a gap). */
+/* Whether a region ends before block i (the last block, or a gap). */
 static bool region_ends_before(const struct scan *s, size_t i)
 {
-    return i == s->count || s->blocks[i].start - block_end(s, i - 1) >= REGION_GAP;
+    return i == s->count || s->blocks[i].address - block_end(s, i - 1) >= REGION_GAP;
 }
 
-static int build_regions(struct scan *s, char *err, size_t err_size)
+static size_t entries_of(const struct region *r)
 {
-    /* Counted first: a heap has a handful of regions, not one per block. */
+    return (size_t)(((r->end - r->start - 1) >> r->shift) / 64 + 1);
+}
+
+/* The regions and their shifts; then every entry's bits and counts. */
+static int build_index(struct scan *s, char *err, size_t err_size)
+{
     size_t regions = 0;
     for (size_t i = 1; i <= s->count; i++)
         regions += region_ends_before(s, i);
     s->regions = calloc(regions ? regions : 1, sizeof *s->regions);
     if (!s->regions)
         goto out_of_memory;
-    size_t low = 0;
-    for (size_t i = 1; i <= s->count; i++) {
-        if (!region_ends_before(s, i))
+    size_t entries = 0, low = 0;
+    unsigned shift = 63;
+    for (size_t i = 0; i < s->count; i++) {
+        unsigned zeros = (unsigned)__builtin_ctzll(s->blocks[i].address);
+        shift = zeros < shift ? zeros : shift;
+        if (!region_ends_before(s, i + 1))
             continue;
-        if (index_region(s, &s->regions[s->region_count++], low, i) < 0)
-            goto out_of_memory;
-        low = i;
+        struct region *r = &s->regions[s->region_count++];
+        *r = (struct region){s->blocks[low].address, block_end(s, i), shift, entries};
+        entries += entries_of(r);
+        low = i + 1;
+        shift = 63;
+    }
+    s->index = calloc(entries ? entries : 1, sizeof *s->index);
+    if (!s->index)
+        goto out_of_memory;
+    size_t i = 0;
+    for (size_t k = 0; k < s->region_count; k++) {
+        const struct region *r = &s->regions[k];
+        struct index_entry *first = &s->index[r->entry];
+        for (; i < s->count && s->blocks[i].address < r->end; i++) {
+            uint64_t granule = (s->blocks[i].address - r->start) >> r->shift;
+            first[granule / 64].starts |= 1ull << (granule % 64);
+        }
+    }
+    size_t before = 0;
+    for (size_t e = 0; e < entries; e++) {
+        s->index[e].before = before;
+        before += bit_count(s->index[e].starts);
     }
     return 0;
 out_of_memory:
@@ -175,6 +315,8 @@ out_of_memory:
 
 static const struct region *find_region(const struct scan *s, uint64_t word)
 {
+    if (s->region_count == 1)
+        return word < s->regions[0].end ? s->regions : NULL;
     size_t low = 0, high = s->region_count;
     while (low < high) {
         size_t mid = low + (high - low) / 2;
@@ -188,26 +330,21 @@ static const struct region *find_region(const struct scan *s, uint64_t word)
     return NULL;
 }
 
-/* The block that word points to (start or interior) among the candidates
- * [low, high], or NO_BLOCK. */
-static inline uint32_t resolve(const struct scan *s, uint64_t word, uint32_t low, uint32_t high)
-{
-    while (high - low > 4) { /* last block with start <= word */
-        uint32_t mid = low + (high - low + 1) / 2;
-        if (s->blocks[mid].start <= word)
-            low = mid;
-        else
-            high = mid - 1;
-    }
-    while (low < high && s->blocks[low + 1].start <= word)
-        low++;
-    if (word < s->blocks[low].start)
-        return NO_BLOCK;
-    uint64_t offset = word - s->blocks[low].start;
-    return offset < s->blocks[low].size || offset == 0 ? low : NO_BLOCK;
-}
+/* ---- reading blocks ------------------------------------------------------ */
 
-/* ---- reading memory ------------------------------------------------------ */
+/* Fills buffer with the ranges' bytes, back to back. */
+static int read_ranges(struct scan *s, const struct leakscan_range *ranges, size_t count, uint8_t *buffer)
+{
+    if (s->memory->read_ranges)
+        return s->memory->read_ranges(s->memory->context, ranges, count, buffer);
+    for (size_t r = 0; r < count; r++) {
+        size_t length = (size_t)(ranges[r].end - ranges[r].start);
+        if (s->memory->read(s->memory->context, ranges[r].start, buffer, length) < 0)
+            return -1;
+        buffer += length;
+    }
+    return 0;
+}
 
 /* Words of [address, address + length) (address 8-aligned, length a
  * multiple of 8, at most CHUNK_BYTES), or NULL when the memory is gone. */
@@ -218,29 +355,201 @@ static const uint64_t *words_at(struct scan *s, uint64_t address, size_t length)
         if (view)
             return view;
     }
-    if (s->memory->read(s->memory->context, address, s->buffer, length) < 0) {
+    if (s->memory->read(s->memory->context, address, s->chunk, length) < 0) {
         s->gone = true;
         return NULL;
     }
-    return s->buffer;
+    return s->chunk;
 }
 
+/* One word, apart from the buffers being scanned (a heuristic reads
+ * while a chunk of roots is scanned). */
 static int read_word(struct scan *s, uint64_t address, uint64_t *value)
 {
-    const uint64_t *word = words_at(s, address, 8);
-    if (!word)
+    const void *view = s->memory->view ? s->memory->view(s->memory->context, address, 8) : NULL;
+    if (view) {
+        memcpy(value, view, 8);
+        return 0;
+    }
+    if (s->memory->read(s->memory->context, address, value, 8) < 0) {
+        s->gone = true;
         return -1;
-    memcpy(value, word, 8);
+    }
     return 0;
+}
+
+/* The aligned words a block's scan covers: [roundup(start, 8), rounddown(end, 8)). */
+static struct leakscan_range scanned_words(const struct scan *s, size_t i)
+{
+    uint64_t start = (s->blocks[i].address + 7) & ~7ull, end = (s->blocks[i].address + s->blocks[i].size) & ~7ull;
+    return (struct leakscan_range){start, end > start ? end : start};
+}
+
+static size_t scanned_length(const struct scan *s, size_t i)
+{
+    struct leakscan_range words = scanned_words(s, i);
+    return (size_t)(words.end - words.start);
+}
+
+/* A block too large for a batch: scanned alone, a chunk at a time. */
+static bool is_large(const struct scan *s, size_t i)
+{
+    return scanned_length(s, i) > WINDOW_BYTES;
+}
+
+/* Adds block i (above the batch's blocks) to the batch if it fits. */
+static bool batch_add(struct scan *s, struct batch *b, size_t i)
+{
+    if (b->count == BATCH_BLOCKS)
+        return false;
+    struct leakscan_range words = scanned_words(s, i);
+    size_t length = (size_t)(words.end - words.start);
+    if (length == 0) {
+        b->offsets[b->count] = SIZE_MAX;
+        b->blocks[b->count++] = i;
+        return true;
+    }
+    struct leakscan_range *last = b->range_count ? &b->ranges[b->range_count - 1] : NULL;
+    if (last && words.start >= last->end && words.start - last->end <= s->near_gap) {
+        size_t grown = (size_t)(words.end - last->end);
+        if (b->bytes + grown > WINDOW_BYTES)
+            return false;
+        b->offsets[b->count] = b->bytes + (size_t)(words.start - last->end);
+        last->end = words.end;
+        b->bytes += grown;
+    } else {
+        if (b->range_count == WINDOW_RANGES || (b->count > 0 && b->bytes + length > WINDOW_BYTES))
+            return false;
+        b->ranges[b->range_count++] = words;
+        b->offsets[b->count] = b->bytes;
+        b->bytes += length;
+    }
+    b->blocks[b->count++] = i;
+    return true;
+}
+
+static void batch_clear(struct batch *b)
+{
+    b->count = b->range_count = b->bytes = 0;
+}
+
+static struct cached_window *cached(struct scan *s, uint64_t start, uint64_t end)
+{
+    for (unsigned k = 0; k < CACHE_SLOTS; k++)
+        if (start >= s->cache[k].start && end <= s->cache[k].end)
+            return &s->cache[k];
+    return NULL;
+}
+
+/* The window read around a small batch: from its first range down and
+ * its last range up over neighbouring blocks (never across a gap wider
+ * than near_gap, which may be unmapped), to s->around bytes in all. */
+static struct leakscan_range around_batch(const struct scan *s, const struct batch *b)
+{
+    struct leakscan_range window = {b->ranges[0].start, b->ranges[b->range_count - 1].end};
+    size_t spare = s->around > window.end - window.start ? s->around - (size_t)(window.end - window.start) : 0;
+    uint64_t up_to = window.end + spare / 2;
+    for (size_t i = b->blocks[b->count - 1] + 1; i < s->count; i++) {
+        struct leakscan_range words = scanned_words(s, i);
+        if (words.end == words.start)
+            continue;
+        if (words.start - window.end > s->near_gap || words.end > up_to)
+            break;
+        window.end = words.end;
+    }
+    spare = s->around > window.end - window.start ? s->around - (size_t)(window.end - window.start) : 0;
+    uint64_t down_to = window.start > spare ? window.start - spare : 0;
+    for (size_t i = b->blocks[0]; i > 0; i--) {
+        struct leakscan_range words = scanned_words(s, i - 1);
+        if (words.end == words.start)
+            continue;
+        if (window.start - words.end > s->near_gap || words.start < down_to)
+            break;
+        window.start = words.start;
+    }
+    return window;
+}
+
+/* Reads a small batch's window around it into the least recently used
+ * slot; a slot replaced without ever serving halves what is read around. */
+static struct cached_window *read_around(struct scan *s, struct batch *b)
+{
+    struct leakscan_range window = around_batch(s, b);
+    struct cached_window *slot = &s->cache[0];
+    for (unsigned k = 1; k < CACHE_SLOTS; k++)
+        if (s->cache[k].used < slot->used)
+            slot = &s->cache[k];
+    if (slot->end > slot->start && slot->hits == 0 && s->around > AROUND_MIN)
+        s->around /= 2;
+    if (read_ranges(s, &window, 1, slot->bytes) < 0)
+        return NULL;
+    slot->start = window.start;
+    slot->end = window.end;
+    slot->hits = 0;
+    slot->used = ++s->cache_clock;
+    return slot;
+}
+
+/* Copies range r of the batch out of a window that holds it. */
+static void copy_cached(struct scan *s, struct batch *b, size_t r, size_t at, struct cached_window *w)
+{
+    memcpy(b->window + at, w->bytes + (b->ranges[r].start - w->start), (size_t)(b->ranges[r].end - b->ranges[r].start));
+    w->hits++;
+    w->used = ++s->cache_clock;
+}
+
+/* Reads the batch's blocks, unless the memory can be viewed in place:
+ * ranges a window holds are copied from it; a small batch that none
+ * holds is read with what lies around it; the rest is read in place, one
+ * call per run of ranges missing. */
+static int batch_read(struct scan *s, struct batch *b)
+{
+    if (s->memory->view || b->bytes > WINDOW_BYTES || b->range_count == 0)
+        return 0; /* a view, one large block scanned a chunk at a time, or nothing to read */
+    bool any_cached = false;
+    for (size_t r = 0; r < b->range_count && !any_cached; r++)
+        any_cached = cached(s, b->ranges[r].start, b->ranges[r].end) != NULL;
+    uint64_t span = b->ranges[b->range_count - 1].end - b->ranges[0].start;
+    if (!any_cached && b->bytes < s->around && span <= AROUND_MAX / 2) {
+        struct cached_window *w = read_around(s, b);
+        if (!w)
+            goto gone;
+        for (size_t r = 0, at = 0; r < b->range_count; at += b->ranges[r].end - b->ranges[r].start, r++)
+            copy_cached(s, b, r, at, w);
+        w->hits = 0; /* its own batch is no hit */
+        return 0;
+    }
+    size_t run = 0, run_at = 0, at = 0; /* ranges [run, r) are missing, to be read at window + run_at */
+    for (size_t r = 0; r <= b->range_count; r++) {
+        struct cached_window *w = r < b->range_count ? cached(s, b->ranges[r].start, b->ranges[r].end) : NULL;
+        if (r == b->range_count || w) {
+            if (r > run && read_ranges(s, &b->ranges[run], r - run, b->window + run_at) < 0)
+                goto gone;
+            if (w) {
+                copy_cached(s, b, r, at, w);
+                s->around = s->around < AROUND_MAX / 2 ? 2 * s->around : AROUND_MAX;
+            }
+            run = r + 1;
+            run_at = at + (r < b->range_count ? (size_t)(b->ranges[r].end - b->ranges[r].start) : 0);
+        }
+        if (r < b->range_count)
+            at += (size_t)(b->ranges[r].end - b->ranges[r].start);
+    }
+    return 0;
+gone:
+    s->gone = true;
+    return -1;
 }
 
 /* ---- memcheck's heuristics ----------------------------------------------- */
 
 /* True when memcheck (default --leak-check-heuristics=all) would count the
- * interior pointer ptr into block i as a start pointer. */
-static bool heuristically_reachable(struct scan *s, uint32_t i, uint64_t ptr)
+ * interior pointer ptr into block i as a start pointer. Only asked for
+ * interior pointers from a definite source into blocks not yet reachable:
+ * a few thousand in a scan of a million blocks, each word read alone. */
+static bool heuristically_reachable(struct scan *s, size_t i, uint64_t ptr)
 {
-    uint64_t data = s->blocks[i].start, size = s->blocks[i].size, word0, word1;
+    uint64_t data = s->blocks[i].address, size = s->blocks[i].size, word0, word1;
     if (ptr == data + 24 && size >= 24 && read_word(s, data + 8, &word1) == 0 && 24 + word1 + 1 == size &&
         read_word(s, data, &word0) == 0 && word0 <= word1)
         return true; /* stdstring: length, capacity, refcount, chars */
@@ -262,81 +571,171 @@ static bool heuristically_reachable(struct scan *s, uint32_t i, uint64_t ptr)
 
 /* ---- marking ------------------------------------------------------------- */
 
-static void push(struct scan *s, uint32_t i)
+static bool is_pending(const struct scan *s, size_t i)
 {
-    if (!(s->state[i] & PENDING)) {
-        s->state[i] |= PENDING;
-        s->stack[s->top++] = i;
+    return s->pending[i / 64] >> (i % 64) & 1;
+}
+
+/* Block i is to be scanned: by the sweep running when it lies ahead of
+ * it, else by the next sweep. */
+static void set_pending(struct scan *s, size_t i)
+{
+    if (is_pending(s, i))
+        return;
+    s->pending[i / 64] |= 1ull << (i % 64);
+    s->pending_words[i / 4096] |= 1ull << (i / 64 % 64);
+    s->pending_count++;
+    struct sweep *w = &s->sweep;
+    if (w->active && (w->up ? i >= w->finger : i < w->finger)) {
+        if (w->up ? i > w->end : i < w->end)
+            w->end = i;
+        return;
+    }
+    if (s->next_low > s->next_high) {
+        s->next_low = s->next_high = i;
+    } else {
+        s->next_low = i < s->next_low ? i : s->next_low;
+        s->next_high = i > s->next_high ? i : s->next_high;
     }
 }
 
-/* memcheck's lc_push_without_clique_if_a_chunk_ptr. */
-static void reach_from_roots(struct scan *s, uint32_t i, uint64_t word, bool prior_definite)
+static void clear_pending(struct scan *s, size_t i)
 {
-    if (STATE(s, i) == REACHABLE)
+    s->pending[i / 64] &= ~(1ull << (i % 64));
+    if (!s->pending[i / 64])
+        s->pending_words[i / 4096] &= ~(1ull << (i / 64 % 64));
+    s->pending_count--;
+}
+
+/* memcheck's lc_push_without_clique_if_a_chunk_ptr. */
+static void reach_from_roots(struct scan *s, size_t i, uint64_t word, bool start, bool prior_definite)
+{
+    uint8_t state = s->state[i];
+    if (state == REACHABLE)
         return;
-    bool via_start = word == s->blocks[i].start || heuristically_reachable(s, i, word);
+    /* A heuristic only matters where it can make the block reachable. */
+    bool via_start = start || (prior_definite && heuristically_reachable(s, i, word));
     if (via_start && prior_definite) {
-        s->state[i] = (uint8_t)((s->state[i] & PENDING) | REACHABLE);
-        push(s, i);
-    } else if (STATE(s, i) == UNREACHED) {
-        s->state[i] = (uint8_t)((s->state[i] & PENDING) | POSSIBLE);
-        push(s, i);
+        s->state[i] = REACHABLE;
+        set_pending(s, i);
+    } else if (state == UNREACHED) {
+        s->state[i] = POSSIBLE;
+        set_pending(s, i);
     }
 }
 
 /* memcheck's lc_push_with_clique_if_a_chunk_ptr. */
-static void reach_from_clique(struct scan *s, uint32_t i, uint32_t leader)
+static void reach_from_clique(struct scan *s, size_t i, size_t leader)
 {
-    if (STATE(s, i) == UNREACHED && i != leader) {
-        push(s, i);
-        s->state[i] = PENDING | INDIRECT;
+    if (s->state[i] == UNREACHED && i != leader) {
+        s->state[i] = INDIRECT;
+        set_pending(s, i);
     }
 }
 
-static void mark(struct scan *s, uint32_t i, uint64_t word, bool prior_definite, uint32_t clique)
+/* A word that may point into a block, on its way through the pipeline. */
+struct hit {
+    uint64_t word;
+    const struct index_entry *entry;
+    const struct region *region;
+    size_t block;
+    bool start, prior_definite;
+};
+
+/* Most of the scan waits for memory: the index entry of a word, then the
+ * state of the block it starts (or the extent of the block it may be
+ * inside). Words are resolved in three stages of HIT_BATCH candidates,
+ * each stage's loads prefetched a whole stage ahead, across blocks: the
+ * marks of a block land a little after its scan, which memcheck's
+ * fixpoint does not mind, and all have landed at pipeline_flush. */
+struct pipeline {
+    struct hit stage[3][HIT_BATCH];
+    size_t count[3];
+    unsigned filling; /* stage being filled; the next one is resolved, the one after marked */
+    size_t clique;
+};
+
+/* Stage 2: the last block starting at or before each word, and whether
+ * the word is its start; prefetches what stage 3 reads. */
+static void resolve_stage(const struct scan *s, struct hit *hits, size_t count)
 {
-    s->stats.pointer_hits++;
-    if (clique == NO_CLIQUE)
-        reach_from_roots(s, i, word, prior_definite);
-    else
-        reach_from_clique(s, i, clique);
+    for (size_t h = 0; h < count; h++) {
+        struct hit *hit = &hits[h];
+        const struct region *r = hit->region;
+        uint64_t offset = hit->word - r->start, granule = offset >> r->shift;
+        unsigned bit = (unsigned)(granule % 64);
+        uint64_t starts = hit->entry->starts;
+        uint64_t at_or_before = starts & (bit == 63 ? ~0ull : (2ull << bit) - 1);
+        hit->block = hit->entry->before + bit_count(at_or_before) - 1;
+        hit->start = (starts >> bit & 1) && (offset & ((1ull << r->shift) - 1)) == 0;
+        if (hit->start)
+            __builtin_prefetch(&s->state[hit->block]);
+        else
+            __builtin_prefetch(&s->blocks[hit->block]);
+    }
 }
 
-/* Most time goes to cache misses on the index and the block table, so the
- * words are taken BATCH at a time, in three passes whose loads are
- * prefetched by the pass before: granule, candidates, resolution. */
-static void scan_words(struct scan *s, const uint64_t *words, size_t n, bool prior_definite, uint32_t clique)
+/* Stage 3: the marks. */
+static void mark_stage(struct scan *s, const struct hit *hits, size_t count, size_t clique)
 {
-    uint64_t hit_word[BATCH];
-    const uint32_t *hit_first[BATCH];
-    for (size_t base = 0; base < n; base += BATCH) {
-        size_t end = n - base < BATCH ? n : base + BATCH, hits = 0;
-        for (size_t k = base; k < end; k++) {
-            uint64_t word = words[k];
-            if (word - s->low >= s->span)
-                continue;
-            const struct region *r = s->region_count == 1 ? s->regions : find_region(s, word);
-            if (!r || word < r->start || word >= r->end)
-                continue;
-            hit_first[hits] = &r->first[(word - r->start) >> r->shift];
-            __builtin_prefetch(hit_first[hits]);
-            hit_word[hits++] = word;
-        }
-        for (size_t h = 0; h < hits; h++) {
-            __builtin_prefetch(&s->blocks[hit_first[h][0]]);
-            __builtin_prefetch(&s->state[hit_first[h][0]]);
-        }
-        for (size_t h = 0; h < hits; h++) {
-            uint32_t i = resolve(s, hit_word[h], hit_first[h][0], hit_first[h][1]);
-            if (i != NO_BLOCK)
-                mark(s, i, hit_word[h], prior_definite, clique);
-        }
+    for (size_t h = 0; h < count; h++) {
+        size_t i = hits[h].block;
+        if (!hits[h].start && hits[h].word - s->blocks[i].address >= s->blocks[i].size)
+            continue; /* past the end of the block before it (a zero-size one is never inside) */
+        s->stats.pointer_hits++;
+        if (clique == NO_CLIQUE)
+            reach_from_roots(s, i, hits[h].word, hits[h].start, hits[h].prior_definite);
+        else
+            reach_from_clique(s, i, clique);
+    }
+}
+
+/* Moves every stage on: marks the oldest, resolves the middle one, and
+ * starts filling the emptied one. */
+static void pipeline_advance(struct scan *s, struct pipeline *p)
+{
+    unsigned resolving = (p->filling + 2) % 3, marking = (p->filling + 1) % 3;
+    mark_stage(s, p->stage[marking], p->count[marking], p->clique);
+    resolve_stage(s, p->stage[resolving], p->count[resolving]);
+    p->count[marking] = 0;
+    p->filling = marking;
+}
+
+/* Lands every mark in flight. */
+static void pipeline_flush(struct scan *s, struct pipeline *p)
+{
+    for (int step = 0; step < 3; step++)
+        pipeline_advance(s, p);
+}
+
+/* Stage 1: the words that fall in a region, with their index entries
+ * prefetched. clique: NO_CLIQUE from the roots, else the leader. */
+static void scan_words(struct scan *s, struct pipeline *p, const uint64_t *words, size_t n, bool prior_definite,
+                       size_t clique)
+{
+    if (p->clique != clique) {
+        pipeline_flush(s, p);
+        p->clique = clique;
+    }
+    for (size_t k = 0; k < n; k++) {
+        uint64_t word = words[k];
+        if (word - s->low >= s->span)
+            continue;
+        const struct region *r = find_region(s, word);
+        if (!r || word < r->start)
+            continue;
+        uint64_t granule = (word - r->start) >> r->shift;
+        struct hit *hit = &p->stage[p->filling][p->count[p->filling]++];
+        *hit = (struct hit){.word = word, .entry = &s->index[r->entry + granule / 64], .region = r,
+                            .prior_definite = prior_definite};
+        __builtin_prefetch(hit->entry);
+        if (p->count[p->filling] == HIT_BATCH)
+            pipeline_advance(s, p);
     }
 }
 
 /* Scans the aligned words inside [start, end), CHUNK_BYTES at a time. */
-static int scan_range(struct scan *s, uint64_t start, uint64_t end, bool prior_definite, uint32_t clique)
+static int scan_range(struct scan *s, uint64_t start, uint64_t end, bool prior_definite, size_t clique)
 {
     uint64_t at = (start + 7) & ~7ull, stop = end & ~7ull;
     while (at < stop) {
@@ -344,33 +743,170 @@ static int scan_range(struct scan *s, uint64_t start, uint64_t end, bool prior_d
         const uint64_t *words = words_at(s, at, length);
         if (!words)
             return -1;
-        scan_words(s, words, length / 8, prior_definite, clique);
+        scan_words(s, s->pipeline, words, length / 8, prior_definite, clique);
         at += length;
     }
     return 0;
 }
 
-/* Starts loading the next block's memory (its first PREFETCH_BYTES) while
- * this one is scanned: blocks come off the stack in no useful order. */
-static void prefetch_block(const struct scan *s, uint32_t i)
+/* Scans block i of a batch that was read (or can be viewed). */
+static int scan_block(struct scan *s, const struct batch *b, size_t k, size_t clique)
 {
-    uint64_t length = s->blocks[i].size < PREFETCH_BYTES ? s->blocks[i].size : PREFETCH_BYTES;
-    const char *ahead = length ? s->memory->view(s->memory->context, s->blocks[i].start, length) : NULL;
-    for (uint64_t at = 0; ahead && at < length; at += 64)
-        __builtin_prefetch(ahead + at);
+    size_t i = b->blocks[k];
+    bool prior_definite = s->state[i] != POSSIBLE;
+    s->stats.block_bytes += s->blocks[i].size;
+    struct leakscan_range words = scanned_words(s, i);
+    size_t n = (size_t)(words.end - words.start) / 8;
+    if (n == 0)
+        return 0;
+    if (s->memory->view || b->bytes > WINDOW_BYTES)
+        return scan_range(s, words.start, words.end, prior_definite, clique);
+    scan_words(s, s->pipeline, (const uint64_t *)(b->window + b->offsets[k]), n, prior_definite, clique);
+    return 0;
 }
 
-static int process_stack(struct scan *s, uint32_t clique)
+/* ---- sweeping the pending blocks ----------------------------------------- */
+
+/* The first pending block in [from, last], or NO_BLOCK. */
+static size_t first_pending(const struct scan *s, size_t from, size_t last)
 {
-    while (s->top > 0) {
-        uint32_t i = s->stack[--s->top];
-        if (s->top > 0 && s->memory->view)
-            prefetch_block(s, s->stack[s->top - 1]);
-        s->state[i] &= (uint8_t)~PENDING;
-        bool prior_definite = s->state[i] != POSSIBLE;
-        s->stats.block_bytes += s->blocks[i].size;
-        if (scan_range(s, s->blocks[i].start, s->blocks[i].start + s->blocks[i].size, prior_definite, clique) < 0)
+    size_t w = from / 64;
+    uint64_t bits = s->pending[w] & (~0ull << (from % 64));
+    while (!bits) {
+        size_t next = w + 1, k = next / 64; /* the next word with a pending block, by the words' bits */
+        if (k > last / 4096)
+            return NO_BLOCK;
+        uint64_t words = s->pending_words[k] & (~0ull << (next % 64));
+        while (!words) {
+            if (k >= last / 4096)
+                return NO_BLOCK;
+            words = s->pending_words[++k];
+        }
+        w = k * 64 + (size_t)__builtin_ctzll(words);
+        if (w > last / 64)
+            return NO_BLOCK;
+        bits = s->pending[w];
+    }
+    size_t i = w * 64 + (size_t)__builtin_ctzll(bits);
+    return i <= last ? i : NO_BLOCK;
+}
+
+/* The last pending block in [first, to], or NO_BLOCK. */
+static size_t last_pending(const struct scan *s, size_t first, size_t to)
+{
+    size_t w = to / 64;
+    uint64_t bits = s->pending[w] & (~0ull >> (63 - to % 64));
+    while (!bits) {
+        if (w == 0)
+            return NO_BLOCK;
+        size_t previous = w - 1, k = previous / 64; /* the previous word with a pending block */
+        if (k < first / 4096)
+            return NO_BLOCK;
+        uint64_t words = s->pending_words[k] & (~0ull >> (63 - previous % 64));
+        while (!words) {
+            if (k <= first / 4096)
+                return NO_BLOCK;
+            words = s->pending_words[--k];
+        }
+        w = k * 64 + 63 - (size_t)__builtin_clzll(words);
+        if (w < first / 64)
+            return NO_BLOCK;
+        bits = s->pending[w];
+    }
+    size_t i = w * 64 + 63 - (size_t)__builtin_clzll(bits);
+    return i >= first ? i : NO_BLOCK;
+}
+
+/* The next pending block from the finger in the sweep's direction, up to
+ * its end; NO_BLOCK when none is left. */
+static size_t next_pending(const struct scan *s)
+{
+    const struct sweep *w = &s->sweep;
+    if (w->up)
+        return w->finger <= w->end ? first_pending(s, w->finger, w->end) : NO_BLOCK;
+    return w->finger > w->end ? last_pending(s, w->end, w->finger - 1) : NO_BLOCK;
+}
+
+/* Whether block i lies too far from the batch's first block to join it:
+ * the finger moves past a whole batch, so a batch spread wide would leave
+ * behind it the blocks its own scan marks between its blocks (a list
+ * reached at many places at once then takes a sweep a link). */
+static bool too_far(const struct scan *s, const struct batch *b, size_t i)
+{
+    return b->count > 0 && s->blocks[i].address - s->blocks[b->blocks[0]].address > WINDOW_BYTES;
+}
+
+/* Fills the batch with pending blocks from the finger on, and moves the
+ * finger past them. Going down, blocks are taken top down within a budget
+ * the same blocks laid out bottom up cannot pass, then added bottom up. */
+static void gather_pending(struct scan *s, struct batch *b)
+{
+    batch_clear(b);
+    struct sweep *w = &s->sweep;
+    size_t i;
+    if (w->up) {
+        while ((i = next_pending(s)) != NO_BLOCK && !too_far(s, b, i) && batch_add(s, b, i)) {
+            w->finger = i + 1;
+            if (is_large(s, i))
+                break;
+        }
+        return;
+    }
+    size_t n = 0, budget = 0;
+    while ((i = next_pending(s)) != NO_BLOCK) {
+        size_t length = scanned_length(s, i);
+        if (n > 0 && (n == WINDOW_RANGES || is_large(s, i) || budget + length + s->near_gap > WINDOW_BYTES ||
+                      s->blocks[b->blocks[0]].address - s->blocks[i].address > WINDOW_BYTES))
+            break;
+        b->blocks[n++] = i;
+        budget += length + s->near_gap;
+        w->finger = i;
+        if (is_large(s, i))
+            break;
+    }
+    for (size_t k = 0; k < n / 2; k++) {
+        size_t t = b->blocks[k];
+        b->blocks[k] = b->blocks[n - 1 - k];
+        b->blocks[n - 1 - k] = t;
+    }
+    for (size_t k = 0; k < n; k++) {
+        size_t block = b->blocks[k];
+        batch_add(s, b, block); /* fits: see the budget */
+    }
+}
+
+static int scan_batch(struct scan *s, struct batch *b, size_t clique)
+{
+    if (batch_read(s, b) < 0)
+        return -1;
+    for (size_t k = 0; k < b->count; k++) {
+        clear_pending(s, b->blocks[k]);
+        if (scan_block(s, b, k, clique) < 0)
             return -1;
+    }
+    pipeline_flush(s, s->pipeline); /* the batch's marks in, before the next is gathered */
+    return 0;
+}
+
+/* Scans pending blocks until none is left: sweeps in address order,
+ * alternately up and down. */
+static int scan_pending(struct scan *s, size_t clique)
+{
+    bool up = true;
+    while (s->pending_count > 0) {
+        s->stats.sweeps++;
+        s->sweep = (struct sweep){true, up, up ? s->next_low : s->next_high + 1, up ? s->next_high : s->next_low};
+        s->next_low = SIZE_MAX;
+        s->next_high = 0;
+        for (;;) {
+            gather_pending(s, &s->batch);
+            if (s->batch.count == 0)
+                break;
+            if (scan_batch(s, &s->batch, clique) < 0)
+                return -1;
+        }
+        s->sweep.active = false;
+        up = !up;
     }
     return 0;
 }
@@ -385,18 +921,47 @@ static int mark_from_roots(struct scan *s, const struct leakscan_image *image)
         if (scan_range(s, root->start, root->end, true, NO_CLIQUE) < 0)
             return -1;
     }
-    scan_words(s, image->root_words, image->root_word_count, true, NO_CLIQUE);
-    return process_stack(s, NO_CLIQUE);
+    scan_words(s, s->pipeline, image->root_words, image->root_word_count, true, NO_CLIQUE);
+    pipeline_flush(s, s->pipeline);
+    return scan_pending(s, NO_CLIQUE);
 }
 
+/* The unreached blocks from block `from` on, read together: the next
+ * clique leaders, in address order. Returns the block after them. */
+static size_t gather_unreached(struct scan *s, struct batch *b, size_t from)
+{
+    batch_clear(b);
+    size_t i = from;
+    for (; i < s->count; i++) {
+        if (s->state[i] != UNREACHED)
+            continue;
+        if (!batch_add(s, b, i))
+            break;
+        if (is_large(s, i))
+            return i + 1;
+    }
+    return i;
+}
+
+/* memcheck's cliques: each unreached block, in address order, leads the
+ * unreached blocks it reaches (indirectly lost), absorbing earlier
+ * leaders. */
 static int gather_cliques(struct scan *s)
 {
-    for (uint32_t i = 0; i < s->count; i++) {
-        if (STATE(s, i) != UNREACHED)
-            continue;
-        push(s, i);
-        if (process_stack(s, i) < 0)
+    for (size_t next = 0; next < s->count;) {
+        next = gather_unreached(s, &s->leaders, next);
+        if (batch_read(s, &s->leaders) < 0)
             return -1;
+        for (size_t k = 0; k < s->leaders.count; k++) {
+            size_t leader = s->leaders.blocks[k];
+            if (s->state[leader] != UNREACHED)
+                continue; /* in an earlier leader's clique */
+            if (scan_block(s, &s->leaders, k, leader) < 0)
+                return -1;
+            pipeline_flush(s, s->pipeline);
+            if (scan_pending(s, leader) < 0)
+                return -1;
+        }
     }
     return 0;
 }
@@ -425,27 +990,53 @@ void leakscan_sum(const struct leakscan_block *blocks, size_t block_count, struc
     }
 }
 
+static void free_batch(struct batch *b)
+{
+    free(b->blocks);
+    free(b->offsets);
+    free(b->ranges);
+    free(b->window);
+}
+
 static void free_scan(struct scan *s)
 {
-    free(s->blocks);
-    free(s->order);
     free(s->state);
-    free(s->stack);
-    for (size_t r = 0; r < s->region_count; r++)
-        free(s->regions[r].first);
+    free(s->pending);
+    free(s->pending_words);
     free(s->regions);
-    free(s->buffer);
+    free(s->index);
+    free_batch(&s->batch);
+    free_batch(&s->leaders);
+    free(s->chunk);
+    free(s->pipeline);
+    for (unsigned k = 0; k < CACHE_SLOTS; k++)
+        free(s->cache[k].bytes);
+}
+
+static int alloc_batch(struct batch *b, bool window)
+{
+    b->blocks = malloc(BATCH_BLOCKS * sizeof *b->blocks);
+    b->offsets = malloc(BATCH_BLOCKS * sizeof *b->offsets);
+    b->ranges = malloc(WINDOW_RANGES * sizeof *b->ranges);
+    b->window = window ? malloc(WINDOW_BYTES) : NULL;
+    return b->blocks && b->offsets && b->ranges && (b->window || !window) ? 0 : -1;
 }
 
 static int alloc_scan(struct scan *s, size_t count, char *err, size_t err_size)
 {
-    size_t n = count ? count : 1;
-    s->blocks = malloc(n * sizeof *s->blocks);
-    s->order = malloc(n * sizeof *s->order);
-    s->state = calloc(n, 1);
-    s->stack = malloc(n * sizeof *s->stack);
-    s->buffer = malloc(CHUNK_BYTES);
-    if (s->blocks && s->order && s->state && s->stack && s->buffer)
+    s->state = calloc(count ? count : 1, 1);
+    s->pending = calloc(count / 64 + 1, sizeof *s->pending);
+    s->pending_words = calloc(count / 4096 + 1, sizeof *s->pending_words);
+    s->chunk = malloc(CHUNK_BYTES);
+    s->pipeline = calloc(1, sizeof *s->pipeline);
+    if (s->pipeline)
+        s->pipeline->clique = NO_CLIQUE;
+    bool window = !s->memory->view;
+    bool cache = true;
+    for (unsigned k = 0; window && k < CACHE_SLOTS; k++)
+        cache &= (s->cache[k].bytes = malloc(AROUND_MAX)) != NULL;
+    if (s->state && s->pending && s->pending_words && s->chunk && s->pipeline && cache &&
+        alloc_batch(&s->batch, window) == 0 && alloc_batch(&s->leaders, window) == 0)
         return 0;
     set_error(err, err_size, "leak scan: out of memory for %zu blocks", count);
     return -1;
@@ -454,14 +1045,13 @@ static int alloc_scan(struct scan *s, size_t count, char *err, size_t err_size)
 int leakscan_classify(const struct leakscan_image *image, struct leakscan_block *blocks, size_t block_count,
                       struct leakscan_totals *totals, struct leakscan_stats *stats, char *err, size_t err_size)
 {
-    if (block_count >= NO_BLOCK) {
-        set_error(err, err_size, "leak scan: %zu blocks is more than the %u supported", block_count, NO_BLOCK - 1);
-        return -1;
-    }
-    struct scan s = {.memory = &image->memory, .count = block_count};
+    struct scan s = {.memory = &image->memory, .blocks = blocks, .count = block_count, .next_low = SIZE_MAX,
+                     .around = AROUND_MIN};
+    s.near_gap = image->memory.read_ranges ? NEAR_GAP : NEAR_GAP_UNBATCHED;
+    leakscan_sort_blocks(blocks, block_count);
     int rc = -1;
-    if (alloc_scan(&s, block_count, err, err_size) < 0 || build_sorted(&s, blocks, err, err_size) < 0 ||
-        build_regions(&s, err, err_size) < 0)
+    if (alloc_scan(&s, block_count, err, err_size) < 0 || check_sorted(&s, err, err_size) < 0 ||
+        build_index(&s, err, err_size) < 0)
         goto out;
     if (mark_from_roots(&s, image) < 0 || gather_cliques(&s) < 0) {
         set_error(err, err_size, "the process exited during the leak scan (its memory could not be read any more); "
@@ -469,7 +1059,7 @@ int leakscan_classify(const struct leakscan_image *image, struct leakscan_block 
         goto out;
     }
     for (size_t i = 0; i < block_count; i++)
-        blocks[s.order[i]].category = category_of(s.state[i]);
+        blocks[i].category = category_of(s.state[i]);
     if (totals)
         leakscan_sum(blocks, block_count, totals);
     if (stats)

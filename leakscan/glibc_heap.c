@@ -34,6 +34,8 @@
 #define TCACHE_TLS_WINDOW 8192u    /* libc's TLS (tcache, thread_arena) sits below fs_base */
 #define LIST_LIMIT 10000000u       /* no free list is longer; a loop is corruption */
 #define MAX_ARENA_SEARCH (16u << 20)
+#define WALK_WINDOW (1u << 20)     /* a heap is read this much at a time */
+#define WALK_BACKSPACE 64u         /* a window starts this far before the word that needs it */
 
 static void set_error(char *err, size_t err_size, const char *format, ...)
 {
@@ -141,6 +143,7 @@ struct walk {
     size_t free_count, free_capacity;
     uint64_t *arenas;    /* malloc_state addresses */
     size_t arena_count;
+    uint8_t *window;     /* WALK_WINDOW bytes for heap_reader */
     char *err;
     size_t err_size;
 };
@@ -188,21 +191,48 @@ static int refuse(struct walk *w, const char *what, uint64_t chunk, uint64_t siz
     return -1;
 }
 
+/* A heap read front to back a window at a time: the walk reads every
+ * chunk header, and a copy of the whole heap would cost as much memory as
+ * the heap. */
+struct heap_reader {
+    struct leakscan_target *target;
+    uint64_t start, end;   /* the heap */
+    uint64_t window_start; /* the window holds [window_start, window_end) */
+    uint64_t window_end;
+    uint8_t *window;       /* WALK_WINDOW bytes */
+};
+
+/* The word at address (inside the heap), or -1 when it cannot be read.
+ * A window starts a little before the word that needed it: the walk
+ * reads a chunk's prev_size after the size field that brought it in. */
+static int heap_word(struct heap_reader *r, uint64_t address, uint64_t *value)
+{
+    if (address < r->window_start || address + 8 > r->window_end) {
+        uint64_t from = address - r->start > WALK_BACKSPACE ? address - WALK_BACKSPACE : r->start;
+        uint64_t to = r->end - from > WALK_WINDOW ? from + WALK_WINDOW : r->end;
+        if (address + 8 > to || leakscan_target_read(r->target, from, r->window, (size_t)(to - from)) < 0)
+            return -1;
+        r->window_start = from;
+        r->window_end = to;
+    }
+    memcpy(value, r->window + (address - r->window_start), 8);
+    return 0;
+}
+
 /* Walks the chunks of [first, end) up to top (or a fencepost), pushing
- * in-use ones. non_main: chunks of a non-main arena. The range is in a
- * snapshot: words are read in place. */
+ * in-use ones. non_main: chunks of a non-main arena. */
 static int walk_chunks(struct walk *w, uint64_t first, uint64_t end, uint64_t top, bool non_main)
 {
-    const uint8_t *base = leakscan_target_view(w->target, first, end - first);
-    if (!base)
-        return refuse(w, "is in a heap that could not be read", first, 0);
-#define WORD(address) (*(const uint64_t *)(base + ((address) - first)))
-    uint64_t p = first, prev_size = 0;
-    bool first_chunk = true;
+    struct heap_reader r = {w->target, first, end, 0, 0, w->window};
+#define WORD(address) (heap_word(&r, (address), &word) == 0 ? word : (gone = true, 0))
+    uint64_t p = first, prev_size = 0, word = 0;
+    bool first_chunk = true, gone = false;
     while (p != top) {
         if (p + 16 > end)
             return refuse(w, "runs past the end of its heap", p, 0);
         uint64_t field = WORD(p + 8), size = field & ~(uint64_t)SIZE_BITS;
+        if (gone)
+            return refuse(w, "is in a heap that could not be read", p, 0);
         if (non_main && size == 16 && (field & PREV_INUSE) && p + 32 <= end && (WORD(p + 24) & ~7ull) == 0)
             return 0; /* fencepost at the end of an old heap */
         if (size < MINSIZE || size % 16 || (field & IS_MMAPPED) || size > end - p)
@@ -218,13 +248,15 @@ static int walk_chunks(struct walk *w, uint64_t first, uint64_t end, uint64_t to
             return refuse(w, "is followed by no chunk header", p, field);
         if ((WORD(next + 8) & PREV_INUSE) && push_block(w, p + 16, size - 8) < 0)
             return -1;
+        if (gone)
+            return refuse(w, "is in a heap that could not be read", p, 0);
         prev_size = size;
         first_chunk = false;
         p = next;
     }
     uint64_t top_size = WORD(top + 8) & ~(uint64_t)SIZE_BITS;
 #undef WORD
-    if (top_size % 16 || top_size > end - top)
+    if (gone || top_size % 16 || top_size > end - top)
         return refuse(w, "(the top chunk) has an impossible size", top, top_size);
     return 0;
 }
@@ -253,8 +285,6 @@ static int walk_main_heap(struct walk *w, uint64_t main_arena)
         const struct proc_map *map = &w->maps.maps[i];
         if (strcmp(map->path, "[heap]") != 0)
             continue;
-        if (leakscan_target_snapshot(w->target, map->start, map->end) < 0)
-            return refuse(w, "could not be read", map->start, 0);
         uint64_t top = main_arena ? word_at(w->target, main_arena + LEAKSCAN_MSTATE_TOP) : 0;
         if (top && (top < map->start || top >= map->end))
             top = 0; /* the main arena is not contiguous: walk to the end */
@@ -294,8 +324,6 @@ static int walk_arena_heap(struct walk *w, const struct proc_map *map)
 {
     uint64_t h = map->start, ar_ptr = word_at(w->target, h), size = word_at(w->target, h + 16);
     uint64_t end = h + size < map->end ? h + size : map->end;
-    if (leakscan_target_snapshot(w->target, h, end) < 0)
-        return refuse(w, "(an arena heap) could not be read", h, size);
     uint64_t top = word_at(w->target, ar_ptr + LEAKSCAN_MSTATE_TOP);
     if (top < h || top >= end)
         top = 0; /* an older heap of the arena: it ends with a fencepost */
@@ -467,8 +495,10 @@ int leakscan_walk_glibc_heap(struct leakscan_target *target, const pid_t *tids, 
 {
     memset(heap, 0, sizeof *heap);
     pid_t pid = target->pid;
-    struct walk w = {.target = target, .err = err, .err_size = err_size};
+    struct walk w = {.target = target, .err = err, .err_size = err_size, .window = malloc(WALK_WINDOW)};
     int rc = -1;
+    if (!w.window)
+        goto out;
     if (proc_maps_read(pid, &w.maps) < 0) {
         set_error(err, err_size, "cannot read /proc/%d/maps: %s", (int)pid, strerror(errno));
         goto out;
@@ -504,6 +534,7 @@ out:
     free(w.blocks);
     free(w.free_mems);
     free(w.arenas);
+    free(w.window);
     proc_maps_free(&w.maps);
     return rc;
 }

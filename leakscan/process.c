@@ -80,36 +80,19 @@ static int add_word(struct roots *r, uint64_t word)
 
 /* ---- blocks by address --------------------------------------------------- */
 
-static int compare_ranges(const void *a, const void *b)
+/* End of a block in the sorted list (a zero-size block occupies one byte). */
+static uint64_t extent_end(const struct leakscan_block *block)
 {
-    const struct leakscan_range *x = a, *y = b;
-    return x->start < y->start ? -1 : x->start > y->start;
+    return block->address + (block->size ? block->size : 1);
 }
 
-/* The blocks' extents, sorted (a zero-size block occupies one byte). */
-static struct leakscan_range *sorted_extents(const struct leakscan_block *blocks, size_t count)
-{
-    struct leakscan_range *extents = malloc((count ? count : 1) * sizeof *extents);
-    if (!extents)
-        return NULL;
-    bool sorted = true;
-    for (size_t i = 0; i < count; i++) {
-        extents[i] = (struct leakscan_range){blocks[i].address, blocks[i].address + (blocks[i].size ? blocks[i].size : 1)};
-        if (i > 0 && extents[i - 1].start > extents[i].start)
-            sorted = false;
-    }
-    if (!sorted)
-        qsort(extents, count, sizeof *extents, compare_ranges);
-    return extents;
-}
-
-/* Index of the first extent that ends after address. */
-static size_t first_ending_after(const struct leakscan_range *extents, size_t count, uint64_t address)
+/* Index of the first block (of the list sorted by address) that ends after address. */
+static size_t first_ending_after(const struct leakscan_block *extents, size_t count, uint64_t address)
 {
     size_t low = 0, high = count;
     while (low < high) {
         size_t mid = low + (high - low) / 2;
-        if (extents[mid].end <= address)
+        if (extent_end(&extents[mid]) <= address)
             low = mid + 1;
         else
             high = mid;
@@ -118,24 +101,46 @@ static size_t first_ending_after(const struct leakscan_range *extents, size_t co
 }
 
 /* Bytes of blocks inside [start, end). */
-static uint64_t block_bytes_in(const struct leakscan_range *extents, size_t count, uint64_t start, uint64_t end)
+static uint64_t block_bytes_in(const struct leakscan_block *extents, size_t count, uint64_t start, uint64_t end)
 {
     uint64_t bytes = 0;
-    for (size_t i = first_ending_after(extents, count, start); i < count && extents[i].start < end; i++)
-        bytes += (extents[i].end < end ? extents[i].end : end) - (extents[i].start > start ? extents[i].start : start);
+    for (size_t i = first_ending_after(extents, count, start); i < count && extents[i].address < end; i++) {
+        uint64_t block_end = extent_end(&extents[i]);
+        bytes += (block_end < end ? block_end : end) - (extents[i].address > start ? extents[i].address : start);
+    }
     return bytes;
 }
 
+/* Index of the first range (sorted by start, disjoint) that ends after address. */
+static size_t first_range_ending_after(const struct leakscan_range *ranges, size_t count, uint64_t address)
+{
+    size_t low = 0, high = count;
+    while (low < high) {
+        size_t mid = low + (high - low) / 2;
+        if (ranges[mid].end <= address)
+            low = mid + 1;
+        else
+            high = mid;
+    }
+    return low;
+}
+
+static int compare_ranges(const void *a, const void *b)
+{
+    const struct leakscan_range *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
 /* Adds [start, end) minus the blocks in it as roots. */
-static int add_range_around_blocks(struct roots *r, const struct leakscan_range *extents, size_t count,
+static int add_range_around_blocks(struct roots *r, const struct leakscan_block *extents, size_t count,
                                    uint64_t start, uint64_t end)
 {
     uint64_t at = start;
-    for (size_t i = first_ending_after(extents, count, start); i < count && extents[i].start < end; i++) {
-        if (extents[i].start > at && add_range(r, at, extents[i].start) < 0)
+    for (size_t i = first_ending_after(extents, count, start); i < count && extents[i].address < end; i++) {
+        if (extents[i].address > at && add_range(r, at, extents[i].address) < 0)
             return -1;
-        if (extents[i].end > at)
-            at = extents[i].end;
+        if (extent_end(&extents[i]) > at)
+            at = extent_end(&extents[i]);
     }
     return add_range(r, at, end);
 }
@@ -285,9 +290,9 @@ static int context_read(void *context, uint64_t address, void *buffer, size_t le
     return leakscan_target_read(((struct vtable_context *)context)->target, address, buffer, length);
 }
 
-static const void *context_view(void *context, uint64_t address, size_t length)
+static int context_read_ranges(void *context, const struct leakscan_range *ranges, size_t count, void *buffer)
 {
-    return leakscan_target_view(((struct vtable_context *)context)->target, address, length);
+    return leakscan_target_read_ranges(((struct vtable_context *)context)->target, ranges, count, buffer);
 }
 
 /* ---- assembling the roots ------------------------------------------------ */
@@ -297,7 +302,7 @@ struct scan_plan {
     uint64_t *resident; /* per mapping: Rss + Swap bytes (UINT64_MAX: unknown) */
     bool *rooted;       /* per mapping: some part of it is a root range */
     struct roots roots;
-    struct leakscan_range *extents;
+    const struct leakscan_block *extents; /* the caller's blocks, sorted by address in place */
     size_t extent_count;
     struct thread_state *threads;
     size_t thread_count;
@@ -546,7 +551,7 @@ static int add_tls_roots(struct scan_plan *plan)
         uint64_t end = map->end - fs > TLS_ABOVE_FS ? fs + TLS_ABOVE_FS : map->end;
         if (add_range_around_blocks(&plan->roots, plan->extents, plan->extent_count, start, end) < 0)
             return -1;
-        for (size_t k = first_ending_after(plan->owned, plan->owned_count, start);
+        for (size_t k = first_range_ending_after(plan->owned, plan->owned_count, start);
              k < plan->owned_count && plan->owned[k].start < end; k++)
             if (exclude_range(&plan->roots, plan->owned[k].start, plan->owned[k].end) < 0)
                 return -1;
@@ -600,32 +605,6 @@ static int sort_owned(struct scan_plan *plan)
     return 0;
 }
 
-/* Reads the mappings dense with blocks whole: one large read instead of
- * one per block. Bounded by half the memory available. */
-static void snapshot_heaps(struct scan_plan *plan, struct leakscan_target *target)
-{
-    uint64_t budget = 0;
-    FILE *meminfo = fopen("/proc/meminfo", "re");
-    if (meminfo) {
-        char line[256];
-        unsigned long long kib;
-        while (fgets(line, sizeof line, meminfo))
-            if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
-                budget = kib * 1024 / 2;
-        fclose(meminfo);
-    }
-    for (size_t i = 0; i < plan->maps.count; i++) {
-        const struct proc_map *map = &plan->maps.maps[i];
-        uint64_t size = map->end - map->start;
-        if (!(map->perms & PROC_MAP_READ) || size > budget)
-            continue;
-        if (block_bytes_in(plan->extents, plan->extent_count, map->start, map->end) < size / 8)
-            continue;
-        if (leakscan_target_snapshot(target, map->start, map->end) == 0)
-            budget -= size;
-    }
-}
-
 /* At an exit_group the thread-group leader may be past releasing its
  * memory, or release it during the scan, while the thread that called
  * exit_group still has it: the leader is not stopped, since a thread that
@@ -658,16 +637,15 @@ static int read_maps_of_a_live_thread(struct scan_plan *plan, struct leakscan_ta
 }
 
 /* What every scan needs besides the maps and the threads: the blocks'
- * extents, the roots from the mappings and TLS, main_arena left out, the
- * heaps read whole. */
+ * extents, the roots from the mappings and TLS, main_arena left out. */
 static int plan_roots(struct scan_plan *plan, struct leakscan_target *target, const struct leakscan_block *blocks,
                       size_t block_count, char *err, size_t err_size)
 {
-    plan->extents = sorted_extents(blocks, block_count);
+    plan->extents = blocks;
     plan->extent_count = block_count;
     plan->resident = malloc((plan->maps.count ? plan->maps.count : 1) * sizeof *plan->resident);
     plan->rooted = calloc(plan->maps.count ? plan->maps.count : 1, sizeof *plan->rooted);
-    if (!plan->extents || !plan->resident || !plan->rooted || sort_owned(plan) < 0)
+    if (!plan->resident || !plan->rooted || sort_owned(plan) < 0)
         goto out_of_memory;
     read_resident(target->pid, &plan->maps, plan->resident);
     if (add_mapping_roots(plan, target) < 0 || add_tls_roots(plan) < 0)
@@ -679,12 +657,6 @@ static int plan_roots(struct scan_plan *plan, struct leakscan_target *target, co
         goto out_of_memory;
     if (exclude_shim_tls(plan) < 0)
         goto out_of_memory;
-    snapshot_heaps(plan, target);
-    /* Only the planning needs them: the classification keeps its own sorted
-     * copy, and both at once cost 16 bytes a block more at the peak. */
-    free(plan->extents);
-    plan->extents = NULL;
-    plan->extent_count = 0;
     return 0;
 out_of_memory:
     set_error(err, err_size, "leak scan: out of memory while listing the roots of process %d", (int)target->pid);
@@ -751,7 +723,11 @@ static int classify_planned(struct scan_plan *plan, struct leakscan_target *targ
 {
     struct vtable_context context = {target, &plan->maps};
     struct leakscan_image image = {
-        .memory = {.read = context_read, .view = context_view, .is_vtable = is_vtable, .context = &context},
+        .memory = {.read = context_read,
+                   /* handed over: every range is a pread of its own */
+                   .read_ranges = target->handed_over ? NULL : context_read_ranges,
+                   .is_vtable = is_vtable,
+                   .context = &context},
         .roots = plan->roots.ranges,
         .root_count = plan->roots.count,
         .root_words = plan->roots.words,
@@ -769,7 +745,6 @@ static void free_plan(struct scan_plan *plan)
     proc_maps_free(&plan->maps);
     free(plan->roots.ranges);
     free(plan->roots.words);
-    free(plan->extents);
     free(plan->threads);
     free(plan->resident);
 }
@@ -780,6 +755,7 @@ static int process_target_shim(struct leakscan_target *target, const pid_t *tids
                                char *err, size_t err_size)
 {
     struct scan_plan plan = {.shim = shim};
+    leakscan_sort_blocks(blocks, block_count); /* the planning looks blocks up by address */
     int rc = plan_scan(&plan, target, tids, tid_count, blocks, block_count, err, err_size);
     if (rc == 0)
         rc = classify_planned(&plan, target, blocks, block_count, totals, stats, err, err_size);
@@ -801,6 +777,7 @@ int leakscan_process_handover(pid_t pid, const struct leakscan_handover *handove
     struct leakscan_target target;
     leakscan_target_open_fd(&target, pid, handover->mem_fd);
     struct scan_plan plan = {.shim = handover->shim};
+    leakscan_sort_blocks(blocks, block_count); /* the planning looks blocks up by address */
     int rc = plan_handover(&plan, &target, handover, blocks, block_count, err, err_size);
     if (rc == 0)
         rc = classify_planned(&plan, &target, blocks, block_count, totals, stats, err, err_size);

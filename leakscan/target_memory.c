@@ -11,11 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #define READ_PIECE (64u << 20) /* one process_vm_readv call moves at most this */
+#define READ_RANGES 1024u      /* remote ranges in one process_vm_readv call (IOV_MAX) */
 #define PAGE 4096u
 
 void leakscan_target_open(struct leakscan_target *target, pid_t pid)
@@ -34,13 +34,8 @@ void leakscan_target_open_fd(struct leakscan_target *target, pid_t pid, int mem_
 
 void leakscan_target_close(struct leakscan_target *target)
 {
-    for (size_t i = 0; i < target->snapshot_count; i++)
-        munmap(target->snapshots[i].bytes, target->snapshots[i].end - target->snapshots[i].start);
-    free(target->snapshots);
     if (target->mem_fd >= 0 && !target->handed_over)
         close(target->mem_fd);
-    target->snapshots = NULL;
-    target->snapshot_count = 0;
     target->mem_fd = -1;
 }
 
@@ -125,73 +120,62 @@ static int read_direct(struct leakscan_target *target, uint64_t address, uint8_t
     return 0;
 }
 
-static const struct leakscan_snapshot *find_snapshot(const struct leakscan_target *target, uint64_t address)
-{
-    size_t low = 0, high = target->snapshot_count;
-    while (low < high) {
-        size_t mid = low + (high - low) / 2;
-        const struct leakscan_snapshot *s = &target->snapshots[mid];
-        if (address < s->start)
-            high = mid;
-        else if (address >= s->end)
-            low = mid + 1;
-        else
-            return s;
-    }
-    return NULL;
-}
-
-const void *leakscan_target_view(void *context, uint64_t address, size_t length)
-{
-    const struct leakscan_snapshot *s = find_snapshot(context, address);
-    if (!s || length > s->end - address)
-        return NULL;
-    return s->bytes + (address - s->start);
-}
-
 int leakscan_target_read(void *context, uint64_t address, void *buffer, size_t length)
 {
+    return read_direct(context, address, buffer, length);
+}
+
+/* Ranges [first, first + count) in one process_vm_readv; a range it
+ * stops at (unmapped, unreadable) is read the slow way. Returns the ranges
+ * done, or -1 when the process is gone. */
+static long read_some_ranges(struct leakscan_target *target, const struct leakscan_range *ranges, size_t count,
+                             uint8_t *buffer)
+{
+    struct iovec remote[READ_RANGES];
+    size_t n = count < READ_RANGES ? count : READ_RANGES, total = 0;
+    for (size_t r = 0; r < n; r++) {
+        remote[r] = (struct iovec){(void *)(uintptr_t)ranges[r].start, (size_t)(ranges[r].end - ranges[r].start)};
+        total += remote[r].iov_len;
+    }
+    struct iovec local = {buffer, total};
+    ssize_t moved = process_vm_readv(target->pid, &local, 1, remote, n, 0);
+    if (moved < 0 && errno == ESRCH) {
+        target->gone = 1;
+        return -1;
+    }
+    size_t done = moved > 0 ? (size_t)moved : 0, r = 0;
+    while (r < n && done >= remote[r].iov_len) {
+        done -= remote[r].iov_len;
+        buffer += remote[r].iov_len;
+        r++;
+    }
+    if (r == n)
+        return (long)n;
+    /* The range the call stopped in: the rest of it one page at a time. */
+    if (read_direct(target, ranges[r].start + done, buffer + done, remote[r].iov_len - done) < 0)
+        return -1;
+    return (long)r + 1;
+}
+
+int leakscan_target_read_ranges(void *context, const struct leakscan_range *ranges, size_t count, void *buffer)
+{
     struct leakscan_target *target = context;
-    const void *view = leakscan_target_view(target, address, length);
-    if (view) {
-        memcpy(buffer, view, length);
+    uint8_t *out = buffer;
+    if (target->handed_over) {
+        for (size_t r = 0; r < count; r++) {
+            size_t length = (size_t)(ranges[r].end - ranges[r].start);
+            if (leakscan_target_read(target, ranges[r].start, out, length) < 0)
+                return -1;
+            out += length;
+        }
         return 0;
     }
-    return read_direct(target, address, buffer, length);
-}
-
-static int insert_snapshot(struct leakscan_target *target, struct leakscan_snapshot snapshot)
-{
-    struct leakscan_snapshot *grown =
-        realloc(target->snapshots, (target->snapshot_count + 1) * sizeof *target->snapshots);
-    if (!grown)
-        return -1;
-    target->snapshots = grown;
-    size_t at = target->snapshot_count;
-    while (at > 0 && grown[at - 1].start > snapshot.start) {
-        grown[at] = grown[at - 1];
-        at--;
-    }
-    grown[at] = snapshot;
-    target->snapshot_count++;
-    return 0;
-}
-
-int leakscan_target_snapshot(struct leakscan_target *target, uint64_t start, uint64_t end)
-{
-    if (end <= start || find_snapshot(target, start) || find_snapshot(target, end - 1))
-        return 0;
-    /* mmap, not malloc: the pages are returned to the system at close. */
-    void *bytes = mmap(NULL, end - start, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (bytes == MAP_FAILED)
-        return -1;
-    /* Small pages: clearing transparent huge pages on first touch cost five
-     * times more CPU than the copy itself (measured on a 256 MiB heap). */
-    madvise(bytes, end - start, MADV_NOHUGEPAGE);
-    struct leakscan_snapshot snapshot = {start, end, bytes};
-    if (read_direct(target, start, bytes, end - start) < 0 || insert_snapshot(target, snapshot) < 0) {
-        munmap(bytes, end - start);
-        return -1;
+    for (size_t r = 0; r < count;) {
+        long done = read_some_ranges(target, ranges + r, count - r, out);
+        if (done < 0)
+            return -1;
+        for (long k = 0; k < done; k++, r++)
+            out += ranges[r].end - ranges[r].start;
     }
     return 0;
 }

@@ -133,8 +133,7 @@ static int read_previews(pid_t pid, struct leaks_result *result)
     return 0;
 }
 
-/* The work done with the process stopped. The heap walk's snapshots of
- * the heaps serve the scan too. */
+/* The work done with the process stopped. */
 static int scan_stopped(const struct leakscan_stopped *stopped, struct leaks_result *result, char *err,
                         size_t err_size)
 {
@@ -371,6 +370,7 @@ static void print_json(const struct leaks_options *options, const struct leaks_r
     json_member_uint(&json, "mmapped_blocks", r->heap.mmapped_count);
     json_member_uint(&json, "root_bytes", r->stats.root_bytes);
     json_member_uint(&json, "block_bytes", r->stats.block_bytes);
+    json_member_uint(&json, "sweeps", r->stats.sweeps);
     json_member_double(&json, "heap_walk_seconds", r->walk_seconds);
     json_member_double(&json, "scan_seconds", r->scan_seconds);
     json_member_double(&json, "scan_gb_per_second", scan_rate(r, r->scan_seconds));

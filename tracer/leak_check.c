@@ -6,142 +6,205 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <uthash.h>
+
 #include "../leakscan/leakscan.h"
 
-/* A scanned block with what the recorder knows of its allocation. */
-struct checked_block {
-    uint32_t case_id, stack_id, category;
-    uint32_t iteration;
-    uint64_t size;
-    double weight; /* blocks it stands for in loss records (--sample-rate); 0: in none, only in totals */
+/* A loss record being summed: the blocks of one stack and category in
+ * one check. */
+struct record_sum {
+    struct record_key {
+        uint32_t check; /* 0: the whole image (or the open case); case c: c + 1 */
+        uint32_t stack_id, category;
+    } key;
+    struct trace_loss_record record;
+    double scaled_bytes, scaled_blocks; /* with --sample-rate: what the blocks stand for */
+    UT_hash_handle hh;
 };
 
-static int compare_checked(const void *a, const void *b)
+/* A check's totals (every block, exactly) while its records are summed. */
+struct check_sum {
+    uint32_t check; /* as record_key.check */
+    uint64_t bytes[TRACE_LEAK_CATEGORIES], blocks[TRACE_LEAK_CATEGORIES];
+    int any_scaled; /* a record's blocks weigh other than 1: records hold the scaled sums */
+    UT_hash_handle hh;
+};
+
+/* The sums of one leak check run, built block by block. */
+struct aggregation {
+    struct record_sum *records;
+    struct check_sum *checks;
+    size_t record_count, check_count;
+    struct check_sum *last_check; /* blocks of one case tend to come together */
+};
+
+static struct check_sum *check_sum_for(struct aggregation *a, uint32_t check)
 {
-    const struct checked_block *x = a, *y = b;
-    if (x->case_id != y->case_id)
-        return x->case_id < y->case_id ? -1 : 1;
-    if (x->stack_id != y->stack_id)
-        return x->stack_id < y->stack_id ? -1 : 1;
-    return x->category < y->category ? -1 : x->category > y->category;
+    if (a->last_check && a->last_check->check == check)
+        return a->last_check;
+    struct check_sum *sum;
+    HASH_FIND(hh, a->checks, &check, sizeof check, sum);
+    if (!sum) {
+        if (!(sum = calloc(1, sizeof *sum)))
+            return NULL;
+        sum->check = check;
+        HASH_ADD(hh, a->checks, check, sizeof sum->check, sum);
+        a->check_count++;
+    }
+    return a->last_check = sum;
 }
 
-/* Loss records of the blocks in [first, last) (sorted by stack, category).
- * The category totals count every block exactly; with --sample-rate a
- * record's figures are its sampled blocks scaled by their weights. */
-static int build_check(const struct checked_block *blocks, size_t first, size_t last, struct trace_leaks *check)
+/* Adds one block to a check: its totals, and its loss record unless the
+ * block stands for nothing there (weight 0: an unsampled one). */
+static int add_block(struct aggregation *a, uint32_t check, const struct live_block *block, uint32_t stack_id,
+                     uint32_t category, double weight)
 {
-    struct trace_loss_record *records = calloc(last - first + 1, sizeof *records);
-    double *scaled = calloc(2 * (last - first + 1), sizeof *scaled); /* bytes, blocks per record */
-    if (!records || !scaled) {
-        free(records);
-        free(scaled);
+    struct check_sum *sum = check_sum_for(a, check);
+    if (!sum)
         return -1;
+    sum->bytes[category] += block->size;
+    sum->blocks[category]++;
+    if (weight == 0)
+        return 0;
+    struct record_key key = {check, stack_id, category};
+    struct record_sum *record;
+    HASH_FIND(hh, a->records, &key, sizeof key, record);
+    if (!record) {
+        if (!(record = calloc(1, sizeof *record)))
+            return -1;
+        record->key = key;
+        record->record = (struct trace_loss_record){stack_id, category, 0, 0, block->iteration};
+        HASH_ADD(hh, a->records, key, sizeof record->key, record);
+        a->record_count++;
     }
-    uint32_t count = 0;
-    int any_scaled = 0;
-    for (size_t i = first; i < last; i++) {
-        const struct checked_block *block = &blocks[i];
-        check->bytes[block->category] += block->size;
-        check->blocks[block->category]++;
-        if (block->weight == 0)
-            continue;
-        struct trace_loss_record *record = count ? &records[count - 1] : NULL;
-        if (!record || record->stack_id != block->stack_id || record->category != block->category) {
-            record = &records[count++];
-            record->stack_id = block->stack_id;
-            record->category = block->category;
-            record->first_iteration = block->iteration;
-        }
-        record->bytes += block->size; /* exact sums, kept when nothing is scaled */
-        record->blocks++;
-        scaled[2 * (count - 1)] += block->weight * (double)block->size;
-        scaled[2 * (count - 1) + 1] += block->weight;
-        any_scaled |= block->weight != 1.0;
-        if (block->iteration < record->first_iteration)
-            record->first_iteration = block->iteration;
-    }
-    for (uint32_t r = 0; any_scaled && r < count; r++) {
-        records[r].bytes = scaled[2 * r] > 0 ? (uint64_t)llround(scaled[2 * r]) : 0;
-        records[r].blocks = scaled[2 * r + 1] > 0 ? (uint64_t)llround(scaled[2 * r + 1]) : 0;
-    }
-    free(scaled);
-    /* Room was made for a record per block; the check keeps them until
-     * the trace is written. */
-    struct trace_loss_record *fitted = realloc(records, ((size_t)count + 1) * sizeof *records);
-    check->records = fitted ? fitted : records;
-    check->count = count;
+    record->record.bytes += block->size; /* exact sums, kept when nothing is scaled */
+    record->record.blocks++;
+    record->scaled_bytes += weight * (double)block->size;
+    record->scaled_blocks += weight;
+    sum->any_scaled |= weight != 1.0;
+    if (block->iteration < record->record.first_iteration)
+        record->record.first_iteration = block->iteration;
     return 0;
 }
 
-/* One check of the open case's blocks (at its end, or at an iteration). */
-static int check_open_case(struct checked_block *blocks, size_t count, const struct recorder *recorder,
-                           uint32_t when, uint64_t time_ns, struct leak_results *results)
+static void free_aggregation(struct aggregation *a)
 {
-    size_t kept = 0;
-    for (size_t i = 0; i < count; i++)
-        if (blocks[i].case_id == recorder->open_case)
-            blocks[kept++] = blocks[i];
-    qsort(blocks, kept, sizeof *blocks, compare_checked);
-    results->checks = calloc(1, sizeof *results->checks);
-    if (!results->checks)
-        return -1;
-    results->count = 1;
-    results->checks[0].case_id = recorder->open_case;
-    results->checks[0].when = when;
-    results->checks[0].time_ns = time_ns;
-    results->checks[0].iteration = recorder->iteration;
-    return build_check(blocks, 0, kept, &results->checks[0]);
+    struct record_sum *record, *next_record;
+    HASH_ITER(hh, a->records, record, next_record) {
+        HASH_DEL(a->records, record);
+        free(record);
+    }
+    struct check_sum *sum, *next_sum;
+    HASH_ITER(hh, a->checks, sum, next_sum) {
+        HASH_DEL(a->checks, sum);
+        free(sum);
+    }
 }
 
-/* Orders blocks by stack and category only: the whole image's records. */
-static int compare_checked_by_stack(const void *a, const void *b)
+static int compare_records(const void *a, const void *b)
 {
-    const struct checked_block *x = a, *y = b;
-    if (x->stack_id != y->stack_id)
-        return x->stack_id < y->stack_id ? -1 : 1;
-    return x->category < y->category ? -1 : x->category > y->category;
+    const struct record_sum *x = *(struct record_sum *const *)a, *y = *(struct record_sum *const *)b;
+    if (x->key.check != y->key.check)
+        return x->key.check < y->key.check ? -1 : 1;
+    if (x->key.stack_id != y->key.stack_id)
+        return x->key.stack_id < y->key.stack_id ? -1 : 1;
+    return x->key.category < y->key.category ? -1 : x->key.category > y->key.category;
 }
 
-static int group_by_case(struct checked_block *blocks, size_t count, uint32_t when, uint64_t time_ns,
-                         const unsigned char *skip_cases, size_t skip_count, struct leak_results *results)
+static int compare_checks(const void *a, const void *b)
 {
-    /* Cases checked at their own end keep that check. */
-    for (size_t i = 0; i < count; i++) {
-        uint32_t c = blocks[i].case_id;
-        if (c != TRACE_NONE && skip_cases && c < skip_count && skip_cases[c])
-            blocks[i].case_id = TRACE_NONE - 1; /* in the whole-image check only */
-    }
-    qsort(blocks, count, sizeof *blocks, compare_checked);
-    size_t cases = 0;
-    for (size_t i = 0; i < count; i++)
-        cases += blocks[i].case_id < TRACE_NONE - 1 && (i == 0 || blocks[i].case_id != blocks[i - 1].case_id);
-    results->checks = calloc(cases + 1, sizeof *results->checks);
-    if (!results->checks)
+    const struct check_sum *x = *(struct check_sum *const *)a, *y = *(struct check_sum *const *)b;
+    return x->check < y->check ? -1 : x->check > y->check;
+}
+
+/* Fills check with its totals and its records, sorted[first, last) (of
+ * this check, by stack and category). */
+static int fill_check(const struct check_sum *sum, struct record_sum *const *sorted, size_t first, size_t last,
+                      struct trace_leaks *check)
+{
+    struct trace_loss_record *records = calloc(last - first + 1, sizeof *records);
+    if (!records)
         return -1;
-    for (size_t i = 0; i <= cases; i++) {
-        results->checks[i].case_id = TRACE_NONE;
-        results->checks[i].when = when;
-        results->checks[i].time_ns = time_ns;
-    }
-    results->count = cases + 1;
-    int rc = 0;
-    size_t c = 1;
-    for (size_t first = 0; rc == 0 && first < count;) {
-        size_t last = first;
-        while (last < count && blocks[last].case_id == blocks[first].case_id)
-            last++;
-        if (blocks[first].case_id < TRACE_NONE - 1) {
-            results->checks[c].case_id = blocks[first].case_id;
-            rc = build_check(blocks, first, last, &results->checks[c++]);
+    for (size_t r = first; r < last; r++) {
+        records[r - first] = sorted[r]->record;
+        if (sum->any_scaled) {
+            records[r - first].bytes = sorted[r]->scaled_bytes > 0 ? (uint64_t)llround(sorted[r]->scaled_bytes) : 0;
+            records[r - first].blocks = sorted[r]->scaled_blocks > 0 ? (uint64_t)llround(sorted[r]->scaled_blocks) : 0;
         }
+    }
+    memcpy(check->bytes, sum->bytes, sizeof check->bytes);
+    memcpy(check->blocks, sum->blocks, sizeof check->blocks);
+    check->records = records;
+    check->count = (uint32_t)(last - first);
+    return 0;
+}
+
+/* The checks in order (the first always, then the cases that had blocks,
+ * by case id), each with its records sorted by stack and category. */
+static int build_checks(struct aggregation *a, uint32_t when, uint64_t time_ns, uint32_t first_case,
+                        uint64_t first_iteration, struct leak_results *results)
+{
+    struct record_sum **records = malloc((a->record_count + 1) * sizeof *records);
+    struct check_sum **checks = malloc((a->check_count + 1) * sizeof *checks);
+    int rc = -1;
+    if (!records || !checks || check_sum_for(a, 0) == NULL)
+        goto out;
+    size_t n = 0;
+    for (struct record_sum *r = a->records; r; r = r->hh.next)
+        records[n++] = r;
+    qsort(records, n, sizeof *records, compare_records);
+    size_t c = 0;
+    for (struct check_sum *sum = a->checks; sum; sum = sum->hh.next)
+        checks[c++] = sum;
+    qsort(checks, c, sizeof *checks, compare_checks);
+    if (!(results->checks = calloc(c + 1, sizeof *results->checks)))
+        goto out;
+    results->count = c;
+    size_t first = 0;
+    rc = 0;
+    for (size_t i = 0; rc == 0 && i < c; i++) {
+        size_t last = first;
+        while (last < n && records[last]->key.check == checks[i]->check)
+            last++;
+        struct trace_leaks *check = &results->checks[i];
+        check->case_id = i == 0 ? first_case : checks[i]->check - 1;
+        check->when = when;
+        check->time_ns = time_ns;
+        check->iteration = i == 0 ? first_iteration : 0;
+        rc = fill_check(checks[i], records, first, last, check);
         first = last;
     }
-    /* The whole image: every block, regrouped by stack in place rather than
-     * in a sorted copy (32 bytes a block). glibc's qsort is a stable merge
-     * sort, so a record's blocks keep the order the copy gave them. */
-    qsort(blocks, count, sizeof *blocks, compare_checked_by_stack);
-    return rc == 0 ? build_check(blocks, 0, count, &results->checks[0]) : rc;
+out:
+    free(records);
+    free(checks);
+    return rc;
+}
+
+/* The checks of the blocks whose categories the scan found: walks the
+ * live table again in the order the scan's blocks were taken. */
+static int aggregate(const struct recorder *recorder, const uint8_t *categories, size_t count, int open_case_only,
+                     const unsigned char *skip_cases, size_t skip_count, struct aggregation *a)
+{
+    size_t n = 0, position = 0;
+    struct live_block block;
+    while (n < count && live_table_next(&recorder->live, &position, &block)) {
+        uint32_t category = categories[n++];
+        const struct recorder_site *site = &recorder->sites[block.site];
+        double weight = !recorder_site_shown(site) ? 0 : recorder_sample_weight(recorder->sample_rate, block.size);
+        uint32_t c = block.case_id;
+        if (open_case_only) {
+            if (c == recorder->open_case && add_block(a, 0, &block, site->stack_id, category, weight) < 0)
+                return -1;
+            continue;
+        }
+        if (add_block(a, 0, &block, site->stack_id, category, weight) < 0)
+            return -1;
+        /* Cases checked at their own end keep that check. */
+        int own_check = c != TRACE_NONE && !(skip_cases && c < skip_count && skip_cases[c]);
+        if (own_check && add_block(a, c + 1, &block, site->stack_id, category, weight) < 0)
+            return -1;
+    }
+    return 0;
 }
 
 /* Where the scan reads the process: stopped under ptrace (tids), or
@@ -178,25 +241,32 @@ struct leakscan_block *leak_check_blocks(const struct recorder *recorder, size_t
     return blocks;
 }
 
-/* What the recorder knows of each scanned block, with the category the
- * scan gave it. Built after the scan, so that the scan does not run with
- * this array held too (32 bytes a block; docs/performance.md). */
-static struct checked_block *checked_blocks(const struct recorder *recorder, const struct leakscan_block *scanned,
-                                            size_t count)
+/* Each block's category by its position in the walk: stack_id carried
+ * that position through the scan, whatever order the scan left them in. */
+static uint8_t *categories_by_position(const struct leakscan_block *scanned, size_t count)
 {
-    struct checked_block *checked = calloc(count + 1, sizeof *checked);
-    size_t n = 0, position = 0;
-    struct live_block block;
-    while (checked && n < count && live_table_next(&recorder->live, &position, &block)) {
-        const struct recorder_site *site = &recorder->sites[block.site];
-        double weight = !recorder_site_shown(site) ? 0 : recorder_sample_weight(recorder->sample_rate, block.size);
-        checked[n++] = (struct checked_block){block.case_id, site->stack_id, 0, block.iteration, block.size, weight};
-    }
-    /* stack_id carried our index through the scan, whatever order it used. */
-    for (size_t i = 0; checked && i < count; i++)
-        if (scanned[i].stack_id < n)
-            checked[scanned[i].stack_id].category = scanned[i].category;
-    return checked;
+    uint8_t *categories = calloc(count + 1, 1);
+    for (size_t i = 0; categories && i < count; i++)
+        if (scanned[i].stack_id < count && scanned[i].category < TRACE_LEAK_CATEGORIES)
+            categories[scanned[i].stack_id] = (uint8_t)scanned[i].category;
+    return categories;
+}
+
+static int results_of(const struct recorder *recorder, const uint8_t *categories, size_t count, uint32_t when,
+                      uint64_t time_ns, const unsigned char *skip_cases, size_t skip_count,
+                      struct leak_results *results)
+{
+    memset(results, 0, sizeof *results);
+    int open_case_only = when == TRACE_SNAP_CASE_END || when == TRACE_SNAP_ITERATION;
+    struct aggregation a = {0};
+    int rc = aggregate(recorder, categories, count, open_case_only, skip_cases, skip_count, &a);
+    if (rc == 0)
+        rc = open_case_only ? build_checks(&a, when, time_ns, recorder->open_case, recorder->iteration, results)
+                            : build_checks(&a, when, time_ns, TRACE_NONE, 0, results);
+    free_aggregation(&a);
+    if (rc < 0)
+        leak_results_free(results);
+    return rc;
 }
 
 int leak_check_results(const struct recorder *recorder, const struct leakscan_block *scanned, size_t count,
@@ -204,15 +274,11 @@ int leak_check_results(const struct recorder *recorder, const struct leakscan_bl
                        struct leak_results *results)
 {
     memset(results, 0, sizeof *results);
-    struct checked_block *checked = checked_blocks(recorder, scanned, count);
-    int rc = -1;
-    if (checked && (when == TRACE_SNAP_CASE_END || when == TRACE_SNAP_ITERATION))
-        rc = check_open_case(checked, count, recorder, when, time_ns, results);
-    else if (checked)
-        rc = group_by_case(checked, count, when, time_ns, skip_cases, skip_count, results);
-    free(checked);
-    if (rc < 0)
-        leak_results_free(results);
+    uint8_t *categories = categories_by_position(scanned, count);
+    if (!categories)
+        return -1;
+    int rc = results_of(recorder, categories, count, when, time_ns, skip_cases, skip_count, results);
+    free(categories);
     return rc;
 }
 
@@ -229,9 +295,16 @@ static int run_check(const struct scan_source *source, const struct recorder *re
     }
     struct leakscan_totals totals;
     int rc = scan(source, blocks, n, &totals, err, err_size);
-    if (rc == 0 && (rc = leak_check_results(recorder, blocks, n, when, time_ns, skip_cases, skip_count, results)) < 0)
-        snprintf(err, err_size, "out of memory grouping %zu blocks", n);
+    /* The block list goes before the records are summed: the summing
+     * needs a byte a block, the list 24. */
+    uint8_t *categories = rc == 0 ? categories_by_position(blocks, n) : NULL;
     free(blocks);
+    if (rc == 0 && (!categories ||
+                    results_of(recorder, categories, n, when, time_ns, skip_cases, skip_count, results) < 0)) {
+        snprintf(err, err_size, "out of memory grouping %zu blocks", n);
+        rc = -1;
+    }
+    free(categories);
     return rc;
 }
 

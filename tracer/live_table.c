@@ -4,22 +4,41 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* slot.size for a block of SIZE_IN_CONTEXT bytes or more: its context
- * (its own, unshared) holds the size. */
-#define SIZE_IN_CONTEXT UINT32_MAX
+/* A slot's packed word: size, then distance in iterations from the
+ * context's first, then the context's index. */
+#define SIZE_BITS 22
+#define DISTANCE_BITS 18
+#define CONTEXT_SHIFT (SIZE_BITS + DISTANCE_BITS)
+#define SIZE_MASK ((1ull << SIZE_BITS) - 1)
+#define DISTANCE_MASK ((1ull << DISTANCE_BITS) - 1)
+/* The slot's size field for a block of SIZE_IN_CONTEXT bytes or more: its
+ * context (its own, unshared) holds the size. */
+#define SIZE_IN_CONTEXT SIZE_MASK
 #define NO_CONTEXT UINT32_MAX
+
+_Static_assert(LIVE_TABLE_ITERATION_SPAN == 1u << DISTANCE_BITS, "the span is what the slot's field holds");
+_Static_assert(LIVE_TABLE_MAX_CONTEXTS == 1u << (64 - CONTEXT_SHIFT), "the context index fills the slot's word");
 
 struct live_slot {
     uint64_t address; /* 0 = empty */
-    uint32_t size;
-    uint32_t context; /* index into contexts */
+    uint64_t packed;  /* size | distance << SIZE_BITS | context << CONTEXT_SHIFT */
 };
 
 struct live_context {
-    uint64_t size; /* a big block's size; 0 for a shared context; free: next free index + 1 */
-    uint32_t site, iteration, case_id;
+    uint32_t site, first_iteration, case_id; /* site and iteration in live_block's order */
     uint32_t refs; /* blocks plus the cache word holding it; 0 = on the free list */
+    uint64_t size; /* a big block's size; 0 for a shared context; free: next free index + 1 */
 };
+
+static inline uint64_t pack(uint64_t size, uint32_t distance, uint32_t context)
+{
+    return size | (uint64_t)distance << SIZE_BITS | (uint64_t)context << CONTEXT_SHIFT;
+}
+
+static inline uint32_t slot_context(const struct live_slot *slot)
+{
+    return (uint32_t)(slot->packed >> CONTEXT_SHIFT);
+}
 
 static size_t home_slot(const struct live_table *table, uint64_t address)
 {
@@ -33,7 +52,8 @@ void live_table_init(struct live_table *table)
     memset(table, 0, sizeof *table);
 }
 
-static void insert_unchecked(struct live_table *table, const struct live_slot *block)
+static inline __attribute__((always_inline)) void insert_unchecked(struct live_table *table,
+                                                                    const struct live_slot *block)
 {
     size_t mask = table->capacity - 1;
     size_t i = home_slot(table, block->address);
@@ -41,6 +61,12 @@ static void insert_unchecked(struct live_table *table, const struct live_slot *b
         i = (i + 1) & mask;
     table->slots[i] = *block;
     table->count++;
+}
+
+/* The load limit of a capacity (live_table.h). */
+static size_t count_limit(size_t capacity)
+{
+    return capacity >= LIVE_TABLE_DENSE_CAPACITY ? capacity / 4 * 3 : capacity / 2;
 }
 
 static int grow(struct live_table *table)
@@ -53,6 +79,7 @@ static int grow(struct live_table *table)
     size_t old_capacity = table->capacity;
     table->slots = slots;
     table->capacity = capacity;
+    table->count_limit = count_limit(capacity);
     table->count = 0;
     /* Re-inserting in old slot order would break the FIFO order of
      * duplicates only if two copies of one address wrapped around the end;
@@ -77,10 +104,10 @@ static uint32_t context_new(struct live_table *table, const struct live_block *b
         id = table->free_contexts - 1;
         table->free_contexts = (uint32_t)table->contexts[id].size;
     } else {
+        if (table->context_count == LIVE_TABLE_MAX_CONTEXTS)
+            return NO_CONTEXT;
         if (table->context_count == table->context_capacity) {
             uint32_t capacity = table->context_capacity ? table->context_capacity * 2 : 64;
-            if (capacity <= table->context_capacity || capacity == NO_CONTEXT)
-                return NO_CONTEXT;
             struct live_context *grown = realloc(table->contexts, capacity * sizeof *grown);
             if (!grown)
                 return NO_CONTEXT;
@@ -89,7 +116,7 @@ static uint32_t context_new(struct live_table *table, const struct live_block *b
         }
         id = table->context_count++;
     }
-    table->contexts[id] = (struct live_context){own_size, block->site, block->iteration, block->case_id, 1};
+    table->contexts[id] = (struct live_context){block->site, block->iteration, block->case_id, 1, own_size};
     return id;
 }
 
@@ -102,14 +129,22 @@ static void context_release(struct live_table *table, uint32_t id)
     }
 }
 
-/* The site's cached context when the block's case and iteration are still
- * its own, else a new one, which becomes the cached one. */
+/* Whether a context covers a block of this site, case and iteration (an
+ * iteration before the context's first wraps to a large distance). */
+static inline int context_covers(const struct live_context *context, const struct live_block *block,
+                                 uint32_t distance)
+{
+    return context->site == block->site && context->case_id == block->case_id &&
+           distance < LIVE_TABLE_ITERATION_SPAN;
+}
+
+/* The site's cached context when it covers the block, else a new one,
+ * which becomes the cached one. */
 static uint32_t shared_context(struct live_table *table, const struct live_block *block, uint32_t *cache)
 {
     if (cache && *cache) {
         struct live_context *cached = &table->contexts[*cache - 1];
-        if (cached->site == block->site && cached->iteration == block->iteration &&
-            cached->case_id == block->case_id) {
+        if (context_covers(cached, block, block->iteration - cached->first_iteration)) {
             cached->refs++;
             return *cache - 1;
         }
@@ -124,28 +159,50 @@ static uint32_t shared_context(struct live_table *table, const struct live_block
     return id;
 }
 
-int live_table_insert(struct live_table *table, const struct live_block *block, uint32_t *context_cache)
+/* Everything but the common case: a table to grow, a big block, a block
+ * its site's cached context does not cover. */
+static __attribute__((noinline)) int insert_slow(struct live_table *table, const struct live_block *block,
+                                                 uint32_t *cache)
 {
-    /* Load factor at most 1/2 keeps probe chains short. */
-    if ((table->count + 1) * 2 > table->capacity && grow(table) < 0)
+    if (table->count >= table->count_limit && grow(table) < 0)
         return -1;
     int big = block->size >= SIZE_IN_CONTEXT;
-    uint32_t context = big ? context_new(table, block, block->size) : shared_context(table, block, context_cache);
+    uint32_t context = big ? context_new(table, block, block->size) : shared_context(table, block, cache);
     if (context == NO_CONTEXT)
         return -1;
-    struct live_slot slot = {block->address, big ? SIZE_IN_CONTEXT : (uint32_t)block->size, context};
+    uint32_t distance = block->iteration - table->contexts[context].first_iteration;
+    struct live_slot slot = {block->address, pack(big ? SIZE_IN_CONTEXT : block->size, distance, context)};
     insert_unchecked(table, &slot);
     return 0;
 }
 
+int live_table_insert(struct live_table *table, const struct live_block *block, uint32_t *context_cache)
+{
+    /* The common case inline: room, a small block, its site's cached
+     * context covering it. */
+    if (table->count < table->count_limit && block->size < SIZE_IN_CONTEXT && context_cache && *context_cache) {
+        uint32_t id = *context_cache - 1;
+        struct live_context *cached = &table->contexts[id];
+        uint32_t distance = block->iteration - cached->first_iteration;
+        if (context_covers(cached, block, distance)) {
+            cached->refs++;
+            struct live_slot slot = {block->address, pack(block->size, distance, id)};
+            insert_unchecked(table, &slot);
+            return 0;
+        }
+    }
+    return insert_slow(table, block, context_cache);
+}
+
 static void slot_view(const struct live_table *table, const struct live_slot *slot, struct live_block *block)
 {
-    const struct live_context *context = &table->contexts[slot->context];
+    const struct live_context *context = &table->contexts[slot_context(slot)];
+    uint64_t size = slot->packed & SIZE_MASK;
     *block = (struct live_block){
         .address = slot->address,
-        .size = slot->size == SIZE_IN_CONTEXT ? context->size : slot->size,
+        .size = size == SIZE_IN_CONTEXT ? context->size : size,
         .site = context->site,
-        .iteration = context->iteration,
+        .iteration = context->first_iteration + (uint32_t)(slot->packed >> SIZE_BITS & DISTANCE_MASK),
         .case_id = context->case_id,
     };
 }
@@ -179,7 +236,7 @@ int live_table_remove(struct live_table *table, uint64_t address, struct live_bl
         if (table->slots[i].address == address) {
             if (removed)
                 slot_view(table, &table->slots[i], removed);
-            context_release(table, table->slots[i].context);
+            context_release(table, slot_context(&table->slots[i]));
             delete_slot(table, i);
             return 1;
         }
@@ -208,6 +265,7 @@ int live_table_copy(struct live_table *to, const struct live_table *from)
         memcpy(to->slots, from->slots, from->capacity * sizeof *to->slots);
         to->capacity = from->capacity;
         to->count = from->count;
+        to->count_limit = from->count_limit;
     }
     if (from->context_capacity) {
         to->contexts = malloc(from->context_capacity * sizeof *to->contexts);

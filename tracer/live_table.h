@@ -10,13 +10,21 @@
  * the one the free belongs to.
  *
  * Every event probes this table at a random place, so its size decides how
- * often that probe misses the cache: a slot is 16 bytes (address, size,
- * context). A context holds what many blocks share (site, case, iteration)
- * and is counted by reference; the caller keeps one context per site in a
- * cache word, so an allocation reuses its site's context while the case
- * and iteration are unchanged. A size of UINT32_MAX bytes (4 GiB - 1) or
- * more gets a context of its own, which holds it. Memory stays bounded by
- * live blocks plus cached contexts.
+ * often that probe misses the cache, and with a million live blocks it is
+ * most of the tracer's memory: a slot is 16 bytes, the address and one
+ * word packing the size, a context and the iteration's distance from the
+ * context's first iteration. A context holds what many blocks share (site,
+ * case, first iteration) and is counted by reference; the caller keeps one
+ * context per site in a cache word, so an allocation reuses its site's
+ * context while the case is unchanged and the iteration within
+ * LIVE_TABLE_ITERATION_SPAN of the context's first. A block whose size does
+ * not fit the slot (4 MiB - 1 or more) gets a context of its own, which
+ * holds it. Memory stays bounded by live blocks plus a few contexts per
+ * site, however many iterations leave blocks behind.
+ *
+ * The table is at most half full while it is small and three quarters
+ * full from LIVE_TABLE_DENSE_CAPACITY slots up: the longer probes only
+ * cost where the table is too large for the caches anyway.
  */
 #ifndef MEMSLOPE_LIVE_TABLE_H
 #define MEMSLOPE_LIVE_TABLE_H
@@ -36,10 +44,19 @@ struct live_block {
 struct live_slot;
 struct live_context;
 
+/* Iterations one context covers: a block's distance from its context's
+ * first iteration is kept in its slot. */
+#define LIVE_TABLE_ITERATION_SPAN (1u << 18)
+/* Contexts at most (the slot holds the index in 24 bits). */
+#define LIVE_TABLE_MAX_CONTEXTS (1u << 24)
+/* From this capacity on, the table fills to 3/4 before it doubles. */
+#define LIVE_TABLE_DENSE_CAPACITY ((size_t)1 << 20)
+
 struct live_table {
     struct live_slot *slots;
     size_t capacity; /* power of two, or 0 before the first insert */
     size_t count;
+    size_t count_limit; /* it grows when count would pass this (its load limit) */
     struct live_context *contexts;
     uint32_t context_count, context_capacity;
     uint32_t free_contexts; /* head of the free list, index + 1; 0 = empty */
@@ -49,7 +66,7 @@ void live_table_init(struct live_table *table);
 /* Inserts a block. context_cache: the caller's word for the block's site
  * (0 at first, then left to the table; NULL for none); it holds a reference
  * to the site's latest context until live_table_free. Returns 0, or -1 when
- * memory is exhausted. */
+ * memory or contexts (LIVE_TABLE_MAX_CONTEXTS) are exhausted. */
 int live_table_insert(struct live_table *table, const struct live_block *block, uint32_t *context_cache);
 /* Removes the oldest block at address into *removed; returns 1 if found, 0 if not. */
 int live_table_remove(struct live_table *table, uint64_t address, struct live_block *removed);

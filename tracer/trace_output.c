@@ -112,21 +112,32 @@ static int write_stacks(struct trace_writer *writer, const struct traced_process
     const struct recorder *recorder = &process->recorder;
     struct trace_stack *stacks = calloc(recorder->site_count + 1, sizeof *stacks);
     uint32_t **ids = calloc(recorder->site_count + 1, sizeof *ids);
+    uint32_t *scratch = NULL; /* a stack with every inlined frame it could have, copied out at its size */
+    size_t scratch_size = 0;
     int rc = -1;
     if (!stacks || !ids)
         goto out;
     for (size_t s = 0; s < recorder->site_count; s++) {
         const struct recorder_site *site = &recorder->sites[s];
-        ids[s] = malloc((site->depth * MAX_INLINE_DEPTH + 1) * sizeof **ids);
-        if (!ids[s])
-            goto out;
+        size_t most = (size_t)site->depth * MAX_INLINE_DEPTH + 1;
+        if (most > scratch_size) {
+            uint32_t *grown = realloc(scratch, most * sizeof *scratch);
+            if (!grown)
+                goto out;
+            scratch = grown;
+            scratch_size = most;
+        }
         uint32_t depth = 0;
         for (uint32_t f = 0; f < site->depth; f++) {
             struct address_frames *known;
             HASH_FIND(hh, by_address, &site->frames[f], sizeof(uint64_t), known);
             for (uint32_t k = 0; known && k < known->count; k++)
-                ids[s][depth++] = first_id + known->first_frame_id + k;
+                scratch[depth++] = first_id + known->first_frame_id + k;
         }
+        ids[s] = malloc(((size_t)depth + 1) * sizeof **ids);
+        if (!ids[s])
+            goto out;
+        memcpy(ids[s], scratch, (size_t)depth * sizeof **ids);
         stacks[s] = (struct trace_stack){site->stack_id, depth, ids[s]};
     }
     rc = trace_write_stacks(writer, process->process_id, stacks, (uint32_t)recorder->site_count);
@@ -135,6 +146,7 @@ out:
         free(ids[s]);
     free(ids);
     free(stacks);
+    free(scratch);
     return rc;
 }
 

@@ -188,12 +188,40 @@ static void sampled_records_are_scaled(void **state)
     recorder_free(&r);
 }
 
+/* A record's first iteration is its blocks' earliest, whichever block
+ * the live table's walk meets first. */
+static void first_iteration_is_the_earliest(void **state)
+{
+    (void)state;
+    struct recorder r;
+    recorder_init(&r, 0);
+    recorder_case_begin(&r, 1, "loop", 4);
+    for (uint64_t i = 1; i <= 100; i++) {
+        recorder_iteration(&r, 1 + i);
+        recorder_alloc(&r, 1 + i, 0x100000 + 0x1000 * (101 - i), 8, 4, lookup, NULL);
+    }
+    size_t count;
+    struct leakscan_block *blocks = leak_check_blocks(&r, &count);
+    assert_non_null(blocks);
+    assert_int_equal(count, 100);
+    for (size_t i = 0; i < count; i++)
+        blocks[i].category = TRACE_LEAK_DEFINITE;
+    struct leak_results results;
+    assert_int_equal(leak_check_results(&r, blocks, count, TRACE_SNAP_CASE_END, 200, NULL, 0, &results), 0);
+    assert_int_equal(results.count, 1);
+    expect_record(&results.checks[0], 0, 4, TRACE_LEAK_DEFINITE, 800, 100, 1);
+    leak_results_free(&results);
+    free(blocks);
+    recorder_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(case_end_checks_the_open_case),
         cmocka_unit_test(exit_checks_the_image_then_each_case),
         cmocka_unit_test(sampled_records_are_scaled),
+        cmocka_unit_test(first_iteration_is_the_earliest),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -70,17 +70,14 @@ static uint64_t add_block(struct image *m, uint64_t address, uint64_t size)
 }
 
 /* The roots of [start, end) as leakscan_mapping_roots gives them, into
- * m->roots; extents from m->blocks (added in address order). */
+ * m->roots, for m->blocks (added in address order). */
 static size_t mapping_roots(struct image *m, uint64_t start, uint64_t end, const struct leakscan_range *owned,
                             size_t owned_count)
 {
-    struct leakscan_range extents[16];
-    for (size_t i = 0; i < m->block_count; i++)
-        extents[i] = (struct leakscan_range){m->blocks[i].address, m->blocks[i].address + m->blocks[i].size};
     struct leakscan_memory memory = {.read = image_read, .context = m};
     struct leakscan_range *roots = NULL;
     size_t count = 0, capacity = 0;
-    assert_int_equal(leakscan_mapping_roots(&memory, (struct leakscan_range){start, end}, extents, m->block_count,
+    assert_int_equal(leakscan_mapping_roots(&memory, (struct leakscan_range){start, end}, m->blocks, m->block_count,
                                             owned, owned_count, &roots, &count, &capacity),
                      0);
     assert_true(count <= 64);

@@ -1,6 +1,7 @@
 /* The tracer's table of live blocks (tracer/live_table.h): every block
  * reads back with its own size, site, case and iteration however contexts
- * are shared, and contexts do not pile up across iterations. */
+ * are shared, contexts do not pile up across iterations, and the table
+ * fills to three quarters once it is large. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -82,6 +83,102 @@ static void sizes_of_4_gib_and_more_are_exact(void **state)
         assert_int_equal(got.site, 1);
     }
     assert_int_equal(table.count, 0);
+    live_table_free(&table);
+}
+
+/* A driver that leaves a block behind at every iteration: one context for
+ * the site, each block's iteration in its slot. */
+static void iterations_share_their_site_context(void **state)
+{
+    (void)state;
+    struct live_table table;
+    live_table_init(&table);
+    uint32_t cache = 0;
+    for (uint32_t iteration = 1; iteration <= 1000; iteration++) {
+        struct live_block block = {0x1000 + (uint64_t)iteration * 64, 48, 4, iteration, 1};
+        assert_int_equal(live_table_insert(&table, &block, &cache), 0);
+    }
+    assert_int_equal(table.context_count, 1);
+    for (uint32_t iteration = 1000; iteration >= 1; iteration--) {
+        struct live_block got;
+        assert_int_equal(live_table_remove(&table, 0x1000 + (uint64_t)iteration * 64, &got), 1);
+        assert_block(&got, &(struct live_block){0x1000 + (uint64_t)iteration * 64, 48, 4, iteration, 1});
+    }
+    live_table_free(&table);
+}
+
+/* A context covers LIVE_TABLE_ITERATION_SPAN iterations from its first;
+ * an iteration outside them (later, or earlier) gets another. */
+static void a_context_covers_a_span_of_iterations(void **state)
+{
+    (void)state;
+    struct live_table table;
+    live_table_init(&table);
+    uint32_t cache = 0;
+    const uint32_t span = LIVE_TABLE_ITERATION_SPAN;
+    const uint32_t iterations[] = {7, span + 6, span + 7, 3 * span, 5, UINT32_MAX};
+    const uint32_t contexts_after[] = {1, 1, 2, 3, 4, 5};
+    for (size_t i = 0; i < sizeof iterations / sizeof *iterations; i++) {
+        struct live_block block = {0x2000 + i * 16, 100, 2, iterations[i], 0};
+        assert_int_equal(live_table_insert(&table, &block, &cache), 0);
+        assert_int_equal(table.context_count, contexts_after[i]);
+    }
+    for (size_t i = 0; i < sizeof iterations / sizeof *iterations; i++) {
+        struct live_block got;
+        assert_int_equal(live_table_remove(&table, 0x2000 + i * 16, &got), 1);
+        assert_block(&got, &(struct live_block){0x2000 + i * 16, 100, 2, iterations[i], 0});
+    }
+    live_table_free(&table);
+}
+
+/* Sizes around what the slot holds (4 MiB - 1 and more go in a context). */
+static void sizes_around_the_slot_limit_are_exact(void **state)
+{
+    (void)state;
+    struct live_table table;
+    live_table_init(&table);
+    uint32_t cache = 0;
+    const uint64_t sizes[] = {0, (1u << 22) - 2, (1u << 22) - 1, 1u << 22, (1u << 22) + 1};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        struct live_block block = {0x3000 + i * 16, sizes[i], 6, 9, 1};
+        assert_int_equal(live_table_insert(&table, &block, &cache), 0);
+    }
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        struct live_block got;
+        assert_int_equal(live_table_remove(&table, 0x3000 + i * 16, &got), 1);
+        assert_block(&got, &(struct live_block){0x3000 + i * 16, sizes[i], 6, 9, 1});
+    }
+    live_table_free(&table);
+}
+
+/* Half full at most while small, three quarters from
+ * LIVE_TABLE_DENSE_CAPACITY slots: a million blocks in 2^21 slots. */
+static void a_large_table_fills_to_three_quarters(void **state)
+{
+    (void)state;
+    struct live_table table;
+    live_table_init(&table);
+    uint32_t cache = 0;
+    const size_t dense = LIVE_TABLE_DENSE_CAPACITY;
+    size_t n = 0;
+    for (; n < dense / 4; n++) {
+        struct live_block block = {0x10000000 + n * 32, 24, 1, 0, 0};
+        assert_int_equal(live_table_insert(&table, &block, &cache), 0);
+    }
+    assert_int_equal(table.capacity, dense / 2);
+    for (; n < dense / 4 * 3; n++) {
+        struct live_block block = {0x10000000 + n * 32, 24, 1, 0, 0};
+        assert_int_equal(live_table_insert(&table, &block, &cache), 0);
+    }
+    assert_int_equal(table.capacity, dense);
+    struct live_block one_more = {0x10000000 + n * 32, 24, 1, 0, 0};
+    assert_int_equal(live_table_insert(&table, &one_more, &cache), 0);
+    assert_int_equal(table.capacity, 2 * dense);
+    for (size_t i = 0; i <= n; i += 4099) {
+        struct live_block got;
+        assert_int_equal(live_table_remove(&table, 0x10000000 + i * 32, &got), 1);
+        assert_int_equal(got.size, 24);
+    }
     live_table_free(&table);
 }
 
@@ -167,6 +264,10 @@ int main(void)
         cmocka_unit_test(one_site_shares_one_context),
         cmocka_unit_test(contexts_are_recycled_across_iterations),
         cmocka_unit_test(sizes_of_4_gib_and_more_are_exact),
+        cmocka_unit_test(iterations_share_their_site_context),
+        cmocka_unit_test(a_context_covers_a_span_of_iterations),
+        cmocka_unit_test(sizes_around_the_slot_limit_are_exact),
+        cmocka_unit_test(a_large_table_fills_to_three_quarters),
         cmocka_unit_test(duplicates_leave_oldest_first),
         cmocka_unit_test(matches_a_plain_model),
     };
