@@ -126,13 +126,16 @@ static size_t str_to_utf8(const void *str, char *out, size_t capacity)
     return written;
 }
 
-/* Whether a str equals the UTF-8 text (length bytes). */
+/* Whether a str equals the UTF-8 text (length bytes). Room for one more
+ * character than the text: a longer name converts to more than length
+ * bytes (str_to_utf8 stops before a character that would not fit, so with
+ * exactly length + 1 bytes "run" + "é" converted to "run" and matched). */
 static bool str_equals(const void *str, const char *text, size_t length)
 {
-    char buffer[sizeof wanted_qualname];
-    if (length >= sizeof buffer)
+    char buffer[sizeof wanted_qualname + 4];
+    if (length >= sizeof wanted_qualname)
         return false;
-    return str_to_utf8(str, buffer, length + 1) == length && memcmp(buffer, text, length) == 0;
+    return str_to_utf8(str, buffer, length + 4) == length && memcmp(buffer, text, length) == 0;
 }
 
 /* ---- the code table in the region ------------------------------------------ */
@@ -223,6 +226,13 @@ static bool code_entry_wait_ready(struct shm_python_code *entry)
 
 #define CODE_TABLE_MAX_PROBES 64u
 
+/* The code table entries this process filled, in the order it filled them:
+ * a fork child copies them into its own region at the same indices, so the
+ * frame words of the sites it inherits still name the right functions. The
+ * shim's own memory (never a root of the leak scan). */
+static uint32_t entries_filled[SHM_PYTHON_CODE_ENTRIES];
+static uint32_t entries_filled_count;
+
 /* The code table index of a code object, copying it in on first sight; 0
  * when the table is full. Lock-free, as the stack table. */
 static uint32_t code_table_intern(void *region, const void *code, uint64_t identity)
@@ -241,6 +251,9 @@ static uint32_t code_table_intern(void *region, const void *code, uint64_t ident
                 __atomic_store_n(&entry->state, SHM_STACK_BUSY, __ATOMIC_RELAXED);
                 fill_code_entry(region, entry, code, identity);
                 __atomic_store_n(&entry->state, SHM_STACK_READY, __ATOMIC_RELEASE);
+                uint32_t filled = __atomic_fetch_add(&entries_filled_count, 1, __ATOMIC_RELAXED);
+                if (filled < SHM_PYTHON_CODE_ENTRIES)
+                    entries_filled[filled] = index;
                 return index;
             }
             found = expected;
@@ -633,11 +646,25 @@ static bool development_mode(void)
     if (length <= 0)
         return false;
     arguments[length] = '\0';
-    bool after_x = false;
-    for (const char *argument = arguments; argument < arguments + length; argument += strlen(argument) + 1) {
-        if ((after_x && argument_is(argument, "dev", NULL)) || argument_is(argument, "-Xdev", NULL))
+    /* The interpreter's own options only: they end at the script, "-",
+     * "--", or the argument of -c or -m; what follows is the program's
+     * (python3 args.py -X dev is a script given "-X dev"). -W and the
+     * hash-check option take an argument too. */
+    bool after_x = false, takes_argument = false;
+    const char *argument = arguments + strlen(arguments) + 1; /* past argv[0] */
+    for (; argument < arguments + length; argument += strlen(argument) + 1) {
+        if (takes_argument) {
+            if (after_x && argument_is(argument, "dev", NULL))
+                return true;
+            takes_argument = after_x = false;
+            continue;
+        }
+        if (argument[0] != '-' || argument_is(argument, "-", "--") || argument_is(argument, "-c", "-m"))
+            return false;
+        if (argument_is(argument, "-Xdev", NULL))
             return true;
         after_x = argument_is(argument, "-X", NULL);
+        takes_argument = after_x || argument_is(argument, "-W", "--check-hash-based-pycs");
     }
     return false;
 }
@@ -708,8 +735,39 @@ static void wrap_arenas(void *region, uint32_t version)
     py.set_arena_allocator(&wrapper);
 }
 
+/* The child's region, made empty, gets what the parent's said of the
+ * interpreter and every code entry at its index with the text pool under
+ * it: the sites the child inherits carry the parent's frame words. */
+static void copy_python_state(struct shm_header *to, const struct shm_header *from)
+{
+    to->python_version = from->python_version;
+    to->python_mode = from->python_mode;
+    to->python_frames = from->python_frames;
+    uint32_t text_used = __atomic_load_n(&from->python_text_used, __ATOMIC_ACQUIRE);
+    if (text_used > SHM_PYTHON_TEXT_BYTES)
+        text_used = SHM_PYTHON_TEXT_BYTES;
+    memcpy(shm_python_text_pool(to), shm_python_text_pool((void *)from), text_used);
+    to->python_text_used = text_used;
+    const struct shm_python_code *old_table = shm_python_code_table((void *)from);
+    struct shm_python_code *new_table = shm_python_code_table(to);
+    uint32_t filled = __atomic_load_n(&entries_filled_count, __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0; i < filled && i < SHM_PYTHON_CODE_ENTRIES; i++)
+        new_table[entries_filled[i]] = old_table[entries_filled[i]];
+}
+
 void python_runtime_fork(void *old_region, void *new_region)
 {
+    const struct shm_header *old_header = old_region;
+    if (!old_header || !old_header->python_version)
+        return;
+    /* the forking thread's caches name entries of the parent's table by
+     * index and line: valid in the child only once the table is copied,
+     * and a child that records nothing must not use them either */
+    memset(code_cache, 0, sizeof code_cache);
+    memset(line_cache, 0, sizeof line_cache);
+    memset(word_cache, 0, sizeof word_cache);
+    if (new_region)
+        copy_python_state(new_region, old_region);
     if (!arenas.region)
         return;
     if (new_region)
