@@ -88,6 +88,20 @@ report_json "$WORK/x.trace" "$WORK/x.json"
 expect_eq "py: in another module: no iterations, and a warning" "true" \
     "$(jget "$WORK/x.json" 'any("py:elsewhere:step_items: the function was never called" in w for w in d["warnings"])')"
 
+# A name matches whole: 'run' is not 'runé' (a cut conversion once matched it).
+printf 'def run(): return [1]\ndef run\303\251(): return [2]\nfor _ in range(5): run\303\251()\nfor _ in range(3): run()\n' >"$WORK/names.py"
+record "$WORK/n.trace" --iteration py:run -- "$PY" "$WORK/names.py"
+report_json "$WORK/n.trace" "$WORK/n.json"
+expect_eq "py:run counts run, not runé" 3 "$(jget "$WORK/n.json" 'd["cases"][0]["iterations"]')"
+# '-X dev' after the script is the script's argument, not the interpreter's option.
+printf 'import sys\nx = [str(i) for i in range(100)]\n' >"$WORK/args.py"
+record "$WORK/x.trace" -- "$PY" "$WORK/args.py" -X dev
+report_json "$WORK/x.trace" "$WORK/xd.json"
+expect_eq "a script's '-X dev' leaves object recording on" "pymalloc-wrapped" "$(jget "$WORK/xd.json" "d['python']['allocator']")"
+record "$WORK/y.trace" -- "$PY" -X dev "$WORK/args.py"
+report_json "$WORK/y.trace" "$WORK/yd.json"
+expect_eq "the interpreter's -X dev is the user's choice" "user" "$(jget "$WORK/yd.json" "d['python']['allocator']")"
+
 # A PYTHONMALLOC the user chose is respected: malloc records every object too.
 PYTHONMALLOC=malloc record "$WORK/p.trace" -- "$PY" "$EXT_DIR/bench_leakdemo.py" --markers $N
 report_json "$WORK/p.trace" "$WORK/p.json"
