@@ -59,11 +59,26 @@ enum module_owner attribution_module_owner(const char *path)
     return MODULE_OWNER_USER;
 }
 
+/* A Python frame of the interpreter's own library: its frozen modules
+ * (importlib's "<frozen importlib._bootstrap>") and the standard library
+ * under lib/python3.X/, but not site-packages or dist-packages, where the
+ * user's installed code lives. An import is the standard library's frames
+ * above the module being imported: the site is that module's line. */
+static int python_frame_is_interpreter(const char *file)
+{
+    if (strncmp(file, "<frozen ", 8) == 0)
+        return 1;
+    const char *library = strstr(file, "/lib/python3");
+    return library && !strstr(library, "-packages/");
+}
+
 int attribution_frame_is_user(const struct trace_model_frame *frame)
 {
     if (frame->flags & TRACE_FRAME_ALLOCATOR)
         return 0;
-    if ((frame->flags & TRACE_FRAME_PYTHON) || !frame->module)
+    if (frame->flags & TRACE_FRAME_PYTHON)
+        return !python_frame_is_interpreter(frame->file);
+    if (!frame->module)
         return 1;
     return attribution_module_owner(frame->module->path) == MODULE_OWNER_USER;
 }

@@ -28,8 +28,9 @@ enum module_owner {
 enum module_owner attribution_module_owner(const char *path);
 
 /* A frame is the user's when its module is (attribution_module_owner), when
- * it is a Python frame (TRACE_FRAME_PYTHON: the user's script or a library
- * it calls) and when it is in no known module; allocator frames
+ * it is a Python frame (TRACE_FRAME_PYTHON) of neither the frozen import
+ * system nor the standard library (lib/python3.X/ outside site-packages and
+ * dist-packages), and when it is in no known module; allocator frames
  * (TRACE_FRAME_ALLOCATOR) never are. */
 int attribution_frame_is_user(const struct trace_model_frame *frame);
 

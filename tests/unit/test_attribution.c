@@ -61,6 +61,12 @@ static void test_user_frame(void **state)
     assert_string_equal(name, "step");
     assert_int_equal(user_index(make_stack(&s, F_PYLONG, F_PYMODULE, F_COUNT), &name), 1);
     assert_string_equal(name, "run");
+    /* The import system and the standard library are the interpreter's;
+     * an installed package (dist-packages, site-packages) is the user's. */
+    assert_int_equal(user_index(make_stack(&s, F_PYLONG, F_STDLIB, F_FROZEN, F_PYFRAME, F_COUNT), &name), 3);
+    assert_string_equal(name, "step");
+    assert_int_equal(user_index(make_stack(&s, F_PYLONG, F_SITEPKG, F_COUNT), &name), 1);
+    assert_string_equal(name, "handle");
     /* All in the interpreter: the first visible frame. */
     assert_int_equal(user_index(make_stack(&s, F_NEW, F_PYLONG, F_EVAL, F_INIT, F_COUNT), &name), 0);
     assert_string_equal(name, "PyLong_FromLong");

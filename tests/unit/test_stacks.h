@@ -34,6 +34,9 @@ enum {
     F_BAR,        /* foo::bar(int), the app (mangled _ZN3foo3barEi) */
     F_INIT,       /* Py_InitializeFromConfig, python3.11 */
     F_PYMODULE,   /* run (job.py:3), a Python frame that a tracer put in the interpreter's module */
+    F_FROZEN,     /* _find_and_load (<frozen importlib._bootstrap>:1178), the import system */
+    F_STDLIB,     /* dumps (/usr/lib/python3.11/json/__init__.py:231), the standard library */
+    F_SITEPKG,    /* handle (/usr/lib/python3/dist-packages/app/h.py:7), an installed package */
     F_COUNT
 };
 
@@ -53,6 +56,9 @@ static struct trace_model_frame frames[F_COUNT] = {
     [F_BAR] = {&module_app, "foo::bar(int)", "bar.cpp", 3, 0, 0, 0},
     [F_INIT] = {&module_python, "Py_InitializeFromConfig", "", 0, 0, 0, 0},
     [F_PYMODULE] = {&module_python, "run", "job.py", 3, 0, 0, TRACE_FRAME_PYTHON},
+    [F_FROZEN] = {NULL, "_find_and_load", "<frozen importlib._bootstrap>", 1178, 0, 0, TRACE_FRAME_PYTHON},
+    [F_STDLIB] = {NULL, "dumps", "/usr/lib/python3.11/json/__init__.py", 231, 0, 0, TRACE_FRAME_PYTHON},
+    [F_SITEPKG] = {NULL, "handle", "/usr/lib/python3/dist-packages/app/h.py", 7, 0, 0, TRACE_FRAME_PYTHON},
 };
 
 static const struct trace_model model = {.frames = frames, .frame_count = F_COUNT};
