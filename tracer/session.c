@@ -854,7 +854,8 @@ struct deferred_status {
  * on without it, and says so, rather than hang. */
 #define THREAD_STOP_TIMEOUT_NS 2000000000ull
 
-/* Waits for tid's next stop or exit until the deadline; 1 when it came. */
+/* Waits for tid's next stop or exit until the deadline: 1 when it came,
+ * 0 at the deadline, -1 when tid is gone (reaped elsewhere). */
 static int wait_for_stop(pid_t tid, int *status, uint64_t deadline_ns)
 {
     long pause_ns = 10000;
@@ -863,7 +864,7 @@ static int wait_for_stop(pid_t tid, int *status, uint64_t deadline_ns)
         if (got == tid)
             return 1;
         if (got < 0 && errno != EINTR)
-            return 0;
+            return -1;
         if (session_now_ns() >= deadline_ns)
             return 0;
         struct timespec pause = {0, pause_ns};
@@ -878,10 +879,13 @@ static int wait_for_stop(pid_t tid, int *status, uint64_t deadline_ns)
  * its exit) is kept in deferred to be handled once the scan is done; until
  * then the thread is held. A thread already held by an outer stop of the
  * world is stopped: it is counted, not interrupted. tids receives the
- * threads now stopped, stopped_tid first (*stopped of them); the return
- * value counts the entries of deferred (from 1). */
+ * threads now stopped, stopped_tid first (*stopped of them); *late counts
+ * the threads that missed the deadline, still running: a scan now would
+ * miss their registers and race their writes. The return value counts the
+ * entries of deferred (from 1). */
 static size_t stop_other_threads(struct session *session, struct traced_process *process, pid_t stopped_tid,
-                                 pid_t *tids, size_t *stopped, struct deferred_status *deferred, size_t capacity)
+                                 pid_t *tids, size_t *stopped, size_t *late_out, struct deferred_status *deferred,
+                                 size_t capacity)
 {
     size_t count = 0, late = 0;
     *stopped = 0;
@@ -901,7 +905,10 @@ static size_t stop_other_threads(struct session *session, struct traced_process 
         if (ptrace(PTRACE_INTERRUPT, thread->tid, 0, 0) < 0)
             continue;
         int status;
-        if (!wait_for_stop(thread->tid, &status, deadline)) {
+        int came = wait_for_stop(thread->tid, &status, deadline);
+        if (came < 0)
+            continue; /* gone: nothing of it to scan */
+        if (came == 0) {
             late++; /* its interrupt stop reaches the loop later, which resumes it */
             continue;
         }
@@ -911,10 +918,7 @@ static size_t stop_other_threads(struct session *session, struct traced_process 
             thread->held = 1;
         }
     }
-    if (late)
-        fprintf(stderr, "memslope: warning: %zu thread%s of process %d did not stop within %llu s; the world was "
-                        "stopped without %s\n", late, late == 1 ? "" : "s", (int)process->pid,
-                THREAD_STOP_TIMEOUT_NS / 1000000000ull, late == 1 ? "it" : "them");
+    *late_out = late;
     return count;
 }
 
@@ -953,6 +957,32 @@ static int run_leak_check(struct traced_process *process, const pid_t *tids, siz
     return rc;
 }
 
+/* Adds why a leak check did not run to the process's note (said on stderr
+ * now, and kept in the trace as a warning). */
+static void add_leak_check_note(struct traced_process *process, const char *why)
+{
+    fprintf(stderr, "memslope: warning: %s\n", why);
+    char *joined = NULL;
+    int rc = process->leak_check_note ? asprintf(&joined, "%s; %s", process->leak_check_note, why)
+                                      : asprintf(&joined, "%s", why);
+    if (rc < 0)
+        return;
+    free(process->leak_check_note);
+    process->leak_check_note = joined;
+}
+
+/* A scan while a thread runs on would miss the pointers in its registers
+ * and race its writes: the check is skipped and the note says why. */
+static void note_late_threads(struct traced_process *process, size_t late, const char *check)
+{
+    char why[256];
+    snprintf(why, sizeof why,
+             "no %s leak check for process %d: %zu thread%s did not stop within %llu s (uninterruptible sleep, or "
+             "being killed)",
+             check, (int)process->pid, late, late == 1 ? "" : "s", THREAD_STOP_TIMEOUT_NS / 1000000000ull);
+    add_leak_check_note(process, why);
+}
+
 static void process_leak_check(struct session *session, struct traced_process *process, pid_t stopped_tid,
                                uint32_t kind)
 {
@@ -966,18 +996,20 @@ static void process_leak_check(struct session *session, struct traced_process *p
         free(deferred);
         return;
     }
-    size_t stopped;
-    size_t count = stop_other_threads(session, process, stopped_tid, tids, &stopped, deferred, capacity);
+    size_t stopped, late;
+    size_t count = stop_other_threads(session, process, stopped_tid, tids, &stopped, &late, deferred, capacity);
     char err[512];
     struct leak_results results;
-    if (run_leak_check(process, tids, stopped, kind, process->cases_checked, process->cases_checked_count, &results,
+    if (late)
+        note_late_threads(process, late, "end-of-process");
+    else if (run_leak_check(process, tids, stopped, kind, process->cases_checked, process->cases_checked_count, &results,
                        err, sizeof err) == 0) {
         leak_results_append(&process->leaks, &results);
         leak_results_free(&results);
     } else {
-        free(process->leak_check_note);
-        if (asprintf(&process->leak_check_note, "no leak check for process %d: %s", (int)process->pid, err) < 0)
-            process->leak_check_note = NULL;
+        char why[640];
+        snprintf(why, sizeof why, "no leak check for process %d: %s", (int)process->pid, err);
+        add_leak_check_note(process, why);
     }
     resume_other_threads(session, deferred, count);
     free(tids);
@@ -1176,8 +1208,13 @@ static void case_leak_check(struct traced_process *process, const pid_t *tids, s
     char err[512];
     int rc = run_leak_check(process, tids, count, when, NULL, 0, &results, err, sizeof err);
     restore_dead_state(tids[0], &dead);
-    if (rc != 0)
+    if (rc != 0) {
+        char why[640];
+        snprintf(why, sizeof why, "no leak check of case %u in process %d: %s", (unsigned)recorder->open_case,
+                 (int)process->pid, err);
+        add_leak_check_note(process, why);
         return;
+    }
     leak_results_append(&process->leaks, &results);
     leak_results_free(&results);
     if (when == TRACE_SNAP_CASE_END)
@@ -1227,13 +1264,19 @@ static int on_breakpoint(struct session *session, struct traced_thread *thread)
     size_t capacity = (size_t)process->live_threads + 2;
     pid_t *tids = calloc(capacity, sizeof *tids);
     struct deferred_status *deferred = calloc(capacity, sizeof *deferred);
-    size_t stopped = 0;
-    size_t count =
-        tids && deferred ? stop_other_threads(session, process, thread->tid, tids, &stopped, deferred, capacity) : 0;
+    size_t stopped = 0, late = 0;
+    size_t count = tids && deferred
+                       ? stop_other_threads(session, process, thread->tid, tids, &stopped, &late, deferred, capacity)
+                       : 0;
     uint64_t address = breakpoint->address;
-    /* Taken out while this thread was held: nothing to act on. */
-    int keep = breakpoint->planted ? act_on_breakpoint(session, process, thread->tid, breakpoint->kind, tids, stopped)
-                                   : 0;
+    int scans = breakpoint->kind == BREAKPOINT_CASE_END || breakpoint->kind == BREAKPOINT_MARKER_ITERATION;
+    if (late && scans && breakpoint->planted && process->recorder.open_case != TRACE_NONE)
+        note_late_threads(process, late, breakpoint->kind == BREAKPOINT_CASE_END ? "case-end" : "iteration");
+    /* Taken out while this thread was held: nothing to act on. A world
+     * stopped without every thread is not scanned (stopped 0). */
+    int keep = breakpoint->planted
+                   ? act_on_breakpoint(session, process, thread->tid, breakpoint->kind, tids, late ? 0 : stopped)
+                   : 0;
     /* Planting may have moved the set: find the breakpoint again. */
     breakpoint = NULL;
     for (size_t i = 0; i < process->breakpoints.count; i++)
