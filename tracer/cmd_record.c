@@ -207,7 +207,8 @@ int cmd_record(int argc, char **argv)
     progress_clear(&session.progress);
     char err[4096];
     if (trace_writer_finish(session.writer, err, sizeof err) < 0) {
-        fprintf(stderr, "memslope: %s\n", err);
+        if (!session.write_failure_reported)
+            fprintf(stderr, "memslope: %s\n", err);
         if (exit_code == 0)
             exit_code = 1;
     } else if (!session.options.quiet) {

@@ -450,6 +450,19 @@ static void count_python_image(struct session *session, const struct traced_proc
         session->python_iterations += process->recorder.cases[i].info.iterations;
 }
 
+/* The first failed write, said once, when it happens (the writer's error
+ * is sticky: every later section fails the same way, and record's end
+ * does not repeat it). */
+static void report_write_failure(struct session *session)
+{
+    if (session->write_failure_reported)
+        return;
+    session->write_failure_reported = 1;
+    fprintf(stderr, "memslope: %s: the trace ends before this point (the command runs on; memslope report reads "
+                    "what was written)\n",
+            trace_writer_error(session->writer));
+}
+
 static void process_end(struct session *session, struct traced_process *process)
 {
     int was_stopped = process->final_snapshot_taken;
@@ -474,7 +487,7 @@ static void process_end(struct session *session, struct traced_process *process)
         session->warmups_running--; /* trace_output_process ends it */
     if (trace_output_process(session->writer, session->symbols, process, &session->modules_written, stacks_dropped,
                              slots_exhausted) < 0)
-        fprintf(stderr, "memslope: %s\n", trace_writer_error(session->writer));
+        report_write_failure(session);
     recorder_free(&process->recorder);
     python_frames_free(&process->python);
 }

@@ -95,6 +95,7 @@ struct session {
     int first_exec_seen;
     char output_path[4096];
     uint32_t modules_written;  /* module ids are global to the trace */
+    int write_failure_reported; /* a write to the trace failed, and was said (once) */
     int exit_code;             /* record's own exit status: the target's */
     uint64_t start_ns;
     int interrupted;
