@@ -170,8 +170,13 @@ static void format_pair(double figure, double limit, char *figure_text, size_t f
 struct gate_context {
     const struct gate_limits *limits;
     const struct report *report;
+    const struct trace_model_process *model_process;
     char process[256];
-    int primary; /* notes about figures that cannot be checked only for the primary */
+    /* The launched command's process: a figure it lacks fails the gate
+     * (exit 2); another process's is a warning (a child the program kills
+     * is never checked for leaks, and must not make every run fail). */
+    int primary;
+    size_t *unknown; /* limits that could not be checked in the primary */
 };
 
 /* "function (file:line)" of the frame that names a site: its first in the
@@ -236,9 +241,14 @@ static int check_growth(const struct gate_context *g, const struct report_case *
 {
     char figure[64], limit[64], where[1024];
     if (!c->growth.known) {
-        if (g->primary)
-            fprintf(stderr, "memslope gate: case '%s': growth unknown (fewer than 3 iteration snapshots); "
-                            "--max-growth not checked\n", c->name);
+        /* Other processes (a compiler's helpers) rarely mark iterations. */
+        if (g->primary) {
+            fprintf(stderr, "memslope gate: case '%s': growth unknown: %" PRIu64 " iteration%s recorded, and growth "
+                            "needs 3 iteration snapshots; --max-growth cannot be checked (mark iterations, or "
+                            "record with --iteration SYMBOL); process %s\n",
+                    c->name, c->iterations, c->iterations == 1 ? "" : "s", g->process);
+            (*g->unknown)++;
+        }
         return 0;
     }
     if (c->growth.bytes_per_iteration <= (double)g->limits->max_growth)
@@ -251,13 +261,29 @@ static int check_growth(const struct gate_context *g, const struct report_case *
     return 1;
 }
 
+/* Why a process has no leak results: the note the tracer wrote, else what
+ * the trace tells. */
+static const char *missing_leaks_reason(const struct report *report, const struct trace_model_process *process)
+{
+    if (report->model->has_info && report->model->info.leak_check == TRACE_LEAK_CHECK_OFF)
+        return "recorded with --leak-check off";
+    if (process && !(process->info.flags & TRACE_PROC_SHIM_SEEN))
+        return "the shim never loaded in it (a static binary, or LD_PRELOAD removed): nothing was recorded";
+    for (size_t i = 0; process && i < process->warning_count; i++)
+        if (strncmp(process->warnings[i], "no leak check", 13) == 0)
+            return process->warnings[i];
+    return "the trace holds no leak check for it";
+}
+
 static int check_leaks(const struct gate_context *g, const struct report_case *c)
 {
     const struct gate_limits *limits = g->limits;
     if (!c->leaks) {
-        if (g->primary)
-            fprintf(stderr, "memslope gate: case '%s': the trace has no leak check (recorded with --leak-check "
-                            "off?); leak limits not checked\n", c->name);
+        fprintf(stderr, "memslope gate: %scase '%s': no leak results (%s); --max-leaked%s cannot be checked; "
+                        "process %s\n",
+                g->primary ? "" : "warning: ", c->name, missing_leaks_reason(g->report, g->model_process),
+                limits->has_leaked_blocks ? "-blocks" : "", g->process);
+        *g->unknown += (size_t)g->primary;
         return 0;
     }
     uint64_t bytes = c->leaks->bytes[TRACE_LEAK_DEFINITE] + c->leaks->bytes[TRACE_LEAK_INDIRECT];
@@ -381,6 +407,7 @@ struct gate_run {
     const struct suppressions *suppressions;
     const struct trace_model *model, *baseline; /* baseline NULL without --baseline */
     size_t cases_checked, processes_checked, failures;
+    size_t unknown; /* limits the primary's figures could not be checked against */
     int failed; /* out of memory */
 };
 
@@ -468,7 +495,8 @@ static void check_process(struct gate_run *run, const struct trace_model_process
         run->failed = 1;
         return;
     }
-    struct gate_context g = {run->limits, &report, "", process == report_primary_process(run->model)};
+    struct gate_context g = {run->limits, &report, process, "", process == report_primary_process(run->model),
+                             &run->unknown};
     describe_process(run->model, process, g.process, sizeof g.process);
     const struct trace_model_process *old = run->baseline ? baseline_counterpart(run->model, process, run->baseline)
                                                           : NULL;
@@ -516,6 +544,8 @@ static int load_suppressions(const struct gate_limits *limits, struct suppressio
     return 0;
 }
 
+/* A trace cut short (no END: memslope was killed, or the disk filled)
+ * holds partial figures: a gate must not pass on them. */
 static int read_trace(const char *path, struct trace_model *model)
 {
     char err[1024];
@@ -523,9 +553,14 @@ static int read_trace(const char *path, struct trace_model *model)
         fprintf(stderr, "memslope gate: %s\n", err);
         return -1;
     }
-    if (model->incomplete)
-        fprintf(stderr, "memslope gate: warning: %s is incomplete (%s); checking what it holds\n", path,
-                model->incomplete_reason);
+    if (model->incomplete) {
+        fprintf(stderr, "memslope gate: %s is incomplete (%s): the recording was cut short (memslope killed, or "
+                        "the disk full), so its figures are partial and cannot be gated; record again "
+                        "(memslope report %s shows what it holds)\n",
+                path, model->incomplete_reason, path);
+        trace_model_free(model);
+        return -1;
+    }
     return 0;
 }
 
@@ -549,7 +584,7 @@ static int gate_trace(const struct gate_limits *limits, const struct suppression
         trace_model_free(&model);
         return 2;
     }
-    struct gate_run run = {limits, suppressions, &model, limits->baseline_path ? &baseline : NULL, 0, 0, 0, 0};
+    struct gate_run run = {limits, suppressions, &model, limits->baseline_path ? &baseline : NULL, 0, 0, 0, 0, 0};
     check_processes(&run);
     trace_model_free(&model);
     if (limits->baseline_path)
@@ -561,10 +596,16 @@ static int gate_trace(const struct gate_limits *limits, const struct suppression
                 limits->trace_path, limits->case_glob ? limits->case_glob : "*", limits->trace_path);
         return 2;
     }
-    printf("memslope gate: %s: %zu case%s checked in %zu process%s, %zu limit%s exceeded\n",
-           run.failures ? "FAIL" : "ok", run.cases_checked, run.cases_checked == 1 ? "" : "s", run.processes_checked,
-           run.processes_checked == 1 ? "" : "es", run.failures, run.failures == 1 ? "" : "s");
-    return run.failures ? 1 : 0;
+    /* A limit exceeded is a known failure (1), whatever else could not be
+     * checked; with none, a limit that could not be checked is no pass (2). */
+    const char *verdict = run.failures ? "FAIL" : run.unknown ? "cannot check" : "ok";
+    printf("memslope gate: %s: %zu case%s checked in %zu process%s, %zu limit%s exceeded", verdict, run.cases_checked,
+           run.cases_checked == 1 ? "" : "s", run.processes_checked, run.processes_checked == 1 ? "" : "es",
+           run.failures, run.failures == 1 ? "" : "s");
+    if (run.unknown)
+        printf(", %zu figure%s unknown (said above)", run.unknown, run.unknown == 1 ? "" : "s");
+    printf("\n");
+    return run.failures ? 1 : run.unknown ? 2 : 0;
 }
 
 int cmd_gate(int argc, char **argv)
