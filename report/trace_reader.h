@@ -72,6 +72,7 @@ struct trace_model_process {
     uint64_t timeline_interval_ns;
     struct trace_case *cases;         /* a later CASE with the same id replaces it */
     size_t case_count, case_capacity;
+    struct trace_case_slot *case_slots; /* where each case id sits in cases (uthash; the reader's) */
     struct trace_leaks *leaks;        /* in file order; records owned */
     size_t leak_count, leak_capacity;
     struct trace_case_sites *case_sites; /* in file order; sites owned */
