@@ -555,6 +555,7 @@ static struct traced_process *fork_child_create(struct session *session, struct 
     process->recorder.snapshots_limit = parent->recorder.snapshots_limit;
     process->previous_image_inode = parent->shm.inode;
     breakpoint_set_copy(&process->breakpoints, &parent->breakpoints);
+    process->sigtrap = parent->sigtrap; /* a fork child keeps its parent's handlers */
     proc_maps_copy(&process->maps, &parent->maps); /* on failure: read again when needed */
     return process;
 }
@@ -725,6 +726,11 @@ static void on_signal_stop(struct session *session, struct traced_thread *thread
     struct traced_process *process = thread->process;
     if (signal == SIGTRAP && process && on_breakpoint(session, thread))
         return;
+    /* The program's own SIGTRAP, to its own handler: our breakpoints must
+     * not lose that handler (sigtrap_guard.h). */
+    if (signal == SIGTRAP && process && process->breakpoints.count &&
+        sigtrap_disposition(thread->tid) != SIGTRAP_DEFAULT)
+        sigtrap_guard_remember(&process->sigtrap, process->pid, thread->tid);
     if (process && signal_is_fatal(thread->tid, signal)) {
         process->state = PROCESS_EXITING;
         process_final_snapshot(session, process, TRACE_SNAP_SIGNAL, thread->tid);
@@ -1265,6 +1271,7 @@ static int on_breakpoint(struct session *session, struct traced_thread *thread)
     int pending_signal = 0;
     if (breakpoint)
         breakpoint_step_over(thread->tid, breakpoint, keep, &pending_signal);
+    sigtrap_guard_repair(&process->sigtrap, process->pid, thread->tid, &pending_signal);
     if (session->fatal) {
         kill(process->pid, SIGKILL);
     }

@@ -17,6 +17,7 @@
 #include "python_frames.h"
 #include "recorder.h"
 #include "shm_consumer.h"
+#include "sigtrap_guard.h"
 
 struct symbol_store;
 struct trace_writer;
@@ -69,6 +70,7 @@ struct traced_process {
     size_t sites_checked;      /* sites whose frames are known to lie in maps */
 
     struct breakpoint_set breakpoints;
+    struct sigtrap_guard sigtrap; /* the program's own SIGTRAP handler, kept across our traps */
     struct leak_results leaks; /* leak checks at case ends, then at exit or fatal signal */
     unsigned char *cases_checked; /* by case id: checked at its own end */
     size_t cases_checked_count;
