@@ -24,6 +24,7 @@
 #include "report_model.h"
 #include "site_label.h"
 #include "suppressions.h"
+#include "text_escape.h"
 #include "trace_reader.h"
 #include "units.h"
 
@@ -172,6 +173,7 @@ struct gate_context {
     const struct report *report;
     const struct trace_model_process *model_process;
     char process[256];
+    char case_name[512]; /* the case being checked, as printed (text_escape.h) */
     /* The launched command's process: a figure it lacks fails the gate
      * (exit 2); another process's is a warning (a child the program kills
      * is never checked for leaks, and must not make every run fail). */
@@ -205,7 +207,7 @@ static const char *site_name(const struct gate_context *g, const struct report_c
         snprintf(buffer, size, "an unknown site");
         return buffer;
     }
-    snprintf(buffer, size, "%s", labels[0]);
+    text_escape(labels[0], buffer, size);
     site_labels_free(labels, count);
     return buffer;
 }
@@ -246,7 +248,7 @@ static int check_growth(const struct gate_context *g, const struct report_case *
             fprintf(stderr, "memslope gate: case '%s': growth unknown: %" PRIu64 " iteration%s recorded, and growth "
                             "needs 3 iteration snapshots; --max-growth cannot be checked (mark iterations, or "
                             "record with --iteration SYMBOL); process %s\n",
-                    c->name, c->iterations, c->iterations == 1 ? "" : "s", g->process);
+                    g->case_name, c->iterations, c->iterations == 1 ? "" : "s", g->process);
             (*g->unknown)++;
         }
         return 0;
@@ -256,7 +258,7 @@ static int check_growth(const struct gate_context *g, const struct report_case *
     const struct report_site *top = top_growing_site(c);
     format_pair(c->growth.bytes_per_iteration, (double)g->limits->max_growth, figure, sizeof figure, limit, sizeof limit);
     printf("memslope gate: FAIL case '%s': growth %s per iteration > limit %s; top site %s (%s%.1f B/iteration); "
-           "process %s\n", c->name, figure, limit, site_name(g, c, top, where, sizeof where),
+           "process %s\n", g->case_name, figure, limit, site_name(g, c, top, where, sizeof where),
            report_estimate_mark(g->report), top ? top->growth.bytes_per_iteration : 0.0, g->process);
     return 1;
 }
@@ -281,7 +283,7 @@ static int check_leaks(const struct gate_context *g, const struct report_case *c
     if (!c->leaks) {
         fprintf(stderr, "memslope gate: %scase '%s': no leak results (%s); --max-leaked%s cannot be checked; "
                         "process %s\n",
-                g->primary ? "" : "warning: ", c->name, missing_leaks_reason(g->report, g->model_process),
+                g->primary ? "" : "warning: ", g->case_name, missing_leaks_reason(g->report, g->model_process),
                 limits->has_leaked_blocks ? "-blocks" : "", g->process);
         *g->unknown += (size_t)g->primary;
         return 0;
@@ -295,13 +297,13 @@ static int check_leaks(const struct gate_context *g, const struct report_case *c
     if (limits->has_leaked && bytes > limits->max_leaked) {
         format_pair((double)bytes, (double)limits->max_leaked, figure, sizeof figure, limit, sizeof limit);
         printf("memslope gate: FAIL case '%s': leaked %s > limit %s; top site %s (%s%" PRIu64 " bytes in %s%" PRIu64
-               " blocks); process %s\n", c->name, figure, limit, site_name(g, c, top, where, sizeof where),
+               " blocks); process %s\n", g->case_name, figure, limit, site_name(g, c, top, where, sizeof where),
                mark, top ? top->leaked_bytes : 0, mark, top ? top->leaked_blocks : 0, g->process);
         failures++;
     }
     if (limits->has_leaked_blocks && blocks > limits->max_leaked_blocks) {
         printf("memslope gate: FAIL case '%s': leaked %" PRIu64 " blocks > limit %" PRIu64 "; top site %s (%s%" PRIu64
-               " blocks); process %s\n", c->name, blocks, limits->max_leaked_blocks,
+               " blocks); process %s\n", g->case_name, blocks, limits->max_leaked_blocks,
                site_name(g, c, top, where, sizeof where), mark, top ? top->leaked_blocks : 0, g->process);
         failures++;
     }
@@ -316,7 +318,7 @@ static int check_peak(const struct gate_context *g, const struct report_case *c)
     const struct report_site *top = top_peak_site(c);
     format_pair((double)c->peak_bytes, (double)g->limits->max_peak, figure, sizeof figure, limit, sizeof limit);
     printf("memslope gate: FAIL case '%s': peak %s > limit %s; top site %s (%s%" PRIu64 " bytes live at the peak); "
-           "process %s\n", c->name, figure, limit, site_name(g, c, top, where, sizeof where),
+           "process %s\n", g->case_name, figure, limit, site_name(g, c, top, where, sizeof where),
            report_estimate_mark(g->report), top ? top->peak_live_bytes : 0, g->process);
     return 1;
 }
@@ -375,9 +377,11 @@ static int baseline_failure(const struct gate_context *g, const struct diff_case
         tolerance[0] = '\0';
     units_format_bytes(top ? site_increase(top, figure) : 0, increase, sizeof increase);
     format_pair(new_value, old_value, now, sizeof now, before, sizeof before);
-    printf("memslope gate: FAIL case '%s': %s %s%s > baseline %s%s%s; top site %s (+%s%s); process %s\n", d->name,
-           names[figure], now, units[figure], before, units[figure], tolerance,
-           top && top->label ? top->label : "none: no single site rose", increase, units[figure], g->process);
+    char label[1024];
+    text_escape(top && top->label ? top->label : "none: no single site rose", label, sizeof label);
+    printf("memslope gate: FAIL case '%s': %s %s%s > baseline %s%s%s; top site %s (+%s%s); process %s\n", g->case_name,
+           names[figure], now, units[figure], before, units[figure], tolerance, label, increase, units[figure],
+           g->process);
     return 1;
 }
 
@@ -385,14 +389,14 @@ static int check_baseline(const struct gate_context *g, const struct diff_case *
 {
     int failures = 0;
     if (!d->old.present) {
-        fprintf(stderr, "memslope gate: case '%s' (process %s) is not in the baseline: not compared\n", d->name,
+        fprintf(stderr, "memslope gate: case '%s' (process %s) is not in the baseline: not compared\n", g->case_name,
                 g->process);
         return 0;
     }
     if (d->old.growth_known && d->new.growth_known)
         failures += baseline_failure(g, d, BASELINE_GROWTH, d->new.growth, d->old.growth > 0 ? d->old.growth : 0);
     else if (g->primary && (d->old.iterations || d->new.iterations))
-        fprintf(stderr, "memslope gate: case '%s': growth unknown on %s side; growth not compared\n", d->name,
+        fprintf(stderr, "memslope gate: case '%s': growth unknown on %s side; growth not compared\n", g->case_name,
                 d->old.growth_known ? "the new" : d->new.growth_known ? "the baseline's" : "either");
     if (d->old.leaks_known && d->new.leaks_known)
         failures += baseline_failure(g, d, BASELINE_LEAKED, (double)d->new.leaked_bytes, (double)d->old.leaked_bytes);
@@ -443,8 +447,8 @@ static const struct trace_model_process *baseline_counterpart(const struct trace
 }
 
 /* "gcc (pid 8484)", "as (pid 8487, exec'd by gcc)", "bench (pid 12, forked by pid 11)". */
-static void describe_process(const struct trace_model *model, const struct trace_model_process *process, char *buffer,
-                             size_t size)
+static void describe_process_raw(const struct trace_model *model, const struct trace_model_process *process,
+                                 char *buffer, size_t size)
 {
     const struct trace_model_process *parent = process->info.parent_process_id != TRACE_NONE
                                                    ? trace_model_process(model, process->info.parent_process_id)
@@ -459,6 +463,15 @@ static void describe_process(const struct trace_model *model, const struct trace
                  parent->info.pid);
 }
 
+/* describe_process_raw as printed (text_escape.h). */
+static void describe_process(const struct trace_model *model, const struct trace_model_process *process, char *buffer,
+                             size_t size)
+{
+    char raw[1024];
+    describe_process_raw(model, process, raw, sizeof raw);
+    text_escape(raw, buffer, size);
+}
+
 static int build(const struct gate_run *run, const struct trace_model *model, const char *path,
                  const struct trace_model_process *process, struct report *report)
 {
@@ -470,10 +483,13 @@ static int build(const struct gate_run *run, const struct trace_model *model, co
     return -1;
 }
 
-static void check_case(struct gate_run *run, const struct gate_context *g, const struct report_case *c,
-                       const struct report_diff *diff)
+static void check_case(struct gate_run *run, const struct gate_context *process_context,
+                       const struct report_case *c, const struct report_diff *diff)
 {
     const struct gate_limits *limits = run->limits;
+    struct gate_context case_context = *process_context;
+    text_escape(c->name, case_context.case_name, sizeof case_context.case_name);
+    const struct gate_context *g = &case_context;
     run->cases_checked++;
     if (limits->has_growth)
         run->failures += (size_t)check_growth(g, c);
@@ -495,8 +511,8 @@ static void check_process(struct gate_run *run, const struct trace_model_process
         run->failed = 1;
         return;
     }
-    struct gate_context g = {run->limits, &report, process, "", process == report_primary_process(run->model),
-                             &run->unknown};
+    struct gate_context g = {.limits = run->limits, .report = &report, .model_process = process,
+                             .primary = process == report_primary_process(run->model), .unknown = &run->unknown};
     describe_process(run->model, process, g.process, sizeof g.process);
     const struct trace_model_process *old = run->baseline ? baseline_counterpart(run->model, process, run->baseline)
                                                           : NULL;
