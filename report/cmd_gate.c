@@ -270,7 +270,7 @@ static const char *missing_leaks_reason(const struct report *report, const struc
     if (report->model->has_info && report->model->info.leak_check == TRACE_LEAK_CHECK_OFF)
         return "recorded with --leak-check off";
     if (process && !(process->info.flags & TRACE_PROC_SHIM_SEEN))
-        return "the shim never loaded in it (a static binary, or LD_PRELOAD removed): nothing was recorded";
+        return "memslope's shim was not loaded into it, so nothing was recorded; memslope report says why";
     for (size_t i = 0; process && i < process->warning_count; i++)
         if (strncmp(process->warnings[i], "no leak check", 13) == 0)
             return process->warnings[i];

@@ -545,8 +545,8 @@ void report_write_text(const struct report *report, FILE *out)
     if (report->exit_leaks)
         write_leaks(out, report);
     else if (report->primary && !(report->primary->info.flags & TRACE_PROC_SHIM_SEEN))
-        fputs("Nothing was recorded in this process: memslope's shim was not loaded into it (a static binary,\n"
-              "or LD_PRELOAD was removed; see the warning below).\n\n", out);
+        fputs("Nothing was recorded in this process: memslope's shim was not loaded into it (the warning\n"
+              "below says why).\n\n", out);
     else
         fputs("No leak check (recorded with --leak-check off, or the process did not end): the cases below\n"
               "list what was live.\n\n", out);

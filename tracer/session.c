@@ -26,6 +26,7 @@
 #include <sys/syscall.h>
 #include <sys/user.h>
 #include <sys/wait.h>
+#include <elf.h>
 #include <time.h>
 #include <unistd.h>
 #include <uthash.h>
@@ -145,6 +146,47 @@ static char *read_proc_file(pid_t pid, const char *name, size_t *length)
     return text;
 }
 
+/* AT_SECURE from the image's auxiliary vector: the loader runs it in
+ * secure-execution mode and ignores LD_PRELOAD. */
+static int read_secure_execution(pid_t pid)
+{
+    size_t length = 0;
+    char *auxv = read_proc_file(pid, "auxv", &length);
+    int secure = 0;
+    for (size_t i = 0; auxv && i + 16 <= length; i += 16) {
+        uint64_t type, value;
+        memcpy(&type, auxv + i, 8);
+        memcpy(&value, auxv + i + 8, 8);
+        if (type == 23 /* AT_SECURE */)
+            secure = value != 0;
+    }
+    free(auxv);
+    return secure;
+}
+
+/* Whether the ELF file at path has no PT_INTERP: nothing loads the shim. */
+static int elf_statically_linked(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    Elf64_Ehdr header;
+    int is_static = 0;
+    if (fd >= 0 && pread(fd, &header, sizeof header, 0) == (ssize_t)sizeof header &&
+        memcmp(header.e_ident, ELFMAG, SELFMAG) == 0 && header.e_ident[EI_CLASS] == ELFCLASS64 &&
+        header.e_phentsize == sizeof(Elf64_Phdr) && header.e_phnum < 256) {
+        is_static = 1;
+        for (int i = 0; i < header.e_phnum && is_static; i++) {
+            Elf64_Phdr program_header;
+            if (pread(fd, &program_header, sizeof program_header,
+                      (off_t)(header.e_phoff + (uint64_t)i * sizeof program_header)) != (ssize_t)sizeof program_header ||
+                program_header.p_type == PT_INTERP)
+                is_static = 0;
+        }
+    }
+    if (fd >= 0)
+        close(fd);
+    return is_static;
+}
+
 /* Names the image: /proc/PID/exe and the argv in /proc/PID/cmdline. */
 static void process_read_identity(struct traced_process *process)
 {
@@ -153,6 +195,8 @@ static void process_read_identity(struct traced_process *process)
     ssize_t n = readlink(path, exe, sizeof exe - 1);
     free(process->exe);
     process->exe = strdup(n > 0 ? (exe[n] = '\0', exe) : "");
+    process->secure_execution = read_secure_execution(process->pid);
+    process->statically_linked = elf_statically_linked(path);
 
     size_t length = 0;
     char *cmdline = read_proc_file(process->pid, "cmdline", &length);

@@ -75,6 +75,8 @@ struct traced_process {
     unsigned char *cases_checked; /* by case id: checked at its own end */
     size_t cases_checked_count;
     char *leak_check_note;     /* why no leak check ran, if it did not */
+    int secure_execution;      /* AT_SECURE: setuid, setgid or file capabilities; ld.so ignores LD_PRELOAD */
+    int statically_linked;     /* no PT_INTERP: no dynamic loader to preload the shim */
     uint64_t invalid_events;   /* events of its region no shim writes, skipped (shm_consumer.h) */
     int exit_checked;          /* no-ptrace mode: the shim's exit check ran and was recorded */
     struct symbolizer_warmup *warmup; /* symbolizing in the background (symbolize.h), or NULL */

@@ -327,6 +327,17 @@ static int write_python_warnings(struct trace_writer *writer, const struct trace
     return rc;
 }
 
+/* Why the shim never ran in an image, as far as the tracer can tell. */
+static const char *shim_absent_reason(const struct traced_process *process)
+{
+    if (process->secure_execution)
+        return "it runs in secure-execution mode, setuid, setgid or with file capabilities, where the dynamic "
+               "loader ignores LD_PRELOAD; record it without those, or as the user it runs as";
+    if (process->statically_linked)
+        return "a statically linked program: no dynamic loader preloads anything into it";
+    return "LD_PRELOAD was removed from its environment, or the shim could not be loaded";
+}
+
 static int write_warnings(struct trace_writer *writer, const struct traced_process *process, uint32_t stacks_dropped,
                           uint32_t slots_exhausted)
 {
@@ -334,10 +345,8 @@ static int write_warnings(struct trace_writer *writer, const struct traced_proce
     const struct recorder *recorder = &process->recorder;
     int rc = 0;
     if (!(process->flags & TRACE_PROC_SHIM_SEEN) && !process->vfork_child) {
-        snprintf(message, sizeof message,
-                 "process %d (%s): the shim never loaded (a static binary, or LD_PRELOAD was removed): "
-                 "its allocations are not recorded",
-                 (int)process->pid, process->exe ? process->exe : "?");
+        snprintf(message, sizeof message, "process %d (%s): the shim never loaded (%s): its allocations are not recorded",
+                 (int)process->pid, process->exe ? process->exe : "?", shim_absent_reason(process));
         rc |= trace_write_warning(writer, process->process_id, message);
     }
     if (stacks_dropped) {
