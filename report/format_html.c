@@ -168,6 +168,9 @@ static const char *exit_text(const struct trace_model_process *process, char *bu
         snprintf(buffer, size, "exited %d", process->info.exit_status);
     else if (process->info.flags & TRACE_PROC_EXECED)
         snprintf(buffer, size, "replaced by exec");
+    else if (process->info.flags & TRACE_PROC_CHECKPOINT)
+        snprintf(buffer, size, "still running at memslope's last checkpoint, %.1f s in",
+                 (double)(process->info.end_ns - process->info.start_ns) / 1e9);
     else
         snprintf(buffer, size, "did not finish");
     return buffer;

@@ -243,41 +243,30 @@ static void add_process_counters(struct report_site *site, const struct trace_mo
     site->peak_live_bytes = counters->site.peak_live_bytes;
 }
 
-static int compare_case_site(const void *left, const void *right)
-{
-    const struct trace_case_site *a = left, *b = right;
-    return a->stack_id < b->stack_id ? -1 : a->stack_id > b->stack_id;
-}
-
 /* A named case's own share of the counters (CASE_SITES), where the trace
- * has it: allocations made while the case was open and their frees, from
- * its last record (a later one has the fresher figures). A site the case
- * never allocated from counts 0 there. Traces without it keep the
+ * has it: allocations made while the case was open and their frees. Each
+ * site's figures are those of the last record that has it (a checkpoint
+ * writes the counters that changed; the image's end the rest). A site the
+ * case never allocated from counts 0 there. Traces without it keep the
  * whole-process figures. */
-static int add_case_counters(struct site_table *table, const struct trace_model_process *process,
-                             const struct report_case_data *data)
+static void add_case_counters(struct site_table *table, const struct trace_model_process *process,
+                              const struct report_case_data *data)
 {
     if (!data || !data->site_record_count)
-        return 0;
+        return;
+    for (struct site_entry *e = table->entries; e; e = e->hh.next)
+        e->site.allocations = e->site.allocated_bytes = e->site.frees = 0;
     /* Every site the case allocated from belongs in its table. */
     for (size_t i = 0; i < data->site_record_count; i++)
-        for (uint32_t j = 0; j < data->site_records[i]->count; j++)
-            table_site(table, process, data->site_records[i]->sites[j].stack_id);
-    const struct trace_case_sites *last = data->site_records[data->site_record_count - 1];
-    struct trace_case_site *sorted = malloc(((size_t)last->count + 1) * sizeof *sorted);
-    if (!sorted)
-        return -1;
-    memcpy(sorted, last->sites, (size_t)last->count * sizeof *sorted);
-    qsort(sorted, last->count, sizeof *sorted, compare_case_site);
-    for (struct site_entry *e = table->entries; e; e = e->hh.next) {
-        struct trace_case_site key = {.stack_id = e->site.stack_id};
-        const struct trace_case_site *counters = bsearch(&key, sorted, last->count, sizeof *sorted, compare_case_site);
-        e->site.allocations = counters ? counters->allocations : 0;
-        e->site.allocated_bytes = counters ? counters->allocated_bytes : 0;
-        e->site.frees = counters ? counters->frees : 0;
-    }
-    free(sorted);
-    return 0;
+        for (uint32_t j = 0; j < data->site_records[i]->count; j++) {
+            const struct trace_case_site *counters = &data->site_records[i]->sites[j];
+            struct report_site *site = table_site(table, process, counters->stack_id);
+            if (site) {
+                site->allocations = counters->allocations;
+                site->allocated_bytes = counters->allocated_bytes;
+                site->frees = counters->frees;
+            }
+        }
 }
 
 static void add_loss_records(struct site_table *table, const struct trace_model_process *process,
@@ -765,8 +754,7 @@ static int build_marked_case(struct report_case *report_case, const struct repor
     for (struct site_entry *e = table.entries; e; e = e->hh.next)
         add_process_counters(&e->site, process);
     add_case_peak(&table, process, bounds.peak);
-    if (add_case_counters(&table, process, data) != 0)
-        table.failed = 1;
+    add_case_counters(&table, process, data);
     return finish_sites(&table, report_case, report->metric);
 }
 

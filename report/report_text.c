@@ -74,6 +74,9 @@ static void write_exit(FILE *out, const struct trace_model_process *process)
         fprintf(out, "exited %d", process->info.exit_status);
     else if (process->info.flags & TRACE_PROC_EXECED)
         fputs("replaced by exec", out);
+    else if (process->info.flags & TRACE_PROC_CHECKPOINT)
+        fprintf(out, "still running at memslope's last checkpoint, %.1f s in",
+                (double)(process->info.end_ns - process->info.start_ns) / 1e9);
     else
         fputs("did not finish", out);
 }
@@ -87,11 +90,12 @@ static void write_summary(FILE *out, const struct report *report)
     write_command(out, report);
     fputs(": ", out);
     write_exit(out, p);
-    fprintf(out, "; %s allocs, %s frees; %s allocated, peak %s, %s live at exit\n",
+    fprintf(out, "; %s allocs, %s frees; %s allocated, peak %s, %s live %s\n",
             with_commas(info->allocations, a, sizeof a), with_commas(info->frees, f, sizeof f),
             report_human_bytes(info->allocated_bytes, allocated, sizeof allocated),
             report_human_bytes(info->peak_bytes, peak, sizeof peak),
-            report_human_bytes(info->live_bytes, live, sizeof live));
+            report_human_bytes(info->live_bytes, live, sizeof live),
+            info->flags & TRACE_PROC_CHECKPOINT ? "then" : "at exit");
 }
 
 /* One line on the interpreter, for a process that ran CPython. */

@@ -735,7 +735,6 @@ const struct trace_case_site *trace_model_case_site(const struct trace_model_pro
         for (uint32_t j = 0; j < record->count; j++)
             if (record->sites[j].stack_id == stack_id)
                 return &record->sites[j];
-        return NULL;
     }
     return NULL;
 }

@@ -160,6 +160,7 @@ static void case_count_in_case(struct recorder *recorder, const struct recorder_
     struct case_site_counter *counter = case_site(recorder, case_id, (size_t)(site - recorder->sites));
     if (!counter)
         return;
+    counter->changed = 1;
     if (!weight) {
         counter->allocations += (uint64_t)allocated;
         counter->allocated_bytes += allocated ? size : 0;
@@ -436,6 +437,7 @@ void recorder_snapshot(struct recorder *recorder, uint32_t kind, uint64_t time_n
         .live_bytes = recorder->live_bytes,
         .live_blocks = recorder->live_blocks,
     };
+    snapshot->written = 0;
     snapshot_set_entries(snapshot, entries, count);
 }
 

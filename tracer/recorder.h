@@ -45,6 +45,7 @@ struct recorder_site {
 struct recorder_snapshot {
     struct trace_snapshot header;
     struct trace_snapshot_entry *entries; /* owned */
+    int written; /* in the trace already (a checkpoint wrote it): trace_output.c */
 };
 
 struct recorder_case {
@@ -63,6 +64,7 @@ struct pending_free;
 struct case_site_counter {
     uint64_t key; /* case_id << 32 | site index */
     uint64_t allocations, allocated_bytes, frees;
+    int changed; /* since the trace last had it: trace_output.c writes the changed ones */
     double scaled_allocations, scaled_bytes, scaled_frees; /* with --sample-rate; the above rounded */
     UT_hash_handle hh;
 };

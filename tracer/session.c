@@ -534,6 +534,40 @@ static void process_end(struct session *session, struct traced_process *process)
         report_write_failure(session);
     recorder_free(&process->recorder);
     python_frames_free(&process->python);
+    trace_output_state_free(process->output);
+    process->output = NULL;
+}
+
+/* Running images written as they stand (trace_output.h), so that a
+ * memslope killed with SIGKILL leaves what it had measured: the first
+ * checkpoint after --checkpoint (5 s by default), each gap twice the one
+ * before, up to 60 times the first (5 min), which bounds what checkpoints
+ * add to a long recording's trace. */
+#define CHECKPOINT_GAP_GROWTH_LIMIT 60
+
+static void checkpoint_running_images(struct session *session, uint64_t now)
+{
+    uint64_t first = session->options.checkpoint_ns;
+    if (!first || session->write_failure_reported)
+        return;
+    if (!session->next_checkpoint_ns) {
+        session->checkpoint_gap_ns = first;
+        session->next_checkpoint_ns = session->start_ns + first;
+    }
+    if (now < session->next_checkpoint_ns)
+        return;
+    for (size_t i = 0; i < session->process_count; i++) {
+        struct traced_process *process = session->processes[i];
+        if (process->state == PROCESS_ENDED || process->vfork_child || !(process->flags & TRACE_PROC_SHIM_SEEN))
+            continue;
+        if (trace_output_checkpoint(session->writer, session->symbols, process, &session->modules_written, now) < 0)
+            report_write_failure(session);
+    }
+    if (session->checkpoint_gap_ns < first * CHECKPOINT_GAP_GROWTH_LIMIT / 2)
+        session->checkpoint_gap_ns *= 2;
+    else
+        session->checkpoint_gap_ns = first * CHECKPOINT_GAP_GROWTH_LIMIT;
+    session->next_checkpoint_ns = now + session->checkpoint_gap_ns;
 }
 
 /* ---- ptrace stops -------------------------------------------------------- */
@@ -1586,6 +1620,7 @@ static int session_run_without_ptrace(struct session *session, const sigset_t *w
         process = receive_regions(session, process);
         size_t events = process_drain(process, 0);
         progress_update(&session->progress, session, session_now_ns());
+        checkpoint_running_images(session, session_now_ns());
         if (got == process->pid) {
             end_without_ptrace(session, process, status);
             warn_iterations_missed(session);
@@ -1634,6 +1669,7 @@ int session_run(struct session *session)
         }
         events = drain_all(session);
         progress_update(&session->progress, session, now);
+        checkpoint_running_images(session, now);
         if (reaped || events)
             continue;
         struct timespec timeout = {0, IDLE_WAIT_NS};
@@ -1668,6 +1704,7 @@ void session_destroy(struct session *session)
         free(process->argv);
         free(process->exe);
         leak_results_free(&process->leaks);
+        trace_output_state_free(process->output);
         symbolizer_warmup_finish(process->warmup);
         free(process->cases_checked);
         breakpoint_set_free(&process->breakpoints);

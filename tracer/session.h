@@ -28,6 +28,7 @@ struct record_options {
     uint32_t max_frames;
     uint32_t snapshots_limit;
     uint64_t interval_ns;
+    uint64_t checkpoint_ns;   /* --checkpoint: the first checkpoint's delay (0: none) */
     uint64_t sample_rate;
     uint32_t leak_check;      /* enum trace_leak_check */
     int follow_children;
@@ -80,6 +81,7 @@ struct traced_process {
     uint64_t invalid_events;   /* events of its region no shim writes, skipped (shm_consumer.h) */
     int exit_checked;          /* no-ptrace mode: the shim's exit check ran and was recorded */
     struct symbolizer_warmup *warmup; /* symbolizing in the background (symbolize.h), or NULL */
+    struct trace_output_state *output; /* what the trace has of the image (trace_output.h) */
     int warmup_tried;
 };
 
@@ -100,6 +102,7 @@ struct session {
     char output_path[4096];
     uint32_t modules_written;  /* module ids are global to the trace */
     int write_failure_reported; /* a write to the trace failed, and was said (once) */
+    uint64_t next_checkpoint_ns, checkpoint_gap_ns; /* when running images are next written, and the gap after */
     int exit_code;             /* record's own exit status: the target's */
     uint64_t start_ns;
     int interrupted;
