@@ -24,6 +24,7 @@
 #include "report_model.h"
 #include "site_label.h"
 #include "suppressions.h"
+#include "text_escape.h"
 #include "trace_reader.h"
 #include "units.h"
 
@@ -170,8 +171,14 @@ static void format_pair(double figure, double limit, char *figure_text, size_t f
 struct gate_context {
     const struct gate_limits *limits;
     const struct report *report;
+    const struct trace_model_process *model_process;
     char process[256];
-    int primary; /* notes about figures that cannot be checked only for the primary */
+    char case_name[512]; /* the case being checked, as printed (text_escape.h) */
+    /* The launched command's process: a figure it lacks fails the gate
+     * (exit 2); another process's is a warning (a child the program kills
+     * is never checked for leaks, and must not make every run fail). */
+    int primary;
+    size_t *unknown; /* limits that could not be checked in the primary */
 };
 
 /* "function (file:line)" of the frame that names a site: its first in the
@@ -200,7 +207,7 @@ static const char *site_name(const struct gate_context *g, const struct report_c
         snprintf(buffer, size, "an unknown site");
         return buffer;
     }
-    snprintf(buffer, size, "%s", labels[0]);
+    text_escape(labels[0], buffer, size);
     site_labels_free(labels, count);
     return buffer;
 }
@@ -236,9 +243,14 @@ static int check_growth(const struct gate_context *g, const struct report_case *
 {
     char figure[64], limit[64], where[1024];
     if (!c->growth.known) {
-        if (g->primary)
-            fprintf(stderr, "memslope gate: case '%s': growth unknown (fewer than 3 iteration snapshots); "
-                            "--max-growth not checked\n", c->name);
+        /* Other processes (a compiler's helpers) rarely mark iterations. */
+        if (g->primary) {
+            fprintf(stderr, "memslope gate: case '%s': growth unknown: %" PRIu64 " iteration%s recorded, and growth "
+                            "needs 3 iteration snapshots; --max-growth cannot be checked (mark iterations, or "
+                            "record with --iteration SYMBOL); process %s\n",
+                    g->case_name, c->iterations, c->iterations == 1 ? "" : "s", g->process);
+            (*g->unknown)++;
+        }
         return 0;
     }
     if (c->growth.bytes_per_iteration <= (double)g->limits->max_growth)
@@ -246,18 +258,34 @@ static int check_growth(const struct gate_context *g, const struct report_case *
     const struct report_site *top = top_growing_site(c);
     format_pair(c->growth.bytes_per_iteration, (double)g->limits->max_growth, figure, sizeof figure, limit, sizeof limit);
     printf("memslope gate: FAIL case '%s': growth %s per iteration > limit %s; top site %s (%s%.1f B/iteration); "
-           "process %s\n", c->name, figure, limit, site_name(g, c, top, where, sizeof where),
+           "process %s\n", g->case_name, figure, limit, site_name(g, c, top, where, sizeof where),
            report_estimate_mark(g->report), top ? top->growth.bytes_per_iteration : 0.0, g->process);
     return 1;
+}
+
+/* Why a process has no leak results: the note the tracer wrote, else what
+ * the trace tells. */
+static const char *missing_leaks_reason(const struct report *report, const struct trace_model_process *process)
+{
+    if (report->model->has_info && report->model->info.leak_check == TRACE_LEAK_CHECK_OFF)
+        return "recorded with --leak-check off";
+    if (process && !(process->info.flags & TRACE_PROC_SHIM_SEEN))
+        return "memslope's shim was not loaded into it, so nothing was recorded; memslope report says why";
+    for (size_t i = 0; process && i < process->warning_count; i++)
+        if (strncmp(process->warnings[i], "no leak check", 13) == 0)
+            return process->warnings[i];
+    return "the trace holds no leak check for it";
 }
 
 static int check_leaks(const struct gate_context *g, const struct report_case *c)
 {
     const struct gate_limits *limits = g->limits;
     if (!c->leaks) {
-        if (g->primary)
-            fprintf(stderr, "memslope gate: case '%s': the trace has no leak check (recorded with --leak-check "
-                            "off?); leak limits not checked\n", c->name);
+        fprintf(stderr, "memslope gate: %scase '%s': no leak results (%s); --max-leaked%s cannot be checked; "
+                        "process %s\n",
+                g->primary ? "" : "warning: ", g->case_name, missing_leaks_reason(g->report, g->model_process),
+                limits->has_leaked_blocks ? "-blocks" : "", g->process);
+        *g->unknown += (size_t)g->primary;
         return 0;
     }
     uint64_t bytes = c->leaks->bytes[TRACE_LEAK_DEFINITE] + c->leaks->bytes[TRACE_LEAK_INDIRECT];
@@ -269,13 +297,13 @@ static int check_leaks(const struct gate_context *g, const struct report_case *c
     if (limits->has_leaked && bytes > limits->max_leaked) {
         format_pair((double)bytes, (double)limits->max_leaked, figure, sizeof figure, limit, sizeof limit);
         printf("memslope gate: FAIL case '%s': leaked %s > limit %s; top site %s (%s%" PRIu64 " bytes in %s%" PRIu64
-               " blocks); process %s\n", c->name, figure, limit, site_name(g, c, top, where, sizeof where),
+               " blocks); process %s\n", g->case_name, figure, limit, site_name(g, c, top, where, sizeof where),
                mark, top ? top->leaked_bytes : 0, mark, top ? top->leaked_blocks : 0, g->process);
         failures++;
     }
     if (limits->has_leaked_blocks && blocks > limits->max_leaked_blocks) {
         printf("memslope gate: FAIL case '%s': leaked %" PRIu64 " blocks > limit %" PRIu64 "; top site %s (%s%" PRIu64
-               " blocks); process %s\n", c->name, blocks, limits->max_leaked_blocks,
+               " blocks); process %s\n", g->case_name, blocks, limits->max_leaked_blocks,
                site_name(g, c, top, where, sizeof where), mark, top ? top->leaked_blocks : 0, g->process);
         failures++;
     }
@@ -290,7 +318,7 @@ static int check_peak(const struct gate_context *g, const struct report_case *c)
     const struct report_site *top = top_peak_site(c);
     format_pair((double)c->peak_bytes, (double)g->limits->max_peak, figure, sizeof figure, limit, sizeof limit);
     printf("memslope gate: FAIL case '%s': peak %s > limit %s; top site %s (%s%" PRIu64 " bytes live at the peak); "
-           "process %s\n", c->name, figure, limit, site_name(g, c, top, where, sizeof where),
+           "process %s\n", g->case_name, figure, limit, site_name(g, c, top, where, sizeof where),
            report_estimate_mark(g->report), top ? top->peak_live_bytes : 0, g->process);
     return 1;
 }
@@ -349,9 +377,11 @@ static int baseline_failure(const struct gate_context *g, const struct diff_case
         tolerance[0] = '\0';
     units_format_bytes(top ? site_increase(top, figure) : 0, increase, sizeof increase);
     format_pair(new_value, old_value, now, sizeof now, before, sizeof before);
-    printf("memslope gate: FAIL case '%s': %s %s%s > baseline %s%s%s; top site %s (+%s%s); process %s\n", d->name,
-           names[figure], now, units[figure], before, units[figure], tolerance,
-           top && top->label ? top->label : "none: no single site rose", increase, units[figure], g->process);
+    char label[1024];
+    text_escape(top && top->label ? top->label : "none: no single site rose", label, sizeof label);
+    printf("memslope gate: FAIL case '%s': %s %s%s > baseline %s%s%s; top site %s (+%s%s); process %s\n", g->case_name,
+           names[figure], now, units[figure], before, units[figure], tolerance, label, increase, units[figure],
+           g->process);
     return 1;
 }
 
@@ -359,14 +389,14 @@ static int check_baseline(const struct gate_context *g, const struct diff_case *
 {
     int failures = 0;
     if (!d->old.present) {
-        fprintf(stderr, "memslope gate: case '%s' (process %s) is not in the baseline: not compared\n", d->name,
+        fprintf(stderr, "memslope gate: case '%s' (process %s) is not in the baseline: not compared\n", g->case_name,
                 g->process);
         return 0;
     }
     if (d->old.growth_known && d->new.growth_known)
         failures += baseline_failure(g, d, BASELINE_GROWTH, d->new.growth, d->old.growth > 0 ? d->old.growth : 0);
     else if (g->primary && (d->old.iterations || d->new.iterations))
-        fprintf(stderr, "memslope gate: case '%s': growth unknown on %s side; growth not compared\n", d->name,
+        fprintf(stderr, "memslope gate: case '%s': growth unknown on %s side; growth not compared\n", g->case_name,
                 d->old.growth_known ? "the new" : d->new.growth_known ? "the baseline's" : "either");
     if (d->old.leaks_known && d->new.leaks_known)
         failures += baseline_failure(g, d, BASELINE_LEAKED, (double)d->new.leaked_bytes, (double)d->old.leaked_bytes);
@@ -381,6 +411,7 @@ struct gate_run {
     const struct suppressions *suppressions;
     const struct trace_model *model, *baseline; /* baseline NULL without --baseline */
     size_t cases_checked, processes_checked, failures;
+    size_t unknown; /* limits the primary's figures could not be checked against */
     int failed; /* out of memory */
 };
 
@@ -416,8 +447,8 @@ static const struct trace_model_process *baseline_counterpart(const struct trace
 }
 
 /* "gcc (pid 8484)", "as (pid 8487, exec'd by gcc)", "bench (pid 12, forked by pid 11)". */
-static void describe_process(const struct trace_model *model, const struct trace_model_process *process, char *buffer,
-                             size_t size)
+static void describe_process_raw(const struct trace_model *model, const struct trace_model_process *process,
+                                 char *buffer, size_t size)
 {
     const struct trace_model_process *parent = process->info.parent_process_id != TRACE_NONE
                                                    ? trace_model_process(model, process->info.parent_process_id)
@@ -432,6 +463,15 @@ static void describe_process(const struct trace_model *model, const struct trace
                  parent->info.pid);
 }
 
+/* describe_process_raw as printed (text_escape.h). */
+static void describe_process(const struct trace_model *model, const struct trace_model_process *process, char *buffer,
+                             size_t size)
+{
+    char raw[1024];
+    describe_process_raw(model, process, raw, sizeof raw);
+    text_escape(raw, buffer, size);
+}
+
 static int build(const struct gate_run *run, const struct trace_model *model, const char *path,
                  const struct trace_model_process *process, struct report *report)
 {
@@ -443,10 +483,13 @@ static int build(const struct gate_run *run, const struct trace_model *model, co
     return -1;
 }
 
-static void check_case(struct gate_run *run, const struct gate_context *g, const struct report_case *c,
-                       const struct report_diff *diff)
+static void check_case(struct gate_run *run, const struct gate_context *process_context,
+                       const struct report_case *c, const struct report_diff *diff)
 {
     const struct gate_limits *limits = run->limits;
+    struct gate_context case_context = *process_context;
+    text_escape(c->name, case_context.case_name, sizeof case_context.case_name);
+    const struct gate_context *g = &case_context;
     run->cases_checked++;
     if (limits->has_growth)
         run->failures += (size_t)check_growth(g, c);
@@ -468,7 +511,8 @@ static void check_process(struct gate_run *run, const struct trace_model_process
         run->failed = 1;
         return;
     }
-    struct gate_context g = {run->limits, &report, "", process == report_primary_process(run->model)};
+    struct gate_context g = {.limits = run->limits, .report = &report, .model_process = process,
+                             .primary = process == report_primary_process(run->model), .unknown = &run->unknown};
     describe_process(run->model, process, g.process, sizeof g.process);
     const struct trace_model_process *old = run->baseline ? baseline_counterpart(run->model, process, run->baseline)
                                                           : NULL;
@@ -516,6 +560,8 @@ static int load_suppressions(const struct gate_limits *limits, struct suppressio
     return 0;
 }
 
+/* A trace cut short (no END: memslope was killed, or the disk filled)
+ * holds partial figures: a gate must not pass on them. */
 static int read_trace(const char *path, struct trace_model *model)
 {
     char err[1024];
@@ -523,9 +569,14 @@ static int read_trace(const char *path, struct trace_model *model)
         fprintf(stderr, "memslope gate: %s\n", err);
         return -1;
     }
-    if (model->incomplete)
-        fprintf(stderr, "memslope gate: warning: %s is incomplete (%s); checking what it holds\n", path,
-                model->incomplete_reason);
+    if (model->incomplete) {
+        fprintf(stderr, "memslope gate: %s is incomplete (%s): the recording was cut short (memslope killed, or "
+                        "the disk full), so its figures are partial and cannot be gated; record again "
+                        "(memslope report %s shows what it holds)\n",
+                path, model->incomplete_reason, path);
+        trace_model_free(model);
+        return -1;
+    }
     return 0;
 }
 
@@ -549,7 +600,7 @@ static int gate_trace(const struct gate_limits *limits, const struct suppression
         trace_model_free(&model);
         return 2;
     }
-    struct gate_run run = {limits, suppressions, &model, limits->baseline_path ? &baseline : NULL, 0, 0, 0, 0};
+    struct gate_run run = {limits, suppressions, &model, limits->baseline_path ? &baseline : NULL, 0, 0, 0, 0, 0};
     check_processes(&run);
     trace_model_free(&model);
     if (limits->baseline_path)
@@ -561,10 +612,16 @@ static int gate_trace(const struct gate_limits *limits, const struct suppression
                 limits->trace_path, limits->case_glob ? limits->case_glob : "*", limits->trace_path);
         return 2;
     }
-    printf("memslope gate: %s: %zu case%s checked in %zu process%s, %zu limit%s exceeded\n",
-           run.failures ? "FAIL" : "ok", run.cases_checked, run.cases_checked == 1 ? "" : "s", run.processes_checked,
-           run.processes_checked == 1 ? "" : "es", run.failures, run.failures == 1 ? "" : "s");
-    return run.failures ? 1 : 0;
+    /* A limit exceeded is a known failure (1), whatever else could not be
+     * checked; with none, a limit that could not be checked is no pass (2). */
+    const char *verdict = run.failures ? "FAIL" : run.unknown ? "cannot check" : "ok";
+    printf("memslope gate: %s: %zu case%s checked in %zu process%s, %zu limit%s exceeded", verdict, run.cases_checked,
+           run.cases_checked == 1 ? "" : "s", run.processes_checked, run.processes_checked == 1 ? "" : "es",
+           run.failures, run.failures == 1 ? "" : "s");
+    if (run.unknown)
+        printf(", %zu figure%s unknown (said above)", run.unknown, run.unknown == 1 ? "" : "s");
+    printf("\n");
+    return run.failures ? 1 : run.unknown ? 2 : 0;
 }
 
 int cmd_gate(int argc, char **argv)

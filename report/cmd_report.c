@@ -2,15 +2,13 @@
  * [--metric NAME] [--case NAME] [--suppressions FILE]...
  * [--no-default-suppressions]`: 0 success, 1 failure, 2 usage. */
 #include <errno.h>
-#include <fcntl.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "../tracer/commands.h"
+#include "../tracer/output_file.h"
 #include "formats.h"
 #include "report_model.h"
 #include "suppressions.h"
@@ -127,69 +125,6 @@ static int parse_options(int argc, char **argv, struct report_options *options)
     return 0;
 }
 
-/* --- output through a temporary file renamed into place --------------------------- */
-
-struct output {
-    FILE *file;
-    char *temp_path; /* NULL for stdout */
-};
-
-static int open_output(struct output *output, const char *path)
-{
-    output->file = stdout;
-    output->temp_path = NULL;
-    if (!path || strcmp(path, "-") == 0)
-        return 0;
-    const char *slash = strrchr(path, '/');
-    int dir_length = slash ? (int)(slash - path + 1) : 0;
-    for (int attempt = 0; attempt < 100; attempt++) {
-        uint64_t random_value = 0;
-        if (getrandom(&random_value, sizeof random_value, GRND_NONBLOCK) != (ssize_t)sizeof random_value)
-            random_value = ((uint64_t)getpid() << 20) + (uint64_t)attempt;
-        if (asprintf(&output->temp_path, "%.*s.%s.%016llx.tmp", dir_length, path, slash ? slash + 1 : path,
-                     (unsigned long long)random_value) < 0)
-            return -1;
-        int fd = open(output->temp_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
-        if (fd >= 0 && (output->file = fdopen(fd, "w")))
-            return 0;
-        int saved = errno;
-        if (fd >= 0) {
-            close(fd);
-            unlink(output->temp_path);
-        }
-        free(output->temp_path);
-        output->temp_path = NULL;
-        errno = saved;
-        if (fd >= 0 || errno != EEXIST)
-            return -1;
-    }
-    return -1;
-}
-
-/* Flushes and renames into place; on any error removes the temporary file. */
-static int close_output(struct output *output, const char *path, int failed)
-{
-    int write_failed = ferror(output->file);
-    if (!output->temp_path) {
-        if (fflush(stdout) != 0 || write_failed) {
-            fprintf(stderr, "memslope report: cannot write the report: %s\n", strerror(errno));
-            return -1;
-        }
-        return 0;
-    }
-    int close_failed = fclose(output->file) != 0;
-    int saved = errno;
-    if (failed || write_failed || close_failed || rename(output->temp_path, path) != 0) {
-        if (!failed)
-            fprintf(stderr, "memslope report: %s: cannot write: %s\n", path,
-                    strerror(close_failed ? saved : write_failed ? EIO : errno));
-        unlink(output->temp_path);
-        failed = 1;
-    }
-    free(output->temp_path);
-    return failed ? -1 : 0;
-}
-
 /* --- the command ---------------------------------------------------------------------- */
 
 static void warn_if_incomplete(const struct trace_model *model, const char *path)
@@ -201,30 +136,49 @@ static void warn_if_incomplete(const struct trace_model *model, const char *path
                 path, model->incomplete_reason, (unsigned long long)model->section_count);
 }
 
+/* Writes the report in the chosen format; err gets the reason of a failure. */
+static int write_format(const struct report_options *options, const struct report *report, FILE *out, char *err,
+                        size_t err_size)
+{
+    switch (options->format) {
+    case FORMAT_JSON: report_write_json(report, out); return 0;
+    case FORMAT_TEXT: report_write_text(report, out); return 0;
+    case FORMAT_SPEEDSCOPE: return report_write_speedscope(report, out, err, err_size);
+    case FORMAT_COLLAPSED: return report_write_collapsed(report, options->metric, out, err, err_size);
+    case FORMAT_HTML: return report_write_html(report, out, err, err_size);
+    case FORMAT_PPROF: return report_write_pprof(report, out, err, err_size);
+    case FORMAT_SUPPRESSIONS: return report_write_suppressions(report, out, err, err_size);
+    }
+    return 0;
+}
+
+/* Into -o's path by output_file.h's rule (stdout when none): a regular
+ * file is replaced once the report is whole, a device or a FIFO written
+ * in place. */
 static int write_report(const struct report_options *options, const struct report *report)
 {
-    struct output output;
-    if (open_output(&output, options->output_path) != 0) {
-        fprintf(stderr, "memslope report: %s: cannot create: %s\n", options->output_path, strerror(errno));
+    struct output_file output;
+    char err[512] = "";
+    if (output_file_open(&output, options->output_path ? options->output_path : "-", 0, err, sizeof err) != 0) {
+        fprintf(stderr, "memslope report: %s\n", err);
         return 1;
     }
-    char err[512] = "";
-    int failed = 0;
-    switch (options->format) {
-    case FORMAT_JSON: report_write_json(report, output.file); break;
-    case FORMAT_TEXT: report_write_text(report, output.file); break;
-    case FORMAT_SPEEDSCOPE: failed = report_write_speedscope(report, output.file, err, sizeof err) != 0; break;
-    case FORMAT_COLLAPSED:
-        failed = report_write_collapsed(report, options->metric, output.file, err, sizeof err) != 0;
-        break;
-    case FORMAT_HTML: failed = report_write_html(report, output.file, err, sizeof err) != 0; break;
-    case FORMAT_PPROF: failed = report_write_pprof(report, output.file, err, sizeof err) != 0; break;
-    case FORMAT_SUPPRESSIONS: failed = report_write_suppressions(report, output.file, err, sizeof err) != 0; break;
+    FILE *out = output_file_stream(&output);
+    if (!out) {
+        fprintf(stderr, "memslope report: cannot write the report: %s\n", strerror(errno));
+        output_file_discard(&output);
+        return 1;
     }
-    if (failed)
+    if (write_format(options, report, out, err, sizeof err) != 0) {
         fprintf(stderr, "memslope report: %s\n", err);
-    int closed = close_output(&output, options->output_path, failed);
-    return failed || closed != 0 ? 1 : 0;
+        output_file_discard(&output);
+        return 1;
+    }
+    if (output_file_close(&output, err, sizeof err) != 0) {
+        fprintf(stderr, "memslope report: %s\n", err);
+        return 1;
+    }
+    return 0;
 }
 
 /* The set is to be freed whatever this returns. */

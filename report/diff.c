@@ -234,25 +234,59 @@ static int build_case(struct diff_case *d, const struct report_diff *diff)
 }
 
 /* The whole-process case a report makes up for a trace without named cases. */
-static int is_process_case(const struct report *report, const struct report_case *c)
+static int is_process_case(const struct report_case *c)
 {
-    if (c->case_id == TRACE_NONE)
-        return 1;
-    for (size_t i = 0; report->primary && i < report->primary->case_count; i++)
-        if (report->primary->cases[i].case_id == c->case_id)
-            return (report->primary->cases[i].flags & TRACE_CASE_IMPLICIT) != 0;
-    return 0;
+    return c->case_id == TRACE_NONE || !c->source || (c->source->flags & TRACE_CASE_IMPLICIT) != 0;
 }
 
-static const struct report_case *counterpart(const struct report *report, const struct report *other,
-                                             const struct report_case *c)
+/* Names in sorted order, each with its position: the first case of a name
+ * is found by a binary search, not by comparing with every case (a diff of
+ * two 20,000-case traces took 2 s). */
+struct name_slot {
+    const char *name;
+    size_t index;
+};
+
+static int compare_slots(const void *left, const void *right)
 {
-    for (size_t i = 0; i < report->case_count; i++)
-        if (strcmp(report->cases[i].name, c->name) == 0)
-            return &report->cases[i];
+    const struct name_slot *a = left, *b = right;
+    int order = strcmp(a->name, b->name);
+    return order ? order : (a->index > b->index) - (a->index < b->index);
+}
+
+static struct name_slot *report_names(const struct report *report)
+{
+    struct name_slot *slots = malloc((report->case_count + 1) * sizeof *slots);
+    for (size_t i = 0; slots && i < report->case_count; i++)
+        slots[i] = (struct name_slot){report->cases[i].name, i};
+    if (slots)
+        qsort(slots, report->case_count, sizeof *slots, compare_slots);
+    return slots;
+}
+
+/* The position of the first name equal to name, or SIZE_MAX. */
+static size_t first_named(const struct name_slot *slots, size_t count, const char *name)
+{
+    size_t low = 0, high = count;
+    while (low < high) {
+        size_t middle = low + (high - low) / 2;
+        if (strcmp(slots[middle].name, name) < 0)
+            low = middle + 1;
+        else
+            high = middle;
+    }
+    return low < count && strcmp(slots[low].name, name) == 0 ? slots[low].index : SIZE_MAX;
+}
+
+static const struct report_case *counterpart(const struct report *report, const struct name_slot *names,
+                                             const struct report *other, const struct report_case *c)
+{
+    size_t found = first_named(names, report->case_count, c->name);
+    if (found != SIZE_MAX)
+        return &report->cases[found];
     /* Two traces without markers: one case each, named after the command. */
-    if (report->case_count == 1 && other->case_count == 1 && is_process_case(report, &report->cases[0]) &&
-        is_process_case(other, c))
+    if (report->case_count == 1 && other->case_count == 1 && is_process_case(&report->cases[0]) &&
+        is_process_case(c))
         return &report->cases[0];
     return NULL;
 }
@@ -266,17 +300,35 @@ static int collect_cases(struct report_diff *diff, const char *case_name)
 {
     const struct report *o = diff->old_report, *n = diff->new_report;
     diff->cases = calloc(o->case_count + n->case_count + 1, sizeof *diff->cases);
-    if (!diff->cases)
+    struct name_slot *old_names = report_names(o), *new_names = report_names(n);
+    if (!diff->cases || !old_names || !new_names) {
+        free(old_names);
+        free(new_names);
         return -1;
+    }
     for (size_t i = 0; i < n->case_count; i++) {
-        const struct report_case *old_case = counterpart(o, n, &n->cases[i]);
+        const struct report_case *old_case = counterpart(o, old_names, n, &n->cases[i]);
         if (wanted(case_name, old_case, &n->cases[i]))
             diff->cases[diff->case_count++] = (struct diff_case){.name = n->cases[i].name, .old_case = old_case,
                                                                  .new_case = &n->cases[i]};
     }
     for (size_t i = 0; i < o->case_count; i++)
-        if (!counterpart(n, o, &o->cases[i]) && wanted(case_name, &o->cases[i], NULL))
+        if (!counterpart(n, new_names, o, &o->cases[i]) && wanted(case_name, &o->cases[i], NULL))
             diff->cases[diff->case_count++] = (struct diff_case){.name = o->cases[i].name, .old_case = &o->cases[i]};
+    free(old_names);
+    free(new_names);
+    return 0;
+}
+
+/* diff->names: the cases' names sorted, for report_diff_case. */
+static int index_names(struct report_diff *diff)
+{
+    diff->names = malloc((diff->case_count + 1) * sizeof *diff->names);
+    if (!diff->names)
+        return -1;
+    for (size_t i = 0; i < diff->case_count; i++)
+        diff->names[i] = (struct name_slot){diff->cases[i].name, i};
+    qsort(diff->names, diff->case_count, sizeof *diff->names, compare_slots);
     return 0;
 }
 
@@ -289,6 +341,8 @@ int report_diff_build(struct report_diff *diff, const struct report *old_report,
     int rc = collect_cases(diff, case_name);
     for (size_t i = 0; rc == 0 && i < diff->case_count; i++)
         rc = build_case(&diff->cases[i], diff);
+    if (rc == 0)
+        rc = index_names(diff);
     if (rc != 0) {
         snprintf(err, err_size, "out of memory");
         report_diff_free(diff);
@@ -313,13 +367,12 @@ void report_diff_free(struct report_diff *diff)
         free(diff->cases[c].sites);
     }
     free(diff->cases);
+    free(diff->names);
     memset(diff, 0, sizeof *diff);
 }
 
 const struct diff_case *report_diff_case(const struct report_diff *diff, const char *name)
 {
-    for (size_t i = 0; i < diff->case_count; i++)
-        if (strcmp(diff->cases[i].name, name) == 0)
-            return &diff->cases[i];
-    return NULL;
+    size_t found = first_named(diff->names, diff->names ? diff->case_count : 0, name);
+    return found != SIZE_MAX ? &diff->cases[found] : NULL;
 }

@@ -55,10 +55,13 @@ struct diff_case {
     size_t site_count, changed_count;
 };
 
+struct name_slot;
+
 struct report_diff {
     const struct report *old_report, *new_report;
     struct diff_case *cases; /* NEW's order, then the cases only OLD has */
     size_t case_count;
+    struct name_slot *names; /* the cases by name (report_diff_case) */
 };
 
 /* Compares the two reports' cases (case_name: only that one; NULL: all).

@@ -6,6 +6,7 @@
 #include "attribution.h"
 #include "diff.h"
 #include "json_writer.h"
+#include "text_escape.h"
 
 /* --- text ------------------------------------------------------------------------- */
 
@@ -53,11 +54,13 @@ static void write_case_growth(FILE *out, const struct diff_case *c)
 static void write_case_figures(FILE *out, const struct diff_case *c)
 {
     char a[96], b[96], it[96];
+    fputs("Case ", out);
+    text_put(out, c->name);
     if (!c->old.present || !c->new.present) {
-        fprintf(out, "Case %s: only in the %s trace\n", c->name, c->new.present ? "NEW" : "OLD");
+        fprintf(out, ": only in the %s trace\n", c->new.present ? "NEW" : "OLD");
         return;
     }
-    fprintf(out, "Case %s: %s iterations\n", c->name, change_text(c->old.iterations, c->new.iterations, it, sizeof it));
+    fprintf(out, ": %s iterations\n", change_text(c->old.iterations, c->new.iterations, it, sizeof it));
     write_case_growth(out, c);
     if (c->old.leaks_known && c->new.leaks_known)
         fprintf(out, "  leaked: %s bytes in %s blocks\n",
@@ -74,8 +77,9 @@ static void write_site(FILE *out, const struct diff_site *site)
 {
     const struct diff_figures *o = &site->old, *n = &site->new;
     char a[96], b[96];
-    fprintf(out, "  %s%s\n", site->label ? site->label : "[unknown stack]",
-            !o->present ? " (new site)" : !n->present ? " (gone)" : "");
+    fputs("  ", out);
+    text_put(out, site->label ? site->label : "[unknown stack]");
+    fprintf(out, "%s\n", !o->present ? " (new site)" : !n->present ? " (gone)" : "");
     double old_growth = o->growth_known ? o->growth : 0, new_growth = n->growth_known ? n->growth : 0;
     if (fabs(new_growth - old_growth) >= 0.05)
         fprintf(out, "      growth %.1f -> %.1f B/iteration (%+.1f)\n", old_growth, new_growth, new_growth - old_growth);

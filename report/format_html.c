@@ -168,6 +168,9 @@ static const char *exit_text(const struct trace_model_process *process, char *bu
         snprintf(buffer, size, "exited %d", process->info.exit_status);
     else if (process->info.flags & TRACE_PROC_EXECED)
         snprintf(buffer, size, "replaced by exec");
+    else if (process->info.flags & TRACE_PROC_CHECKPOINT)
+        snprintf(buffer, size, "still running at memslope's last checkpoint, %.1f s in",
+                 (double)(process->info.end_ns - process->info.start_ns) / 1e9);
     else
         snprintf(buffer, size, "did not finish");
     return buffer;
@@ -284,28 +287,31 @@ static void write_process_sites(struct json_writer *json, struct html_frames *fr
 
 /* --- cases -------------------------------------------------------------------------------- */
 
-static const struct trace_case *trace_case_of(const struct trace_model_process *process, uint32_t case_id)
+static void write_iteration_snapshot(struct json_writer *json, const struct trace_snapshot *s)
 {
-    for (size_t i = 0; process && case_id != TRACE_NONE && i < process->case_count; i++)
-        if (process->cases[i].case_id == case_id)
-            return &process->cases[i];
-    return NULL;
+    if (s->kind != TRACE_SNAP_ITERATION)
+        return;
+    json_array_begin(json);
+    json_uint(json, s->iteration);
+    json_uint(json, s->live_bytes);
+    json_array_end(json);
 }
 
-/* [iteration, live bytes] of the case's iteration snapshots (any case's for the whole-process case). */
-static void write_iteration_snapshots(struct json_writer *json, const struct trace_model_process *process,
-                                      uint32_t case_id)
+/* [iteration, live bytes] of the case's iteration snapshots (any case's for
+ * the whole-process case the report makes up). */
+static void write_iteration_snapshots(struct json_writer *json, const struct report *report, uint32_t case_id)
 {
+    const struct trace_model_process *process = report->primary;
     json_key(json, "snapshots");
     json_array_begin(json);
-    for (size_t i = 0; process && i < process->snapshot_count; i++) {
-        const struct trace_snapshot *s = &process->snapshots[i];
-        if (s->kind != TRACE_SNAP_ITERATION || (case_id != TRACE_NONE && s->case_id != case_id))
-            continue;
-        json_array_begin(json);
-        json_uint(json, s->iteration);
-        json_uint(json, s->live_bytes);
-        json_array_end(json);
+    if (case_id == TRACE_NONE) {
+        for (size_t i = 0; process && i < process->snapshot_count; i++)
+            write_iteration_snapshot(json, &process->snapshots[i]);
+    } else {
+        size_t count;
+        const struct trace_snapshot *const *snapshots = report_case_snapshots(report, case_id, &count);
+        for (size_t i = 0; i < count; i++)
+            write_iteration_snapshot(json, snapshots[i]);
     }
     json_array_end(json);
 }
@@ -339,7 +345,7 @@ static void write_case(struct json_writer *json, struct html_frames *frames, con
                        const struct report_case *report_case)
 {
     const struct trace_model_process *process = report->primary;
-    const struct trace_case *trace_case = trace_case_of(process, report_case->case_id);
+    const struct trace_case *trace_case = report_case->source;
     uint64_t start_ns = process ? process->info.start_ns : 0;
     json_object_begin(json);
     json_member_string(json, "name", report_case->name);
@@ -356,7 +362,7 @@ static void write_case(struct json_writer *json, struct html_frames *frames, con
     json_member_double(json, "begin_ms", trace_case ? ms_since(trace_case->begin_ns, start_ns) : 0);
     json_member_double(json, "end_ms", trace_case ? ms_since(trace_case->end_ns, start_ns)
                                                   : process ? ms_since(process->info.end_ns, start_ns) : 0);
-    write_iteration_snapshots(json, process, report_case->case_id);
+    write_iteration_snapshots(json, report, report_case->case_id);
     json_key(json, "sites");
     json_array_begin(json);
     for (size_t i = 0; i < report_case->site_count; i++)
@@ -431,7 +437,7 @@ static struct time_window case_window(const struct report *report)
 {
     struct time_window window = {0, UINT64_MAX};
     const struct trace_case *trace_case =
-        report->case_filter && report->case_count ? trace_case_of(report->primary, report->cases[0].case_id) : NULL;
+        report->case_filter && report->case_count ? report->cases[0].source : NULL;
     if (trace_case && !(trace_case->flags & TRACE_CASE_IMPLICIT))
         window = (struct time_window){trace_case->begin_ns, trace_case->end_ns ? trace_case->end_ns : UINT64_MAX};
     return window;

@@ -56,6 +56,7 @@ struct report_site {
 struct report_case {
     const char *name;
     uint32_t case_id; /* TRACE_NONE for the whole-process case made up by the report */
+    const struct trace_case *source; /* the trace's CASE; NULL for the case made up by the report */
     uint64_t iterations;
     int setup_known; /* 0: no iterations, so nothing to tell setup from growth (null in JSON) */
     uint64_t setup_bytes, setup_blocks;
@@ -102,7 +103,13 @@ struct report {
     size_t case_count;
     struct report_process *processes; /* every process image of the trace, in its order */
     size_t process_count;
+    struct report_case_data *case_data; /* the primary's snapshots, leak checks and counters by case (uthash) */
 };
+
+/* The primary's snapshots of one case id, in file order (*count of them);
+ * NULL when it has none. */
+const struct trace_snapshot *const *report_case_snapshots(const struct report *report, uint32_t case_id,
+                                                          size_t *count);
 
 /* What to build a report of. */
 struct report_request {

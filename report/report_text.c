@@ -8,6 +8,7 @@
 #include "attribution.h"
 #include "site_label.h"
 #include "suppressions.h"
+#include "text_escape.h"
 
 enum { TOP_SITES = 10, FRAMES_SHOWN = 5, COMMAND_WIDTH = 24, OTHER_PROCESS_RECORDS = 5 };
 
@@ -46,9 +47,11 @@ static void write_command(FILE *out, const struct report *report)
     const char *program = argv[0], *slash = strrchr(program, '/');
     if (strlen(program) > COMMAND_WIDTH / 2 && slash)
         program = slash + 1;
-    int width = fprintf(out, "%.*s", COMMAND_WIDTH, program);
-    for (uint32_t i = 1; i < argc && width < COMMAND_WIDTH; i++)
-        width += fprintf(out, " %.*s", COMMAND_WIDTH - width, argv[i]);
+    int width = text_put_width(out, program, COMMAND_WIDTH);
+    for (uint32_t i = 1; i < argc && width < COMMAND_WIDTH; i++) {
+        fputc(' ', out);
+        width += 1 + text_put_width(out, argv[i], COMMAND_WIDTH - width - 1);
+    }
     if (width >= COMMAND_WIDTH)
         fputs("...", out);
 }
@@ -71,6 +74,9 @@ static void write_exit(FILE *out, const struct trace_model_process *process)
         fprintf(out, "exited %d", process->info.exit_status);
     else if (process->info.flags & TRACE_PROC_EXECED)
         fputs("replaced by exec", out);
+    else if (process->info.flags & TRACE_PROC_CHECKPOINT)
+        fprintf(out, "still running at memslope's last checkpoint, %.1f s in",
+                (double)(process->info.end_ns - process->info.start_ns) / 1e9);
     else
         fputs("did not finish", out);
 }
@@ -84,11 +90,12 @@ static void write_summary(FILE *out, const struct report *report)
     write_command(out, report);
     fputs(": ", out);
     write_exit(out, p);
-    fprintf(out, "; %s allocs, %s frees; %s allocated, peak %s, %s live at exit\n",
+    fprintf(out, "; %s allocs, %s frees; %s allocated, peak %s, %s live %s\n",
             with_commas(info->allocations, a, sizeof a), with_commas(info->frees, f, sizeof f),
             report_human_bytes(info->allocated_bytes, allocated, sizeof allocated),
             report_human_bytes(info->peak_bytes, peak, sizeof peak),
-            report_human_bytes(info->live_bytes, live, sizeof live));
+            report_human_bytes(info->live_bytes, live, sizeof live),
+            info->flags & TRACE_PROC_CHECKPOINT ? "then" : "at exit");
 }
 
 /* One line on the interpreter, for a process that ran CPython. */
@@ -113,16 +120,22 @@ static void write_python(FILE *out, const struct trace_model_process *p)
 static void write_frame(FILE *out, const struct trace_model_frame *frame, int first, const char *indent)
 {
     const char *function = *frame->function ? frame->function : "???";
-    fprintf(out, "%s    %s %s", indent, first ? "at" : "by", function);
-    if (*frame->file && frame->line)
-        fprintf(out, " (%s:%u)", frame->file, frame->line);
-    else if (frame->flags & TRACE_FRAME_PYTHON)
-        fprintf(out, " (%s)", *frame->file ? frame->file : "python");
-    else if (frame->module)
-        fprintf(out, " (%s+0x%" PRIx64 ")", strrchr(frame->module->path, '/') ? strrchr(frame->module->path, '/') + 1
-                                                                              : frame->module->path,
-                frame->module_offset);
-    else
+    fprintf(out, "%s    %s ", indent, first ? "at" : "by");
+    text_put(out, function);
+    if (*frame->file && frame->line) {
+        fputs(" (", out);
+        text_put(out, frame->file);
+        fprintf(out, ":%u)", frame->line);
+    } else if (frame->flags & TRACE_FRAME_PYTHON) {
+        fputs(" (", out);
+        text_put(out, *frame->file ? frame->file : "python");
+        fputc(')', out);
+    } else if (frame->module) {
+        const char *slash = strrchr(frame->module->path, '/');
+        fputs(" (", out);
+        text_put(out, slash ? slash + 1 : frame->module->path);
+        fprintf(out, "+0x%" PRIx64 ")", frame->module_offset);
+    } else
         fprintf(out, " (0x%" PRIx64 ")", frame->address);
     if (frame->flags & TRACE_FRAME_INLINED)
         fputs(" [inlined]", out);
@@ -188,9 +201,12 @@ static void write_used_suppressions(FILE *out, const struct report *report)
     for (size_t i = 0; i < report->used_suppression_count; i++) {
         const struct report_used_suppression *used = &report->used_suppressions[i];
         const char *file = strrchr(used->suppression->file, '/');
-        fprintf(out, "   used suppression: %s bytes in %s blocks: %s (%s:%u)\n",
-                with_commas(used->amount.bytes, bytes, 32), with_commas(used->amount.blocks, blocks, 32),
-                used->suppression->name, file ? file + 1 : used->suppression->file, used->suppression->line);
+        fprintf(out, "   used suppression: %s bytes in %s blocks: ", with_commas(used->amount.bytes, bytes, 32),
+                with_commas(used->amount.blocks, blocks, 32));
+        text_put(out, used->suppression->name);
+        fputs(" (", out);
+        text_put(out, file ? file + 1 : used->suppression->file);
+        fprintf(out, ":%u)\n", used->suppression->line);
     }
 }
 
@@ -253,7 +269,8 @@ static const char *bytes_text(uint64_t bytes, const char *mark, char *buffer, si
 static void write_case_figures(FILE *out, const struct report_case *c)
 {
     char iterations[48], peak[64], setup[64], blocks[48], lost[64], suppressed[64];
-    fprintf(out, "%s: %s; peak %s\n", c->name,
+    text_put(out, c->name);
+    fprintf(out, ": %s; peak %s\n",
             c->iterations ? plural(c->iterations, "iteration", iterations, sizeof iterations) : "no iterations",
             bytes_text(c->peak_bytes, "", peak, sizeof peak));
     if (!c->setup_known)
@@ -401,9 +418,11 @@ static void write_site_list(FILE *out, const struct report *report, const struct
                             const struct site_list *list, enum report_metric metric)
 {
     char figure[128];
-    for (size_t i = 0; i < list->count; i++)
-        fprintf(out, "    %-28s %s\n", site_figure(report, list->sites[i], metric, figure, sizeof figure),
-                label_of(list->sites[i], lists->listed, lists->labels, lists->listed_count));
+    for (size_t i = 0; i < list->count; i++) {
+        fprintf(out, "    %-28s ", site_figure(report, list->sites[i], metric, figure, sizeof figure));
+        text_put(out, label_of(list->sites[i], lists->listed, lists->labels, lists->listed_count));
+        fputc('\n', out);
+    }
 }
 
 static void collect_listed(struct case_lists *lists, const struct site_list *list)
@@ -484,7 +503,9 @@ static void write_other_processes(FILE *out, const struct report *report)
         const struct trace_model_process *p = entry->process;
         if (p == report->primary)
             continue;
-        fprintf(out, "pid %u %s: ", p->info.pid, *p->info.exe ? p->info.exe : "(unknown)");
+        fprintf(out, "pid %u ", p->info.pid);
+        text_put(out, *p->info.exe ? p->info.exe : "(unknown)");
+        fputs(": ", out);
         write_exit(out, p);
         fprintf(out, "; %s, %s allocated, peak %s\n", plural(p->info.allocations, "allocation", allocations, 48),
                 report_human_bytes(p->info.allocated_bytes, allocated, 32),
@@ -497,15 +518,20 @@ static void write_other_processes(FILE *out, const struct report *report)
 
 static void write_warning_list(FILE *out, const char *const *warnings, size_t count)
 {
-    for (size_t i = 0; i < count; i++)
-        fprintf(out, "warning: %s\n", warnings[i]);
+    for (size_t i = 0; i < count; i++) {
+        fputs("warning: ", out);
+        text_put(out, warnings[i]);
+        fputc('\n', out);
+    }
 }
 
 static void write_leaks(FILE *out, const struct report *report)
 {
-    if (report->case_filter)
-        fprintf(out, "Leaks of case %s: the blocks it allocated, largest first (memcheck's categories)\n\n",
-                report->case_filter);
+    if (report->case_filter) {
+        fputs("Leaks of case ", out);
+        text_put(out, report->case_filter);
+        fputs(": the blocks it allocated, largest first (memcheck's categories)\n\n", out);
+    }
     else
         fputs("Leaks at exit, largest first (memcheck's categories)\n\n", out);
     write_sampling_note(out, report);
@@ -523,8 +549,8 @@ void report_write_text(const struct report *report, FILE *out)
     if (report->exit_leaks)
         write_leaks(out, report);
     else if (report->primary && !(report->primary->info.flags & TRACE_PROC_SHIM_SEEN))
-        fputs("Nothing was recorded in this process: memslope's shim was not loaded into it (a static binary,\n"
-              "or LD_PRELOAD was removed; see the warning below).\n\n", out);
+        fputs("Nothing was recorded in this process: memslope's shim was not loaded into it (the warning\n"
+              "below says why).\n\n", out);
     else
         fputs("No leak check (recorded with --leak-check off, or the process did not end): the cases below\n"
               "list what was live.\n\n", out);

@@ -132,6 +132,10 @@ enum trace_process_flags {
     /* an image of the launched command's own process, through its exec
      * chain (never a fork child): the report's headline is the last one */
     TRACE_PROC_PRIMARY = 1u << 4,
+    /* written at a checkpoint while the image ran: its figures as they
+     * stood at end_ns; a later PROCESS replaces it (the next checkpoint,
+     * or the image's end) */
+    TRACE_PROC_CHECKPOINT = 1u << 5,
 };
 
 enum trace_snapshot_kind {

@@ -608,6 +608,14 @@ static int parse_python(struct reader *reader, struct cursor *cursor)
     return 0;
 }
 
+/* Where a case id sits in process->cases: a trace of 100,000 cases looked
+ * for each one among all the others. */
+struct trace_case_slot {
+    uint32_t case_id;
+    size_t index;
+    UT_hash_handle hh;
+};
+
 static int parse_case(struct reader *reader, struct cursor *cursor)
 {
     struct trace_case trace_case = {0};
@@ -624,13 +632,19 @@ static int parse_case(struct reader *reader, struct cursor *cursor)
     struct trace_model_process *process = get_process(reader, trace_case.process_id);
     if (!process)
         return -1;
-    for (size_t i = 0; i < process->case_count; i++)
-        if (process->cases[i].case_id == trace_case.case_id) {
-            process->cases[i] = trace_case;
-            return 0;
-        }
-    if (grow(&process->cases, &process->case_capacity, process->case_count, sizeof *process->cases) != 0)
+    struct trace_case_slot *slot;
+    HASH_FIND(hh, process->case_slots, &trace_case.case_id, sizeof trace_case.case_id, slot);
+    if (slot) {
+        process->cases[slot->index] = trace_case;
+        return 0;
+    }
+    if (grow(&process->cases, &process->case_capacity, process->case_count, sizeof *process->cases) != 0 ||
+        !(slot = arena_alloc(reader->model, sizeof *slot)))
         return out_of_memory(reader);
+    memset(slot, 0, sizeof *slot);
+    slot->case_id = trace_case.case_id;
+    slot->index = process->case_count;
+    HASH_ADD(hh, process->case_slots, case_id, sizeof slot->case_id, slot);
     process->cases[process->case_count++] = trace_case;
     return 0;
 }
@@ -721,7 +735,6 @@ const struct trace_case_site *trace_model_case_site(const struct trace_model_pro
         for (uint32_t j = 0; j < record->count; j++)
             if (record->sites[j].stack_id == stack_id)
                 return &record->sites[j];
-        return NULL;
     }
     return NULL;
 }
@@ -1004,6 +1017,7 @@ static void free_process(struct trace_model_process *process)
 {
     HASH_CLEAR(hh, process->stacks);
     HASH_CLEAR(hh, process->sites);
+    HASH_CLEAR(hh, process->case_slots);
     free(process->snapshots);
     free(process->timeline);
     free(process->cases);

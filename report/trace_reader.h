@@ -72,6 +72,7 @@ struct trace_model_process {
     uint64_t timeline_interval_ns;
     struct trace_case *cases;         /* a later CASE with the same id replaces it */
     size_t case_count, case_capacity;
+    struct trace_case_slot *case_slots; /* where each case id sits in cases (uthash; the reader's) */
     struct trace_leaks *leaks;        /* in file order; records owned */
     size_t leak_count, leak_capacity;
     struct trace_case_sites *case_sites; /* in file order; sites owned */
@@ -124,7 +125,8 @@ void trace_model_free(struct trace_model *model);
 const struct trace_model_stack *trace_model_stack(const struct trace_model_process *process, uint32_t stack_id);
 const struct trace_model_site *trace_model_site(const struct trace_model_process *process, uint32_t stack_id);
 const struct trace_model_process *trace_model_process(const struct trace_model *model, uint32_t process_id);
-/* A case's own counters for a site (CASE_SITES), or NULL. */
+/* A case's own counters for a site: from the last CASE_SITES record of the
+ * case that has the site, or NULL. */
 const struct trace_case_site *trace_model_case_site(const struct trace_model_process *process, uint32_t case_id,
                                                     uint32_t stack_id);
 

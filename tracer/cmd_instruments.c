@@ -18,6 +18,7 @@
 
 #include "commands.h"
 #include "external_tool.h"
+#include "output_file.h"
 
 /* What xcrun exits with when the developer tool (xctrace) is missing:
  * EX_CONFIG, as with only the Command Line Tools installed. */
@@ -152,6 +153,25 @@ static int run_xctrace(const char *xcrun, const struct instruments_options *opti
     return status;
 }
 
+/* xctrace writes a .trace bundle, a directory, at the path: never through
+ * a link another user planted (output_file.h), and not into a device, a
+ * FIFO or standard output, which cannot hold one. */
+static int output_refused(const char *output)
+{
+    enum output_kind kind;
+    char err[512];
+    if (output_file_classify(output, &kind, err, sizeof err) != 0) {
+        fprintf(stderr, "memslope instruments: %s\n", err);
+        return 1;
+    }
+    if (kind == OUTPUT_STANDARD_OUTPUT || kind == OUTPUT_IN_PLACE) {
+        fprintf(stderr, "memslope instruments: %s cannot hold an Instruments .trace bundle (a directory): "
+                        "give -o a path such as run.trace\n", output);
+        return 1;
+    }
+    return 0;
+}
+
 int cmd_instruments(int argc, char **argv)
 {
     struct instruments_options options;
@@ -162,6 +182,11 @@ int cmd_instruments(int argc, char **argv)
     if (!xcrun)
         return explain_no_xcrun();
     char *output = options.output ? strdup(options.output) : default_output(options.command[0]);
+    if (output && output_refused(output)) {
+        free(output);
+        free(xcrun);
+        return 1;
+    }
     int status = output ? run_xctrace(xcrun, &options, output) : 1;
     struct stat st;
     if (output && options.open && stat(output, &st) == 0)

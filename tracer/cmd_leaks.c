@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "../leakscan/leakscan.h"
@@ -381,11 +382,56 @@ static void print_json(const struct leaks_options *options, const struct leaks_r
     json_object_end(&json);
 }
 
+/* The state letter in /proc/PID/stat ('R', 'S', 'Z', ...) and the
+ * process's thread group, or 0 when it cannot be read. */
+static char process_state(pid_t pid, pid_t *thread_group)
+{
+    char path[64], text[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *file = fopen(path, "re");
+    size_t n = file ? fread(text, 1, sizeof text - 1, file) : 0;
+    if (file)
+        fclose(file);
+    text[n] = '\0';
+    const char *after_name = strrchr(text, ')'); /* the name may hold spaces and parentheses */
+    *thread_group = pid;
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    if ((file = fopen(path, "re"))) {
+        char line[256];
+        while (fgets(line, sizeof line, file))
+            if (strncmp(line, "Tgid:", 5) == 0)
+                *thread_group = (pid_t)strtol(line + 5, NULL, 10);
+        fclose(file);
+    }
+    return after_name && after_name[1] == ' ' ? after_name[2] : 0;
+}
+
+/* What cannot be scanned, said as what it is (the attach would blame the
+ * kernel's ptrace access check). 0 when pid is worth attaching to. */
+static int refuse_unscannable(pid_t pid)
+{
+    pid_t thread_group;
+    char state = process_state(pid, &thread_group);
+    if (thread_group == getpid()) {
+        fprintf(stderr, "memslope leaks: %d is memslope itself, which cannot scan its own memory; give the pid of "
+                        "another process\n", (int)pid);
+        return EXIT_SCAN_FAILED;
+    }
+    if (state == 'Z' || state == 'X') {
+        fprintf(stderr, "memslope leaks: process %d has exited (a zombie until its parent collects its exit "
+                        "status): it has no memory left to scan\n", (int)pid);
+        return EXIT_SCAN_FAILED;
+    }
+    return 0;
+}
+
 int cmd_leaks(int argc, char **argv)
 {
     struct leaks_options options = {0};
     int rc = parse_options(argc, argv, &options);
     if (rc >= 0)
+        return rc;
+    if ((rc = refuse_unscannable(options.pid)) != 0)
         return rc;
     char err[512] = "";
     struct leakscan_stopped stopped;

@@ -18,6 +18,7 @@
 
 #include "commands.h"
 #include "external_tool.h"
+#include "output_file.h"
 #include "perf_script.h"
 
 #define DEFAULT_RATE "1000"
@@ -383,19 +384,22 @@ static int parse_script_file(int fd, struct perf_profile *profile)
     return result;
 }
 
+/* Into profile (opened by output_file.h's rule), then put in place. */
 static int write_profile_file(const struct perf_profile *profile, const struct perf_options *options,
-                              const char *path)
+                              struct output_file *file)
 {
-    FILE *out = fopen(path, "w");
-    if (!out) {
-        fprintf(stderr, "memslope perf: cannot create %s: %s (choose another place with -o)\n", path,
-                strerror(errno));
+    char err[512];
+    FILE *out = output_file_stream(file);
+    int result = !out ? -1
+                 : options->collapsed ? perf_write_collapsed(profile, out)
+                                      : perf_write_speedscope(profile, options->command[0], out);
+    if (result != 0) {
+        fprintf(stderr, "memslope perf: cannot write %s: %s\n", file->path, strerror(errno));
+        output_file_discard(file);
         return -1;
     }
-    int result = options->collapsed ? perf_write_collapsed(profile, out)
-                                    : perf_write_speedscope(profile, options->command[0], out);
-    if (fclose(out) != 0 || result != 0) {
-        fprintf(stderr, "memslope perf: cannot write %s: %s\n", path, strerror(errno));
+    if (output_file_close(file, err, sizeof err) != 0) {
+        fprintf(stderr, "memslope perf: %s\n", err);
         return -1;
     }
     return 0;
@@ -423,10 +427,21 @@ static void report_summary(const struct perf_profile *profile, const struct perf
             profile->thread_count == 1 ? "" : "s", out, data);
 }
 
-/* After the command ran: perf script, parse, write, name the data after
- * the output. Returns 0, or -1 after saying why. */
+static int open_output(struct output_file *file, const char *path)
+{
+    char err[512];
+    if (output_file_open(file, path, 0, err, sizeof err) == 0)
+        return 0;
+    fprintf(stderr, "memslope perf: %s\n", err);
+    return -1;
+}
+
+/* After the command ran: perf script, parse, write the profile into
+ * profile (opened before the command with -o; named after the profiled
+ * pid now without), name the data after the output. Returns 0, or -1 after
+ * saying why. */
 static int convert(const struct perf_setup *setup, const struct perf_options *options, const char *data,
-                   char **out_path)
+                   struct output_file *profile_file, char **out_path)
 {
     int fd = run_perf_script(setup, data);
     if (fd < 0)
@@ -439,18 +454,48 @@ static int convert(const struct perf_setup *setup, const struct perf_options *op
         return -1;
     }
     char *out = output_path(options, &profile);
-    char *final_data = out ? with_suffix(out, ".perf.data") : NULL;
     int result = -1;
-    if (final_data && write_profile_file(&profile, options, out) == 0) {
-        /* Recorded before the pid was known: now name it after the output. */
-        int renamed = strcmp(final_data, data) == 0 || rename(data, final_data) == 0;
-        report_summary(&profile, setup, out, renamed ? final_data : data, options);
-        result = 0;
+    if (out && (profile_file->path || open_output(profile_file, out) == 0)) {
+        /* Beside a profile written in place (-o -, a device) the data keeps its own name. */
+        char *final_data = profile_file->kind == OUTPUT_NEW_FILE ? with_suffix(out, ".perf.data") : strdup(data);
+        if (final_data && write_profile_file(&profile, options, profile_file) == 0) {
+            /* Recorded before the pid was known: now name it after the output
+             * (rename replaces whatever is at that name, never writes through it). */
+            int renamed = strcmp(final_data, data) == 0 || rename(data, final_data) == 0;
+            report_summary(&profile, setup, out, renamed ? final_data : data, options);
+            result = 0;
+        }
+        free(final_data);
     }
-    free(final_data);
     perf_profile_free(&profile);
     *out_path = out;
     return result;
+}
+
+/* perf's raw data, created here (a fresh file, never through a link) and
+ * written by perf under that name: with -o, OUT.perf.data; else, or beside
+ * a profile written in place, memslope.COMMAND.PID.perf.data. */
+static char *create_data_file(const struct perf_options *options, const struct output_file *profile_file)
+{
+    char *name = profile_file->path && profile_file->kind == OUTPUT_NEW_FILE
+                     ? with_suffix(options->output, ".perf.data")
+                     : format_path("memslope.%s.%ld.perf.data", command_basename(options->command[0]), (long)getpid());
+    struct output_file data_file;
+    char err[512];
+    if (!name)
+        return NULL;
+    int opened = output_file_open(&data_file, name, 0, err, sizeof err) == 0;
+    if (opened && data_file.kind != OUTPUT_NEW_FILE) {
+        output_file_discard(&data_file);
+        snprintf(err, sizeof err, "%s is a device or a FIFO; choose another path with -o", name);
+        opened = 0;
+    }
+    if (!opened || output_file_close(&data_file, err, sizeof err) != 0) { /* empty: perf writes it by its name */
+        fprintf(stderr, "memslope perf: cannot keep perf's raw data: %s\n", err);
+        free(name);
+        return NULL;
+    }
+    return name;
 }
 
 static int data_was_written(const char *data)
@@ -459,47 +504,30 @@ static int data_was_written(const char *data)
     return stat(data, &st) == 0 && st.st_size > 0;
 }
 
-/* Fails before COMMAND runs, rather than after, when OUT cannot be written. */
-static int output_dir_writable(const char *output)
-{
-    if (!output)
-        return access(".", W_OK) == 0 ? 0 : -1;
-    char *copy = strdup(output);
-    if (!copy)
-        return -1;
-    char *slash = strrchr(copy, '/');
-    const char *dir = !slash ? "." : slash == copy ? "/" : (*slash = '\0', copy);
-    int result = access(dir, W_OK);
-    if (result != 0)
-        fprintf(stderr, "memslope perf: cannot write into %s: %s (choose another place with -o)\n", dir,
-                strerror(errno));
-    free(copy);
-    return result;
-}
-
 static int record_and_convert(const struct perf_setup *setup, const struct perf_options *options)
 {
-    if (output_dir_writable(options->output) != 0) {
-        if (!options->output)
-            fprintf(stderr, "memslope perf: cannot write into the current directory: %s (use -o)\n",
-                    strerror(errno));
+    struct output_file profile_file = {.fd = -1};
+    if (options->output && open_output(&profile_file, options->output) != 0)
+        return 1;
+    char *data = create_data_file(options, &profile_file);
+    if (!data) {
+        output_file_discard(&profile_file);
         return 1;
     }
-    char *data = options->output ? with_suffix(options->output, ".perf.data")
-                                 : format_path("memslope.%s.%ld.perf.data",
-                                               command_basename(options->command[0]), (long)getpid());
-    if (!data)
-        return 1;
     int status = record(setup, options, data);
     if (status < 0 || !data_was_written(data)) {
         if (status >= 0)
             fprintf(stderr, "memslope perf: perf record wrote no data (exit status %d); its message is above.\n",
                     status);
+        output_file_discard(&profile_file);
+        unlink(data);
         free(data);
         return 1;
     }
     char *out = NULL;
-    int converted = convert(setup, options, data, &out);
+    int converted = convert(setup, options, data, &profile_file, &out);
+    if (converted != 0)
+        output_file_discard(&profile_file);
     if (converted == 0 && options->open)
         tool_open_artifact(out, ARTIFACT_SPEEDSCOPE);
     free(out);

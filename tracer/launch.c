@@ -204,7 +204,7 @@ int session_launch(struct session *session, const char *shim_path)
     }
     session->writer = trace_writer_create(output, err, sizeof err);
     if (!session->writer || write_info(session) < 0) {
-        fprintf(stderr, "memslope: %s (nothing was run; choose another path with -o)\n",
+        fprintf(stderr, "memslope: %s (nothing was run)\n",
                 session->writer ? trace_writer_error(session->writer) : err);
         abandon_child(child);
         return 1;

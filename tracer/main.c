@@ -21,7 +21,7 @@ static const struct command commands[] = {
      "                            py:[MODULE:]QUALNAME: every call of that Python function\n"
      "  --leak-check WHEN         end (default) | iterations | off\n"
      "  --snapshots N             keep at most N iteration snapshots per case (default 200)\n"
-     "  --interval DURATION       heap-over-time sample period (default 100ms)\n"
+     "  --interval DURATION       heap-over-time sample period (default 100ms, at least 1ms)\n"
      "  --sample-rate BYTES       backtraces for a Poisson sample of allocations (default 0: all)\n"
      "  --max-frames N            deepest backtrace kept (default 64)\n"
      "  --no-freeres              skip glibc's and libstdc++'s freeres at exit (memcheck runs them by default)\n"

@@ -155,9 +155,12 @@ static double block_weight(const struct recorder *recorder, const struct recorde
 static void case_count_in_case(struct recorder *recorder, const struct recorder_site *site, uint32_t case_id,
                                uint64_t size, double weight, int allocated, int freed)
 {
+    if (case_id < recorder->case_count) /* a fork child's inherited blocks name its parent's cases */
+        recorder->cases[case_id].live_blocks += (uint64_t)(allocated - freed);
     struct case_site_counter *counter = case_site(recorder, case_id, (size_t)(site - recorder->sites));
     if (!counter)
         return;
+    counter->changed = 1;
     if (!weight) {
         counter->allocations += (uint64_t)allocated;
         counter->allocated_bytes += allocated ? size : 0;
@@ -434,6 +437,7 @@ void recorder_snapshot(struct recorder *recorder, uint32_t kind, uint64_t time_n
         .live_bytes = recorder->live_bytes,
         .live_blocks = recorder->live_blocks,
     };
+    snapshot->written = 0;
     snapshot_set_entries(snapshot, entries, count);
 }
 
@@ -524,6 +528,11 @@ void recorder_iteration(struct recorder *recorder, uint64_t time_ns)
     recorder->iteration_snapshots++;
     if (recorder->snapshots_limit && recorder->iteration_snapshots > recorder->snapshots_limit)
         thin_iteration_snapshots(recorder);
+}
+
+uint64_t recorder_open_case_live_blocks(const struct recorder *recorder)
+{
+    return recorder->open_case < recorder->case_count ? recorder->cases[recorder->open_case].live_blocks : 0;
 }
 
 void recorder_case_end(struct recorder *recorder, uint64_t time_ns)

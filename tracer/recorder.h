@@ -45,11 +45,15 @@ struct recorder_site {
 struct recorder_snapshot {
     struct trace_snapshot header;
     struct trace_snapshot_entry *entries; /* owned */
+    int written; /* in the trace already (a checkpoint wrote it): trace_output.c */
 };
 
 struct recorder_case {
     struct trace_case info; /* name owned here */
     char *name;
+    /* Blocks allocated while the case was open and not freed: at 0 the
+     * case's leak check finds nothing, and needs no scan. */
+    uint64_t live_blocks;
 };
 
 /* A free whose allocation has not been seen yet (see recorder.c). */
@@ -60,6 +64,7 @@ struct pending_free;
 struct case_site_counter {
     uint64_t key; /* case_id << 32 | site index */
     uint64_t allocations, allocated_bytes, frees;
+    int changed; /* since the trace last had it: trace_output.c writes the changed ones */
     double scaled_allocations, scaled_bytes, scaled_frees; /* with --sample-rate; the above rounded */
     UT_hash_handle hh;
 };
@@ -153,6 +158,9 @@ void recorder_free_block(struct recorder *recorder, uint64_t time_ns, uint64_t a
 void recorder_case_begin(struct recorder *recorder, uint64_t time_ns, const char *name, size_t name_length);
 void recorder_iteration(struct recorder *recorder, uint64_t time_ns);
 void recorder_case_end(struct recorder *recorder, uint64_t time_ns);
+
+/* Blocks the open case allocated that are still live (0 with no case open). */
+uint64_t recorder_open_case_live_blocks(const struct recorder *recorder);
 
 /* Records the per-site live heap now as a snapshot of the given kind,
  * held as the change since the previous snapshot (struct recorder_snapshot):

@@ -26,6 +26,7 @@
 #include <sys/syscall.h>
 #include <sys/user.h>
 #include <sys/wait.h>
+#include <elf.h>
 #include <time.h>
 #include <unistd.h>
 #include <uthash.h>
@@ -145,6 +146,47 @@ static char *read_proc_file(pid_t pid, const char *name, size_t *length)
     return text;
 }
 
+/* AT_SECURE from the image's auxiliary vector: the loader runs it in
+ * secure-execution mode and ignores LD_PRELOAD. */
+static int read_secure_execution(pid_t pid)
+{
+    size_t length = 0;
+    char *auxv = read_proc_file(pid, "auxv", &length);
+    int secure = 0;
+    for (size_t i = 0; auxv && i + 16 <= length; i += 16) {
+        uint64_t type, value;
+        memcpy(&type, auxv + i, 8);
+        memcpy(&value, auxv + i + 8, 8);
+        if (type == 23 /* AT_SECURE */)
+            secure = value != 0;
+    }
+    free(auxv);
+    return secure;
+}
+
+/* Whether the ELF file at path has no PT_INTERP: nothing loads the shim. */
+static int elf_statically_linked(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    Elf64_Ehdr header;
+    int is_static = 0;
+    if (fd >= 0 && pread(fd, &header, sizeof header, 0) == (ssize_t)sizeof header &&
+        memcmp(header.e_ident, ELFMAG, SELFMAG) == 0 && header.e_ident[EI_CLASS] == ELFCLASS64 &&
+        header.e_phentsize == sizeof(Elf64_Phdr) && header.e_phnum < 256) {
+        is_static = 1;
+        for (int i = 0; i < header.e_phnum && is_static; i++) {
+            Elf64_Phdr program_header;
+            if (pread(fd, &program_header, sizeof program_header,
+                      (off_t)(header.e_phoff + (uint64_t)i * sizeof program_header)) != (ssize_t)sizeof program_header ||
+                program_header.p_type == PT_INTERP)
+                is_static = 0;
+        }
+    }
+    if (fd >= 0)
+        close(fd);
+    return is_static;
+}
+
 /* Names the image: /proc/PID/exe and the argv in /proc/PID/cmdline. */
 static void process_read_identity(struct traced_process *process)
 {
@@ -153,6 +195,8 @@ static void process_read_identity(struct traced_process *process)
     ssize_t n = readlink(path, exe, sizeof exe - 1);
     free(process->exe);
     process->exe = strdup(n > 0 ? (exe[n] = '\0', exe) : "");
+    process->secure_execution = read_secure_execution(process->pid);
+    process->statically_linked = elf_statically_linked(path);
 
     size_t length = 0;
     char *cmdline = read_proc_file(process->pid, "cmdline", &length);
@@ -450,6 +494,19 @@ static void count_python_image(struct session *session, const struct traced_proc
         session->python_iterations += process->recorder.cases[i].info.iterations;
 }
 
+/* The first failed write, said once, when it happens (the writer's error
+ * is sticky: every later section fails the same way, and record's end
+ * does not repeat it). */
+static void report_write_failure(struct session *session)
+{
+    if (session->write_failure_reported)
+        return;
+    session->write_failure_reported = 1;
+    fprintf(stderr, "memslope: %s: the trace ends before this point (the command runs on; memslope report reads "
+                    "what was written)\n",
+            trace_writer_error(session->writer));
+}
+
 static void process_end(struct session *session, struct traced_process *process)
 {
     int was_stopped = process->final_snapshot_taken;
@@ -474,9 +531,43 @@ static void process_end(struct session *session, struct traced_process *process)
         session->warmups_running--; /* trace_output_process ends it */
     if (trace_output_process(session->writer, session->symbols, process, &session->modules_written, stacks_dropped,
                              slots_exhausted) < 0)
-        fprintf(stderr, "memslope: %s\n", trace_writer_error(session->writer));
+        report_write_failure(session);
     recorder_free(&process->recorder);
     python_frames_free(&process->python);
+    trace_output_state_free(process->output);
+    process->output = NULL;
+}
+
+/* Running images written as they stand (trace_output.h), so that a
+ * memslope killed with SIGKILL leaves what it had measured: the first
+ * checkpoint after --checkpoint (5 s by default), each gap twice the one
+ * before, up to 60 times the first (5 min), which bounds what checkpoints
+ * add to a long recording's trace. */
+#define CHECKPOINT_GAP_GROWTH_LIMIT 60
+
+static void checkpoint_running_images(struct session *session, uint64_t now)
+{
+    uint64_t first = session->options.checkpoint_ns;
+    if (!first || session->write_failure_reported)
+        return;
+    if (!session->next_checkpoint_ns) {
+        session->checkpoint_gap_ns = first;
+        session->next_checkpoint_ns = session->start_ns + first;
+    }
+    if (now < session->next_checkpoint_ns)
+        return;
+    for (size_t i = 0; i < session->process_count; i++) {
+        struct traced_process *process = session->processes[i];
+        if (process->state == PROCESS_ENDED || process->vfork_child || !(process->flags & TRACE_PROC_SHIM_SEEN))
+            continue;
+        if (trace_output_checkpoint(session->writer, session->symbols, process, &session->modules_written, now) < 0)
+            report_write_failure(session);
+    }
+    if (session->checkpoint_gap_ns < first * CHECKPOINT_GAP_GROWTH_LIMIT / 2)
+        session->checkpoint_gap_ns *= 2;
+    else
+        session->checkpoint_gap_ns = first * CHECKPOINT_GAP_GROWTH_LIMIT;
+    session->next_checkpoint_ns = now + session->checkpoint_gap_ns;
 }
 
 /* ---- ptrace stops -------------------------------------------------------- */
@@ -542,6 +633,7 @@ static struct traced_process *fork_child_create(struct session *session, struct 
     process->recorder.snapshots_limit = parent->recorder.snapshots_limit;
     process->previous_image_inode = parent->shm.inode;
     breakpoint_set_copy(&process->breakpoints, &parent->breakpoints);
+    process->sigtrap = parent->sigtrap; /* a fork child keeps its parent's handlers */
     proc_maps_copy(&process->maps, &parent->maps); /* on failure: read again when needed */
     return process;
 }
@@ -712,6 +804,11 @@ static void on_signal_stop(struct session *session, struct traced_thread *thread
     struct traced_process *process = thread->process;
     if (signal == SIGTRAP && process && on_breakpoint(session, thread))
         return;
+    /* The program's own SIGTRAP, to its own handler: our breakpoints must
+     * not lose that handler (sigtrap_guard.h). */
+    if (signal == SIGTRAP && process && process->breakpoints.count &&
+        sigtrap_disposition(thread->tid) != SIGTRAP_DEFAULT)
+        sigtrap_guard_remember(&process->sigtrap, process->pid, thread->tid);
     if (process && signal_is_fatal(thread->tid, signal)) {
         process->state = PROCESS_EXITING;
         process_final_snapshot(session, process, TRACE_SNAP_SIGNAL, thread->tid);
@@ -1196,18 +1293,27 @@ static void mark_case_checked(struct traced_process *process, uint32_t case_id)
 }
 
 /* A leak check of the open case's blocks, the world being stopped (tids:
- * the stopped threads, the one at the marker's breakpoint first). */
+ * the stopped threads, the one at the marker's breakpoint first). A case
+ * whose blocks were all freed has nothing to find: its check is empty,
+ * without a scan (a case end cost ~1 ms of scan, mostly the kernel
+ * writing /proc/PID/smaps, for loops of cases that free what they use). */
 static void case_leak_check(struct traced_process *process, const pid_t *tids, size_t count, uint32_t when)
 {
     struct recorder *recorder = &process->recorder;
     if (count == 0 || recorder->open_case == TRACE_NONE || !(process->flags & TRACE_PROC_SHIM_SEEN))
         return;
-    struct dead_state dead;
-    hide_dead_state(tids[0], &dead);
     struct leak_results results;
     char err[512];
-    int rc = run_leak_check(process, tids, count, when, NULL, 0, &results, err, sizeof err);
-    restore_dead_state(tids[0], &dead);
+    int rc;
+    if (recorder_open_case_live_blocks(recorder) == 0) {
+        rc = leak_check_results(recorder, NULL, 0, when, session_now_ns(), NULL, 0, &results);
+        snprintf(err, sizeof err, "out of memory");
+    } else {
+        struct dead_state dead;
+        hide_dead_state(tids[0], &dead);
+        rc = run_leak_check(process, tids, count, when, NULL, 0, &results, err, sizeof err);
+        restore_dead_state(tids[0], &dead);
+    }
     if (rc != 0) {
         char why[640];
         snprintf(why, sizeof why, "no leak check of case %u in process %d: %s", (unsigned)recorder->open_case,
@@ -1287,6 +1393,7 @@ static int on_breakpoint(struct session *session, struct traced_thread *thread)
     int pending_signal = 0;
     if (breakpoint)
         breakpoint_step_over(thread->tid, breakpoint, keep, &pending_signal);
+    sigtrap_guard_repair(&process->sigtrap, process->pid, thread->tid, &pending_signal);
     if (session->fatal) {
         kill(process->pid, SIGKILL);
     }
@@ -1557,6 +1664,7 @@ static int session_run_without_ptrace(struct session *session, const sigset_t *w
         process = receive_regions(session, process);
         size_t events = process_drain(process, 0);
         progress_update(&session->progress, session, session_now_ns());
+        checkpoint_running_images(session, session_now_ns());
         if (got == process->pid) {
             end_without_ptrace(session, process, status);
             warn_iterations_missed(session);
@@ -1605,6 +1713,7 @@ int session_run(struct session *session)
         }
         events = drain_all(session);
         progress_update(&session->progress, session, now);
+        checkpoint_running_images(session, now);
         if (reaped || events)
             continue;
         struct timespec timeout = {0, IDLE_WAIT_NS};
@@ -1639,6 +1748,7 @@ void session_destroy(struct session *session)
         free(process->argv);
         free(process->exe);
         leak_results_free(&process->leaks);
+        trace_output_state_free(process->output);
         symbolizer_warmup_finish(process->warmup);
         free(process->cases_checked);
         breakpoint_set_free(&process->breakpoints);

@@ -17,6 +17,7 @@
 #include "python_frames.h"
 #include "recorder.h"
 #include "shm_consumer.h"
+#include "sigtrap_guard.h"
 
 struct symbol_store;
 struct trace_writer;
@@ -27,6 +28,7 @@ struct record_options {
     uint32_t max_frames;
     uint32_t snapshots_limit;
     uint64_t interval_ns;
+    uint64_t checkpoint_ns;   /* --checkpoint: the first checkpoint's delay (0: none) */
     uint64_t sample_rate;
     uint32_t leak_check;      /* enum trace_leak_check */
     int follow_children;
@@ -69,13 +71,17 @@ struct traced_process {
     size_t sites_checked;      /* sites whose frames are known to lie in maps */
 
     struct breakpoint_set breakpoints;
+    struct sigtrap_guard sigtrap; /* the program's own SIGTRAP handler, kept across our traps */
     struct leak_results leaks; /* leak checks at case ends, then at exit or fatal signal */
     unsigned char *cases_checked; /* by case id: checked at its own end */
     size_t cases_checked_count;
     char *leak_check_note;     /* why no leak check ran, if it did not */
+    int secure_execution;      /* AT_SECURE: setuid, setgid or file capabilities; ld.so ignores LD_PRELOAD */
+    int statically_linked;     /* no PT_INTERP: no dynamic loader to preload the shim */
     uint64_t invalid_events;   /* events of its region no shim writes, skipped (shm_consumer.h) */
     int exit_checked;          /* no-ptrace mode: the shim's exit check ran and was recorded */
     struct symbolizer_warmup *warmup; /* symbolizing in the background (symbolize.h), or NULL */
+    struct trace_output_state *output; /* what the trace has of the image (trace_output.h) */
     int warmup_tried;
 };
 
@@ -95,6 +101,8 @@ struct session {
     int first_exec_seen;
     char output_path[4096];
     uint32_t modules_written;  /* module ids are global to the trace */
+    int write_failure_reported; /* a write to the trace failed, and was said (once) */
+    uint64_t next_checkpoint_ns, checkpoint_gap_ns; /* when running images are next written, and the gap after */
     int exit_code;             /* record's own exit status: the target's */
     uint64_t start_ns;
     int interrupted;

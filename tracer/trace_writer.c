@@ -2,18 +2,17 @@
 #include "trace_writer.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #include <uthash.h>
 #include <zlib.h>
+
+#include "output_file.h"
 
 /* A growable byte buffer holding one section payload being built. */
 struct byte_buffer {
@@ -29,9 +28,9 @@ struct interned_string {
 };
 
 struct trace_writer {
-    int fd;
+    int fd;                            /* output.fd */
     char *path;
-    int stream;                        /* written in place (stdout, a device, a FIFO): never renamed or removed */
+    struct output_file output;
     char error[512];
     int failed;                        /* sticky: an earlier call failed */
     uint32_t section_count;            /* sections written, END excluded */
@@ -235,28 +234,6 @@ static int end_section(struct trace_writer *writer, uint32_t type)
 
 /* --- creation ------------------------------------------------------------------- */
 
-/* Opens a fresh temporary file next to path; *temp_path gets its name. */
-static int open_temp_beside(const char *path, char **temp_path)
-{
-    const char *slash = strrchr(path, '/');
-    int dir_length = slash ? (int)(slash - path + 1) : 0;
-    const char *base = slash ? slash + 1 : path;
-    for (int attempt = 0; attempt < 100; attempt++) {
-        uint64_t random_value = 0;
-        if (getrandom(&random_value, sizeof random_value, GRND_NONBLOCK) != (ssize_t)sizeof random_value)
-            random_value = ((uint64_t)getpid() << 32) ^ (uint64_t)attempt ^ (uint64_t)(uintptr_t)&random_value;
-        if (asprintf(temp_path, "%.*s.%s.%016llx.tmp", dir_length, path, base, (unsigned long long)random_value) < 0)
-            return -1;
-        int fd = open(*temp_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
-        if (fd >= 0 || errno != EEXIST)
-            return fd;
-        free(*temp_path);
-        *temp_path = NULL;
-    }
-    errno = EEXIST;
-    return -1;
-}
-
 static int write_file_header(struct trace_writer *writer)
 {
     unsigned char header[TRACE_FILE_HEADER_SIZE] = {0};
@@ -281,61 +258,28 @@ static void free_writer(struct trace_writer *writer)
     free(writer);
 }
 
-/* "-" (standard output) or a path that names something other than a
- * regular file or a directory (a device such as /dev/null, a FIFO, or
- * /dev/stdout's pipe): the trace is written into it in place. Replacing it
- * with a file, as a regular trace is (issue 19: as root, `-o /dev/null`
- * turned /dev/null into a regular file), is never right. Returns the
- * descriptor, -1 with errno, or -2 when path is an ordinary destination. */
-static int open_stream(const char *path)
-{
-    if (strcmp(path, "-") == 0)
-        return fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
-    struct stat st;
-    if (stat(path, &st) != 0 || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))
-        return -2;
-    return open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
-}
-
 struct trace_writer *trace_writer_create(const char *path, char *err, size_t err_size)
 {
     struct trace_writer *writer = calloc(1, sizeof *writer);
-    char *temp_path = NULL;
     if (!writer || !(writer->path = strdup(path))) {
         snprintf(err, err_size, "%s: cannot create trace: out of memory", path);
         free(writer);
         return NULL;
     }
     writer->next_string_id = 1;
-    writer->fd = open_stream(path);
-    if (writer->fd != -2) {
-        writer->stream = 1;
-        if (writer->fd < 0 || write_file_header(writer) != 0) {
-            snprintf(err, err_size, "%s: cannot write trace: %s", path,
-                     writer->fd < 0 ? strerror(errno) : writer->error);
-            if (writer->fd >= 0)
-                close(writer->fd);
-            free_writer(writer);
-            return NULL;
-        }
-        return writer;
-    }
-    writer->fd = open_temp_beside(path, &temp_path);
-    if (writer->fd < 0) {
-        snprintf(err, err_size, "%s: cannot create trace: %s", path, strerror(errno));
-        free(temp_path);
+    if (output_file_open(&writer->output, path, OUTPUT_EXCLUSIVE, err, err_size) != 0) {
         free_writer(writer);
         return NULL;
     }
-    if (write_file_header(writer) != 0 || (rename(temp_path, path) != 0 && fail(writer, "rename: %s", strerror(errno)))) {
+    writer->fd = writer->output.fd;
+    /* Published at once: a recording that is killed leaves its trace. */
+    if (write_file_header(writer) != 0 ||
+        (output_file_publish(&writer->output, writer->error, sizeof writer->error) != 0 && (writer->failed = 1))) {
         snprintf(err, err_size, "%s", writer->error);
-        unlink(temp_path);
-        close(writer->fd);
-        free(temp_path);
+        output_file_discard(&writer->output);
         free_writer(writer);
         return NULL;
     }
-    free(temp_path);
     return writer;
 }
 
@@ -606,23 +550,29 @@ int trace_writer_finish(struct trace_writer *writer, char *err, size_t err_size)
         put_u32(&writer->payload, writer->section_count);
         rc = end_section(writer, TRACE_SEC_END);
     }
-    if (close(writer->fd) != 0 && rc == 0)
-        rc = fail(writer, "close: %s", strerror(errno));
+    if (rc == 0 && !output_file_still_there(&writer->output))
+        rc = fail(writer, "another program replaced or removed this file while memslope wrote it (another "
+                          "`memslope record` with the same -o?): this recording's trace is lost");
+    char close_err[512];
+    if (output_file_close(&writer->output, close_err, sizeof close_err) != 0 && rc == 0)
+        rc = -1;
+    else
+        close_err[0] = '\0';
     if (rc != 0)
-        snprintf(err, err_size, "%s", writer->error);
+        snprintf(err, err_size, "%s", close_err[0] ? close_err : writer->error);
     free_writer(writer);
     return rc;
 }
 
 void trace_writer_abandon(struct trace_writer *writer)
 {
-    close(writer->fd);
+    char err[512];
+    output_file_close(&writer->output, err, sizeof err);
     free_writer(writer);
 }
 
 void trace_writer_remove(struct trace_writer *writer)
 {
-    if (!writer->stream)
-        unlink(writer->path);
-    trace_writer_abandon(writer);
+    output_file_discard(&writer->output);
+    free_writer(writer);
 }

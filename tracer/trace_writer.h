@@ -1,15 +1,15 @@
 /*
  * trace_writer.h - appends sections to a trace file (format: report/trace_format.h).
  *
- * The file is created under a temporary name in the destination's directory
- * (O_CREAT|O_EXCL, mode 0666 & ~umask, never following a symlink), the 16-byte
- * header is written, and it is renamed to the final path at once: from then
- * on every section is appended whole (header, payload, crc) with one write
- * sequence, so a reader never sees a half-written file as complete, and a
- * memslope that is killed leaves a trace that reads up to its last section.
- * trace_writer_finish() appends END. "-" (standard output) and a path that
- * names a device, a FIFO or a socket are written in place instead, never
- * replaced.
+ * The path is opened by output_file.h's rule: a new file created beside it
+ * and renamed over it at once (mode 0666 & ~umask, never through another
+ * user's symlink), "-" standard output, a device or a FIFO written in place.
+ * The 16-byte header is written first; from then on every section is
+ * appended whole (header, payload, crc) with one write sequence, so a reader
+ * never sees a half-written file as complete, and a memslope that is killed
+ * leaves a trace that reads up to its last section. trace_writer_finish()
+ * appends END. The new file stays locked (flock) while it is written: a
+ * second recording to the same path is refused while the first runs.
  *
  * Strings are interned by the writer: pass C strings, and before a section
  * that names new strings the writer emits a STRINGS section defining them.

@@ -33,6 +33,26 @@ run_leaks "$free_pid"
 expect_eq "no such process: exit status" 3 "$RC"
 expect_match "no such process: message" "no process with pid $free_pid" "$WORK/err"
 
+# memslope's own pid, and a zombie: said as what they are, not blamed on
+# the kernel's ptrace access check.
+timeout -k 5 60 sh -c 'exec "$1" leaks $$' sh "$MEMSLOPE" >"$WORK/out" 2>"$WORK/err"
+RC=$?
+expect_eq "its own pid: exit status" 3 "$RC"
+expect_match "its own pid: message" "^memslope leaks: [0-9]+ is memslope itself" "$WORK/err"
+expect_no_match "its own pid: not blamed on ptrace" "ptrace access check" "$WORK/err"
+sh -c 'sleep 0.1 & echo $! >"$1"; exec sleep 5' sh "$WORK/zombie.pid" &
+PARENT=$!
+for _i in $(seq 1 50); do
+    [ -s "$WORK/zombie.pid" ] && [ "$(awk '{print $3}' "/proc/$(cat "$WORK/zombie.pid")/stat" 2>/dev/null)" = Z ] && break
+    sleep 0.1
+done
+run_leaks "$(cat "$WORK/zombie.pid")"
+expect_eq "a zombie: exit status" 3 "$RC"
+expect_match "a zombie: message" "process [0-9]+ has exited \(a zombie" "$WORK/err"
+expect_no_match "a zombie: not blamed on ptrace" "ptrace access check" "$WORK/err"
+kill "$PARENT" 2>/dev/null
+wait "$PARENT" 2>/dev/null
+
 # A heap that does not validate: refuse, and leave the process running.
 mkfifo "$WORK/in"
 "$FIXTURES/leak_corrupt" <"$WORK/in" >"$WORK/pid" &

@@ -93,6 +93,26 @@ expect_match "... and the file" 'open1\.json$' "$WORK/open_none.err"
 SPEEDSCOPE_ARGS="$WORK/speedscope.args" PATH="$WORK/viewer:$PATH" run open_cli perf --open -o open2.json -- "$BURN" 50
 expect_eq "speedscope command got the file" open2.json "$(cat "$WORK/speedscope.args" 2>/dev/null)"
 
+# 4b. Where the profile goes (issue 19): never through a symbolic link another
+# user planted, before the command runs; '-' is standard output; a device
+# node is written into, never replaced.
+echo precious >victim
+ln -s victim planted.json
+chown -h nobody planted.json 2>/dev/null || chown -h 65534 planted.json
+run planted perf -o planted.json -- "$BURN" 50
+expect_eq "-o another user's symlink: refused" 1 "$RC"
+expect_match "... says why" 'planted\.json is a symbolic link owned by another user' "$WORK/planted.err"
+expect_eq "... its target untouched" precious "$(cat victim)"
+expect_no_match "... before the command ran" 'cpu_burn: done' "$WORK/planted.out"
+run dash perf --format collapsed -o - -- "$BURN" 50
+expect_eq "-o -: exit" 0 "$RC"
+expect_match "-o -: the profile on standard output" '^cpu_burn;.*main;burn_main_loop' "$WORK/dash.out"
+if [ "$(id -u)" -eq 0 ] && mknod null c 1 3 2>/dev/null; then
+    run device perf -o null -- "$BURN" 50
+    expect_eq "-o a device: exit" 0 "$RC"
+    expect_eq "-o a device: still a character device" "character special file" "$(stat -c %F null)"
+fi
+
 # 5. Usage errors and a command that does not exist.
 run nocmd perf
 expect_eq "no command: usage" 2 "$RC"
@@ -104,7 +124,7 @@ expect_match "missing command is named" 'no-such-program' "$WORK/missing.err"
 
 run baddir perf -o "$WORK/no-such-dir/x.json" -- "$BURN" 50
 expect_eq "unwritable output folder" 1 "$RC"
-expect_match "... is named" 'cannot write into .*no-such-dir' "$WORK/baddir.err"
+expect_match "... is named" 'cannot create .*no-such-dir' "$WORK/baddir.err"
 expect_no_match "... before the command ran" 'cpu_burn: done' "$WORK/baddir.out"
 
 # 6. perf's failures, explained, through stand-ins on PATH.

@@ -54,4 +54,15 @@ run dirout record -o "$WORK/adir" -- touch "$WORK/target-ran2"
 expect_in "record -o FOLDER: exit status" "1 2" "$RC"
 expect_eq "record -o FOLDER: the target did not run" no \
     "$([ -e "$WORK/target-ran2" ] && echo yes || echo no)"
+# --interval below 1ms: refused before anything runs (1ns wrote 170 MB in 10 s).
+for interval in 1ns 999us 0; do
+    run "interval$interval" record --interval "$interval" -o "$WORK/interval.trace" -- touch "$WORK/interval-ran"
+    expect_eq "record --interval $interval: exit status" 2 "$RC"
+    expect_match "record --interval $interval: says the minimum" "interval takes a duration of at least 1ms.*not: $interval" \
+        "$WORK/interval$interval.err"
+done
+expect_eq "record --interval too short: the target did not run" no \
+    "$([ -e "$WORK/interval-ran" ] && echo yes || echo no)"
+run interval1ms record --interval 1ms -o "$WORK/interval.trace" -- true
+expect_eq "record --interval 1ms: accepted" 0 "$RC"
 finish

@@ -43,6 +43,8 @@ if [ -x "$STATIC" ]; then
     expect_totals "$J" "$FE" 5 5 3500
     expect_eq "static exec: a warning names ldconfig" true \
         "$(jget "$J" 'any("ldconfig" in w for p in d["processes"] for w in p.get("warnings", [])) or any("ldconfig" in w for w in d.get("warnings", []))')"
+    expect_eq "static exec: ... and says it is statically linked" true \
+        "$(jget "$J" 'any("ldconfig" in w and "statically linked" in w for p in d["processes"] for w in p.get("warnings", []))')"
     # Launched directly, the static program is the headline: its text report
     # says nothing was recorded, not that every allocation was freed.
     record "$WORK/static_only.trace" -- "$STATIC" --version
@@ -54,6 +56,20 @@ if [ -x "$STATIC" ]; then
     expect_eq "vfork + exec of sh -c 'exit 3': record exit status" 3 "$REC_RC"
 else
     log "no $STATIC: static exec not checked"
+fi
+
+# A setuid program runs in secure-execution mode, where ld.so ignores
+# LD_PRELOAD: the warning says so, and does not blame a static binary.
+if [ "$(id -u)" -eq 0 ]; then
+    cp "$FIXTURES/demo_leak" "$WORK/suid_demo" && chown 65534 "$WORK/suid_demo" && chmod u+s "$WORK/suid_demo"
+    record_and_report suid -- "$WORK/suid_demo"
+    expect_eq "setuid: record exit status" 0 "$REC_RC"
+    jget "$WORK/suid.json" '[w for p in d["processes"] for w in p.get("warnings", [])]' >"$WORK/suid.warnings"
+    expect_match "setuid: the warning names secure-execution mode" \
+        "suid_demo\\): the shim never loaded \\(it runs in secure-execution mode, setuid" "$WORK/suid.warnings"
+    expect_no_match "setuid: no static binary blamed" "static" "$WORK/suid.warnings"
+else
+    log "not root: the setuid case is not checked"
 fi
 
 # env -i clears LD_PRELOAD before the exec: either memslope still records

@@ -15,7 +15,7 @@ expect_eq "-o a device: exit" 0 "$?"
 expect_eq "-o a device: still a character device" "character special file" "$(stat -c %F "$WORK/null")"
 
 mkfifo "$WORK/fifo"
-cat "$WORK/fifo" >"$WORK/from-fifo.trace" &
+timeout 60 cat "$WORK/fifo" >"$WORK/from-fifo.trace" &
 reader=$!
 "$MEMSLOPE" record -o "$WORK/fifo" -- "$FIXTURES/demo_leak" >/dev/null 2>&1
 expect_eq "-o a FIFO: exit" 0 "$?"
@@ -39,4 +39,59 @@ expect_eq "a command that cannot run: exit" 127 "$?"
 expect_eq "... leaves the device alone" "character special file" "$(stat -c %F "$WORK/null")"
 "$MEMSLOPE" record -o "$WORK/gone.trace" -- "$WORK/no-such-program" >/dev/null 2>&1
 expect_eq "... and removes the trace it began" "absent" "$([ -e "$WORK/gone.trace" ] && echo present || echo absent)"
+
+# Never through a symbolic link another user planted; one's own link to a
+# regular file: the file is replaced, the link kept.
+echo precious >"$WORK/victim"
+ln -s victim "$WORK/planted.trace"
+chown -h 65534 "$WORK/planted.trace"
+"$MEMSLOPE" record -o "$WORK/planted.trace" -- "$FIXTURES/demo_leak" >"$WORK/planted.out" 2>"$WORK/planted.err"
+expect_eq "-o another user's symlink: refused" 1 "$?"
+expect_match "... says why" 'planted\.trace is a symbolic link owned by another user' "$WORK/planted.err"
+expect_eq "... nothing was run" "" "$(cat "$WORK/planted.out")"
+expect_eq "... its target untouched" precious "$(cat "$WORK/victim")"
+ln -s regular.trace "$WORK/my-link.trace"
+"$MEMSLOPE" record -o "$WORK/my-link.trace" -- "$FIXTURES/demo_leak" >/dev/null 2>&1
+expect_eq "-o my own link: still a link" "symbolic link" "$(stat -c %F "$WORK/my-link.trace")"
+
+# Two recordings to one path: the second is refused while the first runs,
+# and the first's trace is the one left.
+"$MEMSLOPE" record --quiet -o "$WORK/shared.trace" -- sleep 3 >/dev/null 2>"$WORK/first.err" &
+first=$!
+for _ in 1 2 3 4 5 6 7 8 9 10; do [ -s "$WORK/shared.trace" ] && break; sleep 0.1; done
+timeout -k 5 60 "$MEMSLOPE" record -o "$WORK/shared.trace" -- "$FIXTURES/demo_leak" >"$WORK/second.out" 2>"$WORK/second.err"
+expect_eq "a second record to the same -o: refused" 1 "$?"
+expect_match "... says why" 'shared\.trace is being written by another memslope' "$WORK/second.err"
+expect_no_match "... does not say written" 'trace written' "$WORK/second.err"
+expect_eq "... its command did not run" "" "$(cat "$WORK/second.out")"
+wait $first
+expect_eq "the first: exit" 0 "$?"
+report_json "$WORK/shared.trace" "$WORK/shared.json"
+expect_eq "the first's trace is the one left" sleep "$(jget "$WORK/shared.json" 'd["command"][0]')"
+
+# A trace replaced while it is written: said, not "written".
+"$MEMSLOPE" record -o "$WORK/moved.trace" -- sleep 2 >/dev/null 2>"$WORK/moved.err" &
+first=$!
+for _ in 1 2 3 4 5 6 7 8 9 10; do [ -s "$WORK/moved.trace" ] && break; sleep 0.1; done
+echo other >"$WORK/other"
+mv "$WORK/other" "$WORK/moved.trace"
+wait $first
+expect_eq "a trace replaced while written: exit" 1 "$?"
+expect_match "... says what happened" 'another program replaced or removed this file' "$WORK/moved.err"
+expect_no_match "... does not say written" 'trace written' "$WORK/moved.err"
+
+# A full disk: said once (it was said twice), the trace cut where it filled.
+mkdir "$WORK/small"
+if mount -t tmpfs -o size=12k tmpfs "$WORK/small" 2>/dev/null; then
+    head -c 8192 /dev/zero >"$WORK/small/fill" # one 4 KiB page left
+    "$MEMSLOPE" record -o "$WORK/small/full.trace" -- "$FIXTURES/growth_cases" >/dev/null 2>"$WORK/full.err"
+    rc=$?
+    expect_eq "a full disk: exit" 1 "$rc"
+    expect_eq "... said once" 1 "$(grep -c 'No space left on device' "$WORK/full.err")"
+    "$MEMSLOPE" report "$WORK/small/full.trace" >/dev/null 2>"$WORK/full-report.err"
+    expect_eq "... the trace reads up to the cut" 0 "$?"
+    umount "$WORK/small"
+else
+    log "skipped: the full-disk case needs a tmpfs mount"
+fi
 finish

@@ -278,6 +278,39 @@ static void thinned_deltas_are_exact(void **state)
     check_thinned_deltas_are_exact(3, 37);
 }
 
+/* The open case's live blocks: what it allocated less what it freed of
+ * those (a block from before the case, freed in it, is not its own), also
+ * when a free was read before its allocation; a case that freed all its
+ * blocks needs no leak scan at its end. */
+static void open_case_live_blocks(void **state)
+{
+    (void)state;
+    struct recorder r;
+    recorder_init(&r, 0);
+    recorder_alloc(&r, 1, 0x1000, 48, 1, lookup, NULL); /* before any case */
+    assert_int_equal(recorder_open_case_live_blocks(&r), 0);
+    recorder_case_begin(&r, 2, "first", 5);
+    recorder_alloc(&r, 3, 0x2000, 16, 1, lookup, NULL);
+    recorder_alloc(&r, 4, 0x3000, 16, 2, lookup, NULL);
+    recorder_free_block(&r, 5, 0x1000); /* not the case's */
+    assert_int_equal(recorder_open_case_live_blocks(&r), 2);
+    recorder_free_block(&r, 6, 0x2000);
+    assert_int_equal(recorder_open_case_live_blocks(&r), 1);
+    recorder_free_block(&r, 8, 0x4000); /* read before its allocation */
+    recorder_alloc(&r, 7, 0x4000, 16, 2, lookup, NULL);
+    assert_int_equal(recorder_open_case_live_blocks(&r), 1);
+    recorder_free_block(&r, 9, 0x3000);
+    assert_int_equal(recorder_open_case_live_blocks(&r), 0);
+    recorder_alloc(&r, 10, 0x5000, 16, 1, lookup, NULL);
+    recorder_case_begin(&r, 11, "second", 6); /* ends "first" with one block live */
+    assert_int_equal(recorder_open_case_live_blocks(&r), 0);
+    recorder_free_block(&r, 12, 0x5000);
+    assert_int_equal(r.cases[0].live_blocks, 0);
+    recorder_case_end(&r, 13);
+    assert_int_equal(recorder_open_case_live_blocks(&r), 0);
+    recorder_free(&r);
+}
+
 /* A fork child's first snapshot lists every site it inherited. */
 static void fork_child_starts_its_own_deltas(void **state)
 {
@@ -360,6 +393,7 @@ int main(void)
         cmocka_unit_test(snapshots_hold_what_changed),
         cmocka_unit_test(thinned_deltas_are_exact),
         cmocka_unit_test(fork_child_starts_its_own_deltas),
+        cmocka_unit_test(open_case_live_blocks),
         cmocka_unit_test(sample_weight_is_the_inverse_probability),
         cmocka_unit_test(sampled_sites_are_scaled_and_totals_exact),
     };

@@ -203,10 +203,15 @@ static void test_case_sites(void **state)
     assert_true(asprintf(&path, "%s/cases.trace", f->dir) > 0);
     struct trace_writer *w = trace_writer_create(path, err, sizeof err);
     assert_non_null(w);
-    struct trace_case_site sites[] = {{7, 100, 20000, 100}, {9, 1, 48, 0}};
+    struct trace_case_site sites[] = {{7, 60, 12000, 50}, {9, 1, 48, 0}};
     struct trace_case_sites record = {1, 3, 2, sites};
+    /* A later record (the next checkpoint, or the image's end) holds the
+     * counters that changed: site 7's; site 9 keeps the earlier one's. */
+    struct trace_case_site later_sites[] = {{7, 100, 20000, 100}};
+    struct trace_case_sites later = {1, 3, 1, later_sites};
     struct trace_process p = sample_process(1);
     assert_int_equal(trace_write_case_sites(w, &record), 0);
+    assert_int_equal(trace_write_case_sites(w, &later), 0);
     assert_int_equal(trace_write_process(w, &p), 0);
     assert_int_equal(trace_writer_finish(w, err, sizeof err), 0);
     struct trace_model model;
@@ -214,13 +219,15 @@ static void test_case_sites(void **state)
         fail_msg("%s", err);
     const struct trace_model_process *process = trace_model_process(&model, 1);
     assert_non_null(process);
-    assert_int_equal(process->case_sites_count, 1);
+    assert_int_equal(process->case_sites_count, 2);
     const struct trace_case_site *got = trace_model_case_site(process, 3, 7);
     assert_non_null(got);
     assert_int_equal(got->allocations, 100);
     assert_int_equal(got->allocated_bytes, 20000);
     assert_int_equal(got->frees, 100);
-    assert_non_null(trace_model_case_site(process, 3, 9));
+    got = trace_model_case_site(process, 3, 9);
+    assert_non_null(got);
+    assert_int_equal(got->allocated_bytes, 48);
     assert_null(trace_model_case_site(process, 3, 8));
     assert_null(trace_model_case_site(process, 4, 7));
     trace_model_free(&model);
