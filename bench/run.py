@@ -3,7 +3,7 @@
 
 Runs bench/malloc_bench plainly, under `memslope record`, under
 `memslope record --sample-rate 512K` and under `heaptrack`, in turns
-(A B C D A B C D ...), for 1 and 2 threads; prints medians, ratios to the
+(A B C D A B C D ...), for 1, 2 and 8 threads; prints medians, ratios to the
 plain run, trace sizes and peak RSS; checks that memslope's totals equal
 the benchmark's own malloc/free counts (and memcheck's "total heap usage");
 times `memslope report` on a trace of ten million allocations.
@@ -26,8 +26,17 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-BARS = {1: 2.0, 2: 2.5}  # memslope/plain wall-time ratio, by thread count
-SAMPLED_BAR = 1.1  # memslope-512K/plain wall-time ratio (issue 8), any thread count
+# memslope/plain wall-time ratio, by thread count (issue 18: 8 threads on a
+# 2-core machine is where the tracer competes hardest for a core).
+BARS = {1: 1.6, 2: 2.0, 8: 2.5}
+# memslope-512K/plain wall-time ratio, any thread count, restated by issue 18
+# at a realistic allocation rate: the floor of any preload recorder that keeps
+# counts and the leak check exact sits above 1.1x on an allocation-only loop.
+SAMPLED_BARS = {0: 1.25, 800: 1.05}  # by --work; other --work values: no bar
+
+
+def sampled_bar(work):
+    return SAMPLED_BARS.get(work)
 HEAPTRACK_FRACTION = 0.5  # memslope ratio <= this x heaptrack ratio
 TIME = "/usr/bin/time" if os.access("/usr/bin/time", os.X_OK) else None
 
@@ -472,7 +481,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "build/bench/out"))
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--ops", type=int, default=2000000, help="operations per thread (default 2000000)")
-    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--threads", default="1,2,8")
     ap.add_argument("--work", type=int, default=0,
                     help="malloc_bench -W: the program's own work per operation (default 0: allocation only)")
     ap.add_argument("--report-allocs", type=int, default=10000000)
@@ -572,10 +581,13 @@ def main():
         if "memslope-512K" in tr["configs"]:
             sr = tr["configs"]["memslope-512K"]["wall_ratio"]
             floor = tr["configs"].get("shim-only", {}).get("wall_ratio")
-            verdicts.append("memslope-512K/plain %.2f %s %.1f: %s%s"
-                            % (sr, "<=" if sr <= SAMPLED_BAR else ">", SAMPLED_BAR,
-                               "MEETS" if sr <= SAMPLED_BAR else "MISSES",
-                               "" if floor is None else " (interposition alone, shim-only: %.2f)" % floor))
+            sbar = sampled_bar(args.work)
+            if sbar is None:
+                verdicts.append("memslope-512K/plain %.2f (no bar at -W %d)" % (sr, args.work))
+            else:
+                verdicts.append("memslope-512K/plain %.2f %s %.2f: %s%s"
+                                % (sr, "<=" if sr <= sbar else ">", sbar, "MEETS" if sr <= sbar else "MISSES",
+                                   "" if floor is None else " (interposition alone, shim-only: %.2f)" % floor))
         for v in verdicts:
             print("  bar: " + v)
         print("  counts: %s" % ("exact" if tr["counts"]["exact"] else "MISMATCH"),
