@@ -740,6 +740,11 @@ static int scan_range(struct scan *s, uint64_t start, uint64_t end, bool prior_d
     uint64_t at = (start + 7) & ~7ull, stop = end & ~7ull;
     while (at < stop) {
         size_t length = stop - at < CHUNK_BYTES ? (size_t)(stop - at) : CHUNK_BYTES;
+        if (s->memory->holds_data && !s->memory->holds_data(s->memory->context, at, length)) {
+            s->stats.untouched_bytes += length; /* zeros: they point nowhere */
+            at += length;
+            continue;
+        }
         const uint64_t *words = words_at(s, at, length);
         if (!words)
             return -1;

@@ -72,6 +72,13 @@ struct leakscan_memory {
      * at least two pointers into executable file mappings). NULL: the
      * heuristic is off. */
     int (*is_vtable)(void *context, uint64_t address);
+    /* Optional: whether any page of [address, address + length) may hold
+     * data: 0 when none is present in memory or swapped out (never
+     * touched, or discarded), so the range reads as zeros and is not
+     * read; 1 otherwise, or when it cannot tell. Asked for each chunk of
+     * a large block or root range: an untouched 4 GiB block costs its
+     * page table's entries, not 4 GiB of reads. */
+    int (*holds_data)(void *context, uint64_t address, size_t length);
     void *context;
 };
 
@@ -90,6 +97,7 @@ struct leakscan_stats {
     uint64_t block_bytes;   /* bytes of blocks scanned */
     uint64_t pointer_hits;  /* words that pointed into a block */
     uint64_t sweeps;        /* sweeps over the blocks waiting to be scanned (docs/leakscan.md) */
+    uint64_t untouched_bytes; /* of block_bytes and root_bytes: skipped, no page of them held data */
 };
 
 /* Classifies every block (writes blocks[i].category, after sorting the
@@ -261,6 +269,7 @@ struct leakscan_target {
     int mem_fd; /* /proc/PID/mem, -1 until needed */
     int gone;   /* the process no longer exists */
     int handed_over; /* mem_fd came from the process itself: the only way in, not ours to close */
+    int pagemap_fd;  /* /proc/PID/pagemap; -1 until needed, -2 when it cannot be read */
 };
 
 void leakscan_target_open(struct leakscan_target *target, pid_t pid);
@@ -272,6 +281,9 @@ int leakscan_target_read(void *context, uint64_t address, void *buffer, size_t l
 /* process_vm_readv over many ranges at once (IOV_MAX at a time); a range
  * it refuses is read as leakscan_target_read reads. */
 int leakscan_target_read_ranges(void *context, const struct leakscan_range *ranges, size_t count, void *buffer);
+/* leakscan_memory.holds_data from /proc/PID/pagemap (bit 63 present, 62
+ * swapped); 1 where the pagemap cannot be read. */
+int leakscan_target_holds_data(void *context, uint64_t address, size_t length);
 
 /* leakscan_process_ex reading through target (the heap walk's). */
 int leakscan_process_target(struct leakscan_target *target, const pid_t *tids, size_t tid_count,

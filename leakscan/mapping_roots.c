@@ -54,6 +54,10 @@ static bool read_words(const struct leakscan_memory *memory, uint64_t address, u
 static bool is_glibc_heap(const struct leakscan_memory *memory, uint64_t at)
 {
     uint64_t info[4];
+    /* An untouched page holds no header; reading it would map the zero
+     * page into the target, one page per 64 MiB of a large block. */
+    if (memory->holds_data && !memory->holds_data(memory->context, at, sizeof info))
+        return false;
     if (!read_words(memory, at, info, 4))
         return false;
     uint64_t ar_ptr = info[0], prev = info[1], size = info[2], mprotect_size = info[3];

@@ -290,6 +290,11 @@ static int context_read(void *context, uint64_t address, void *buffer, size_t le
     return leakscan_target_read(((struct vtable_context *)context)->target, address, buffer, length);
 }
 
+static int context_holds_data(void *context, uint64_t address, size_t length)
+{
+    return leakscan_target_holds_data(((struct vtable_context *)context)->target, address, length);
+}
+
 static int context_read_ranges(void *context, const struct leakscan_range *ranges, size_t count, void *buffer)
 {
     return leakscan_target_read_ranges(((struct vtable_context *)context)->target, ranges, count, buffer);
@@ -492,7 +497,8 @@ static int add_whole_mapping(struct scan_plan *plan, size_t i, struct leakscan_t
 
 static int add_mapping_roots(struct scan_plan *plan, struct leakscan_target *target)
 {
-    struct leakscan_memory memory = {.read = leakscan_target_read, .context = target};
+    struct leakscan_memory memory = {
+        .read = leakscan_target_read, .holds_data = leakscan_target_holds_data, .context = target};
     for (size_t i = 0; i < plan->maps.count; i++) {
         const struct proc_map *map = &plan->maps.maps[i];
         if (is_never_root(map))
@@ -727,6 +733,7 @@ static int classify_planned(struct scan_plan *plan, struct leakscan_target *targ
                    /* handed over: every range is a pread of its own */
                    .read_ranges = target->handed_over ? NULL : context_read_ranges,
                    .is_vtable = is_vtable,
+                   .holds_data = context_holds_data,
                    .context = &context},
         .roots = plan->roots.ranges,
         .root_count = plan->roots.count,

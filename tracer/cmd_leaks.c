@@ -372,6 +372,7 @@ static void print_json(const struct leaks_options *options, const struct leaks_r
     json_member_uint(&json, "root_bytes", r->stats.root_bytes);
     json_member_uint(&json, "block_bytes", r->stats.block_bytes);
     json_member_uint(&json, "sweeps", r->stats.sweeps);
+    json_member_uint(&json, "untouched_bytes", r->stats.untouched_bytes);
     json_member_double(&json, "heap_walk_seconds", r->walk_seconds);
     json_member_double(&json, "scan_seconds", r->scan_seconds);
     json_member_double(&json, "scan_gb_per_second", scan_rate(r, r->scan_seconds));

@@ -7,6 +7,8 @@
 #    heap: (valgrind --leak-check=full) - (valgrind --leak-check=no) run time.
 # 0. First, the classification alone on a synthetic in-memory heap (no
 #    ptrace, no copying): the algorithm's own rate.
+# 3. An untouched 4 GiB block (untouched_block.c) under `memslope record` and
+#    `memslope leaks PID`: time and memory, against the target's own RSS.
 # On a busy machine wall time is inflated; the CPU figures are memslope's own.
 set -eu
 cd "$(dirname "$0")/../.."
@@ -67,3 +69,23 @@ if command -v valgrind >/dev/null 2>&1; then
     python3 -c "import sys; a,b,c=map(float,sys.argv[1:]); print('  valgrind --leak-check=no %.2f s, full %.2f s: leak check about %.2f s' % (b-a, c-b, (c-b)-(b-a)))" "$t0" "$t1" "$t2"
     grep -E "definitely lost:|indirectly lost:|possibly lost:|still reachable:" "$OUT/vg.log" | sed 's/==[0-9]*== */  memcheck /'
 fi
+
+echo "== an untouched 4 GiB block: record and leaks PID"
+cc -O2 -o "$OUT/untouched_block" bench/leakscan/untouched_block.c
+/usr/bin/time -f "  plain: %e s, peak RSS %M KiB" "$OUT/untouched_block" 4 exit
+/usr/bin/time -f "  memslope record: %e s, memslope's peak RSS %M KiB (largest of its processes)" \
+    "$MEMSLOPE" record --quiet -o "$OUT/untouched.trace" -- "$OUT/untouched_block" 4 exit
+rm -f "$OUT/in"
+mkfifo "$OUT/in"
+"$OUT/untouched_block" 4 wait <"$OUT/in" >"$OUT/ready" &
+child=$!
+exec 3>"$OUT/in"
+while ! grep -q ready "$OUT/ready" 2>/dev/null; do sleep 0.2; done
+for run in 1 2; do
+    /usr/bin/time -f "  memslope leaks PID (run $run): %e s, peak RSS %M KiB" \
+        "$MEMSLOPE" leaks --format json "$child" >"$OUT/untouched.json"
+    python3 -c "import json,sys; s=json.load(open(sys.argv[1]))['scan']; print('    blocks %.0f MiB, of which untouched %.0f MiB; scan %.3f s' % (s['block_bytes']/2**20, s['untouched_bytes']/2**20, s['scan_seconds']))" "$OUT/untouched.json"
+done
+echo "  target RSS after the scans: $(awk '/^VmRSS/{print $2, $3}' "/proc/$child/status"), page tables $(awk '/^VmPTE/{print $2, $3}' "/proc/$child/status")"
+exec 3>&-
+wait "$child"
