@@ -49,7 +49,6 @@ struct module_cfi {
     uint64_t bias;
     Elf *elf;
     Dwarf_CFI *cfi;
-    int fd;
 };
 
 /* Process-wide state of the shim's unwinder: the shim is the one place where
@@ -149,11 +148,16 @@ static struct module_cfi *module_for(uint64_t ip)
     module->start = find.start;
     module->end = find.end;
     module->bias = find.bias;
-    module->fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (module->fd >= 0) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
         elf_version(EV_CURRENT);
-        module->elf = elf_begin(module->fd, ELF_C_READ_MMAP, NULL);
+        module->elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
         module->cfi = module->elf ? dwarf_getcfi_elf(module->elf) : NULL;
+        /* Once the file is mapped (or read in whole where mapping failed;
+         * ELF_C_FDREAD then also marks the descriptor done) the descriptor
+         * can go: the program should not see it. */
+        if (!module->elf || elf_cntl(module->elf, ELF_C_FDREAD) == 0)
+            close(fd);
     }
     module_count++; /* kept even without CFI: its frames fall back */
     return module;
