@@ -465,17 +465,24 @@ static size_t drain_all(struct session *session)
 static void process_leak_check(struct session *session, struct traced_process *process, pid_t stopped_tid,
                                uint32_t kind);
 
+/* Drains every event the image has written, finding its region first if
+ * the tracer has not yet (its hand-over message may still be queued). */
+static void process_drain_all(struct session *session, struct traced_process *process)
+{
+    if (!process->shm.base)
+        adopt_sent_regions(session);
+    if (!process->shm.base)
+        process_try_attach(session, process, UINT64_MAX);
+    process_drain(process, 1);
+}
+
 static void process_final_snapshot(struct session *session, struct traced_process *process, uint32_t kind,
                                    pid_t stopped_tid)
 {
     if (process->final_snapshot_taken)
         return;
     process->final_snapshot_taken = 1;
-    if (!process->shm.base)
-        adopt_sent_regions(session);
-    if (!process->shm.base)
-        process_try_attach(session, process, UINT64_MAX);
-    process_drain(process, 1);
+    process_drain_all(session, process);
     process_refresh_maps(process);
     recorder_case_end(&process->recorder, session_now_ns());
     recorder_snapshot(&process->recorder, kind, session_now_ns());
@@ -617,10 +624,17 @@ static int pid_known(struct session *session, pid_t pid)
 /* A fork child starts as its parent's image: the same program, the heap as
  * it was at the fork (its events so far belong to the parent, so drain
  * those first), the same breakpoints and mappings. */
+/* The child's heap is its parent's at the fork: the parent's events up to
+ * it must all be in the parent's table before the copy. A parent that is
+ * itself a young fork child may not have had its region found yet; its
+ * events since its own fork would then be missing from the copy, and the
+ * child's table would hold blocks the child never had (a later allocation
+ * inside one made the leak check refuse the table as corrupt: bash's
+ * subshells under pyenv's shims). */
 static struct traced_process *fork_child_create(struct session *session, struct traced_process *parent, pid_t child,
                                                 int vfork)
 {
-    process_drain(parent, 1);
+    process_drain_all(session, parent);
     struct traced_process *process = process_create(session, child, parent->process_id);
     if (!process)
         return NULL;
