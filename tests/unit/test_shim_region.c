@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -32,10 +34,35 @@ static void missing_or_malformed_is_minus_one(void **state)
     assert_int_equal(tracer_of("TracerPid:\t5\n"), -1); /* only as a line of its own after another */
 }
 
-static void this_process_is_not_traced_by_a_stranger(void **state)
+/* A child asks, once before its parent seizes it and once after, whether
+ * the parent traces it, and whether a pid that is not its tracer does. */
+static void a_process_is_traced_by_its_tracer_only(void **state)
 {
     (void)state;
-    assert_false(shm_traced_by(getpid()));
+    int go[2], answers[2];
+    assert_int_equal(pipe(go), 0);
+    assert_int_equal(pipe(answers), 0);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        char reply[3], byte;
+        reply[0] = (char)('0' + shm_traced_by(getppid()));
+        if (write(answers[1], reply, 1) != 1 || read(go[0], &byte, 1) != 1)
+            _exit(1);
+        reply[1] = (char)('0' + shm_traced_by(getppid()));
+        reply[2] = (char)('0' + shm_traced_by(getpid()));
+        _exit(write(answers[1], reply + 1, 2) == 2 ? 0 : 1);
+    }
+    char reply[4] = {0};
+    assert_int_equal(read(answers[0], reply, 1), 1);
+    assert_int_equal(ptrace(PTRACE_SEIZE, child, 0, 0), 0);
+    assert_int_equal(write(go[1], "g", 1), 1);
+    assert_int_equal(read(answers[0], reply + 1, 2), 2);
+    assert_string_equal(reply, "010"); /* not yet; by the parent; not by itself */
+    int status;
+    assert_int_equal(waitpid(child, &status, 0), child);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(go[0]), close(go[1]), close(answers[0]), close(answers[1]);
 }
 
 /* A zeroed region with its header (sparse: only touched pages cost). */
@@ -120,7 +147,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tracer_pid_is_parsed),
         cmocka_unit_test(missing_or_malformed_is_minus_one),
-        cmocka_unit_test(this_process_is_not_traced_by_a_stranger),
+        cmocka_unit_test(a_process_is_traced_by_its_tracer_only),
         cmocka_unit_test(allocator_ranges_are_added_removed_and_reused),
         cmocka_unit_test(full_table_counts_what_it_drops),
         cmocka_unit_test(allocator_ranges_are_copied),
