@@ -341,9 +341,14 @@ static bool start_recording(void)
  * allocations are not the program's and pass through unrecorded. A signal
  * handler of the program that ran meanwhile would pass through too, and be
  * lost: the signal-storm test lost up to 300 of 500 handler allocations to
- * the main loop's first rule lookups. So the asynchronous signals are
- * blocked while the guard is up; their handlers run, recorded, as soon as
- * it drops. Two system calls, only on these rare paths. */
+ * the main loop's first rule lookups. So guard_begin blocks the
+ * asynchronous signals; their handlers run, recorded, as soon as the guard
+ * drops. Two system calls, only on these rare paths. The hot paths that
+ * raise the guard with a bare increment (operator delete and nothrow new,
+ * CPython's domain wrappers) do not block signals: a handler that
+ * allocates or frees inside their window goes unrecorded (a lost free
+ * leaves a block live in the trace). Such a handler is async-signal-unsafe
+ * to begin with: it runs inside the allocator. */
 static void guard_begin(struct shim_thread *thread)
 {
     if (thread->guard++ == 0) {
@@ -876,7 +881,8 @@ static void record_marker(enum shm_event_kind kind, uint64_t addr, uint64_t size
  * memcheck (which replaces the operators whole) counts it; what the next
  * operator does inside is its own doing:
  * - the forms that cannot throw (nothrow new, every delete) run with the
- *   guard up, so nothing they do is recorded (libstdc++'s nothrow new
+ *   guard up (a bare increment: see guard_begin for what a signal handler
+ *   does meanwhile), so nothing they do is recorded (libstdc++'s nothrow new
  *   calls new, which may throw and catch bad_alloc inside: an exception
  *   object allocated and freed that memcheck never sees);
  * - a throwing new cannot: the guard would stay up when std::bad_alloc is
