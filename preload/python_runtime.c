@@ -163,6 +163,10 @@ static inline uint64_t code_key(uint64_t address, uint64_t identity)
 static uint32_t text_reserve(void *region, uint32_t length)
 {
     struct shm_header *header = region;
+    /* Once full, stop counting: the counter must never wrap back into the
+     * pool, over text that earlier events point at. */
+    if (__atomic_load_n(&header->python_text_used, __ATOMIC_RELAXED) >= SHM_PYTHON_TEXT_BYTES)
+        return UINT32_MAX;
     uint32_t start = __atomic_fetch_add(&header->python_text_used, length, __ATOMIC_RELAXED);
     if ((uint64_t)start + length > SHM_PYTHON_TEXT_BYTES)
         return UINT32_MAX;

@@ -1563,7 +1563,10 @@ SHIM_EXPORT __attribute__((noinline)) void memslope_case_begin(const char *name)
     size_t length = strlen(name);
     uint64_t offset = 0, stored_length = 0;
     struct shm_header *header = region;
-    if (length < SHM_NAME_POOL_BYTES) {
+    /* Once the pool is full, stop counting: the counter must never wrap
+     * back into the pool, over names that earlier events point at. */
+    if (length < SHM_NAME_POOL_BYTES &&
+        __atomic_load_n(&header->name_pool_used, __ATOMIC_RELAXED) < SHM_NAME_POOL_BYTES) {
         uint32_t start = __atomic_fetch_add(&header->name_pool_used, (uint32_t)length + 1, __ATOMIC_RELAXED);
         if ((uint64_t)start + length + 1 <= SHM_NAME_POOL_BYTES) {
             char *pool = shm_name_pool(region);
