@@ -339,9 +339,8 @@ static void process_check_new_sites(struct traced_process *process)
     }
 }
 
-static void process_try_attach(struct session *session, struct traced_process *process, uint64_t now)
+static void process_try_attach(struct traced_process *process, uint64_t now)
 {
-    (void)session;
     if (process->shm.base || process->vfork_child || process->state == PROCESS_ENDED || now < process->next_attach_ns)
         return;
     int found = shm_consumer_attach(&process->shm, process->pid, process->previous_image_inode);
@@ -453,7 +452,7 @@ static size_t drain_all(struct session *session)
         struct traced_process *process = session->processes[i];
         if (process->state == PROCESS_ENDED)
             continue;
-        process_try_attach(session, process, now);
+        process_try_attach(process, now);
         events += process_drain(process, 0);
         process_maybe_warm_up(session, process, now);
     }
@@ -474,7 +473,7 @@ static void process_final_snapshot(struct session *session, struct traced_proces
     if (!process->shm.base)
         adopt_sent_regions(session);
     if (!process->shm.base)
-        process_try_attach(session, process, UINT64_MAX);
+        process_try_attach(process, UINT64_MAX);
     process_drain(process, 1);
     process_refresh_maps(process);
     recorder_case_end(&process->recorder, session_now_ns());
@@ -905,7 +904,6 @@ static void on_task_gone(struct session *session, pid_t tid, int status)
     process_set_exit(process, status);
     if (tid == session->initial_pid) {
         session->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        session->initial_status_known = 1;
     }
     process_end(session, process);
 }
@@ -1415,12 +1413,9 @@ static void forward_signal(struct session *session, int signal)
     struct traced_process *process = process_by_pid(session, session->initial_pid);
     if (process)
         kill(process->pid, signal);
-    session->interrupted = 1;
 }
 
 /* ---- without ptrace ------------------------------------------------------ */
-
-#define EXEC_CHECK_INTERVAL_NS 20000000ull
 
 /* The next message a shim sent over the socket; 0 when none is waiting.
  * A malformed one is reported and skipped (its descriptors closed). */
@@ -1612,9 +1607,7 @@ static void end_without_ptrace(struct session *session, struct traced_process *p
     process_end(session, process);
 }
 
-/* ptrace refused: the child is an ordinary child. Each image's shim sends
- * its region over a socket the moment it exists, so even a process that
- * ends at once is recorded; its exit status comes from waitpid. */
+/* A warning about the whole recording, on stderr and in the trace. */
 static void warn_whole_trace(struct session *session, const char *message)
 {
     fprintf(stderr, "memslope: warning: %s\n", message);
@@ -1652,6 +1645,9 @@ static void warn_iterations_missed(struct session *session)
     warn_whole_trace(session, message);
 }
 
+/* ptrace refused: the child is an ordinary child. Each image's shim sends
+ * its region over a socket the moment it exists, so even a process that
+ * ends at once is recorded; its exit status comes from waitpid. */
 static int session_run_without_ptrace(struct session *session, const sigset_t *wait_set)
 {
     struct traced_process *process = process_create(session, session->initial_pid, TRACE_NONE);

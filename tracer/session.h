@@ -97,7 +97,6 @@ struct session {
     size_t process_count, process_capacity;
     struct traced_thread *threads; /* hash by tid */
     pid_t initial_pid;
-    int initial_status_known;
     int first_exec_seen;
     char output_path[4096];
     uint32_t modules_written;  /* module ids are global to the trace */
@@ -105,7 +104,6 @@ struct session {
     uint64_t next_checkpoint_ns, checkpoint_gap_ns; /* when running images are next written, and the gap after */
     int exit_code;             /* record's own exit status: the target's */
     uint64_t start_ns;
-    int interrupted;
     int fatal;                 /* a usage error found while running (exit status); the target is killed */
     int no_ptrace;             /* ptrace was refused: session_run records without it */
     int region_socket;         /* no-ptrace mode: the shims send their regions' memfds here (-1: none) */
@@ -115,7 +113,7 @@ struct session {
     uint32_t python_interpreters, python_frames_read;
     uint64_t python_iterations;
     struct pending_detach *detach_pending; /* --no-follow: children to let go */
-    size_t detach_count;           /* memslope got SIGTERM/SIGHUP: forwarded to the target */
+    size_t detach_count;
     int warmups_running;           /* images with a symbolizer warm-up not yet ended (at most 1) */
     struct symbol_store *symbols;  /* shared by every image's symbolizer (symbolize.h); the caller's */
     struct progress_line progress; /* the status line on a terminal (progress.h) */
