@@ -23,7 +23,7 @@ struct traced_thread {
     struct traced_process *process;
     int reached_exit; /* stopped at PTRACE_EVENT_EXIT already */
     /* A stop of it was collected while the world was stopped and is not
-     * handled yet (resume_other_threads): it stays stopped meanwhile, and a
+     * handled yet (world_stop_end): it stays stopped meanwhile, and a
      * stop of the world started by another thread's stop in between must
      * count it as stopped, not interrupt it and wait for a stop that will
      * never come (issue 19: three threads at one breakpoint hung). */
@@ -61,14 +61,25 @@ void resume(pid_t tid, int signal);
 void process_set_exit(struct traced_process *process, int status);
 void handle_wait_status(struct session *session, pid_t tid, int status);
 
-/* session_world_stop.c */
-struct deferred_status {
-    pid_t tid;
-    int status;
+/* session_world_stop.c: a stop of the world, every other thread of an
+ * image interrupted and held so that a leak check sees its heap, registers
+ * and stacks as they are. Between world_stop_begin and world_stop_end,
+ * tids[0, stopped) are the stopped threads, the one whose stop began it
+ * first (the caller resumes that one); late counts the threads that did
+ * not stop in time and run on: a scan then would miss their registers and
+ * race their writes, so none runs (note_late_threads says which check was
+ * skipped). What the others reported meanwhile is handled at the end. */
+struct deferred_status;
+struct world_stop {
+    pid_t *tids;
+    size_t stopped, late;
+    struct deferred_status *deferred;
+    size_t deferred_count;
 };
-size_t stop_other_threads(struct session *session, struct traced_process *process, pid_t stopped_tid, pid_t *tids,
-                          size_t *stopped, size_t *late_out, struct deferred_status *deferred, size_t capacity);
-void resume_other_threads(struct session *session, const struct deferred_status *deferred, size_t count);
+/* -1 when out of memory: nothing stopped, nothing for world_stop_end to do. */
+int world_stop_begin(struct world_stop *world, struct session *session, struct traced_process *process,
+                     pid_t stopped_tid);
+void world_stop_end(struct world_stop *world, struct session *session);
 int run_leak_check(struct traced_process *process, const pid_t *tids, size_t count, uint32_t when,
                    const unsigned char *skip_cases, size_t skip_count, struct leak_results *results, char *err,
                    size_t err_size);

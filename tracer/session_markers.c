@@ -270,21 +270,17 @@ int on_breakpoint(struct session *session, struct traced_thread *thread)
     struct breakpoint *breakpoint = breakpoint_hit(thread->tid, &process->breakpoints);
     if (!breakpoint)
         return 0;
-    size_t capacity = (size_t)process->live_threads + 2;
-    pid_t *tids = calloc(capacity, sizeof *tids);
-    struct deferred_status *deferred = calloc(capacity, sizeof *deferred);
-    size_t stopped = 0, late = 0;
-    size_t count = tids && deferred
-                       ? stop_other_threads(session, process, thread->tid, tids, &stopped, &late, deferred, capacity)
-                       : 0;
+    struct world_stop world;
+    world_stop_begin(&world, session, process, thread->tid); /* out of memory: acts with no thread stopped */
     uint64_t address = breakpoint->address;
     int scans = breakpoint->kind == BREAKPOINT_CASE_END || breakpoint->kind == BREAKPOINT_MARKER_ITERATION;
-    if (late && scans && breakpoint->planted && process->recorder.open_case != TRACE_NONE)
-        note_late_threads(process, late, breakpoint->kind == BREAKPOINT_CASE_END ? "case-end" : "iteration");
+    if (world.late && scans && breakpoint->planted && process->recorder.open_case != TRACE_NONE)
+        note_late_threads(process, world.late, breakpoint->kind == BREAKPOINT_CASE_END ? "case-end" : "iteration");
     /* Taken out while this thread was held: nothing to act on. A world
      * stopped without every thread is not scanned (stopped 0). */
     int keep = breakpoint->planted
-                   ? act_on_breakpoint(session, process, thread->tid, breakpoint->kind, tids, late ? 0 : stopped)
+                   ? act_on_breakpoint(session, process, thread->tid, breakpoint->kind, world.tids,
+                                       world.late ? 0 : world.stopped)
                    : 0;
     /* Planting may have moved the set: find the breakpoint again. */
     breakpoint = NULL;
@@ -301,8 +297,6 @@ int on_breakpoint(struct session *session, struct traced_thread *thread)
         kill(process->pid, SIGKILL);
     }
     resume(thread->tid, pending_signal);
-    resume_other_threads(session, deferred, count);
-    free(tids);
-    free(deferred);
+    world_stop_end(&world, session);
     return 1;
 }

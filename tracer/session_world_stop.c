@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -41,32 +42,30 @@ static int wait_for_stop(pid_t tid, int *status, uint64_t deadline_ns)
     }
 }
 
+struct deferred_status {
+    pid_t tid;
+    int status;
+};
+
 /* Interrupts every other thread of the image and waits for each to stop.
  * What a thread reports instead of the interrupt stop (a signal, an event,
- * its exit) is kept in deferred to be handled once the scan is done; until
+ * its exit) is kept in deferred to be handled at world_stop_end; until
  * then the thread is held. A thread already held by an outer stop of the
- * world is stopped: it is counted, not interrupted. tids receives the
- * threads now stopped, stopped_tid first (*stopped of them); *late counts
- * the threads that missed the deadline, still running: a scan now would
- * miss their registers and race their writes. The return value counts the
- * entries of deferred (from 1). */
-size_t stop_other_threads(struct session *session, struct traced_process *process, pid_t stopped_tid,
-                          pid_t *tids, size_t *stopped, size_t *late_out, struct deferred_status *deferred,
-                          size_t capacity)
+ * world is stopped: it is counted, not interrupted. A thread that is gone
+ * has nothing to scan, and is not late. */
+static void stop_other_threads(struct world_stop *world, struct session *session, struct traced_process *process,
+                               size_t capacity)
 {
-    size_t count = 0, late = 0;
-    *stopped = 0;
-    tids[(*stopped)++] = stopped_tid;
-    count++;
+    pid_t stopped_tid = world->tids[0];
     uint64_t deadline = session_now_ns() + THREAD_STOP_TIMEOUT_NS;
     struct traced_thread *thread, *tmp;
     HASH_ITER(hh, session->threads, thread, tmp) {
-        if (count == capacity || *stopped == capacity)
+        if (world->deferred_count + 1 == capacity || world->stopped == capacity)
             break;
         if (thread->process != process || thread->tid == stopped_tid || thread->reached_exit)
             continue;
         if (thread->held) {
-            tids[(*stopped)++] = thread->tid;
+            world->tids[world->stopped++] = thread->tid;
             continue;
         }
         if (ptrace(PTRACE_INTERRUPT, thread->tid, 0, 0) < 0)
@@ -76,34 +75,52 @@ size_t stop_other_threads(struct session *session, struct traced_process *proces
         if (came < 0)
             continue; /* gone: nothing of it to scan */
         if (came == 0) {
-            late++; /* its interrupt stop reaches the loop later, which resumes it */
+            world->late++; /* its interrupt stop reaches the loop later, which resumes it */
             continue;
         }
-        deferred[count++] = (struct deferred_status){thread->tid, status};
+        world->deferred[world->deferred_count++] = (struct deferred_status){thread->tid, status};
         if (WIFSTOPPED(status)) {
-            tids[(*stopped)++] = thread->tid;
+            world->tids[world->stopped++] = thread->tid;
             thread->held = 1;
         }
     }
-    *late_out = late;
-    return count;
+}
+
+int world_stop_begin(struct world_stop *world, struct session *session, struct traced_process *process,
+                     pid_t stopped_tid)
+{
+    memset(world, 0, sizeof *world);
+    size_t capacity = (size_t)process->live_threads + 2;
+    world->tids = calloc(capacity, sizeof *world->tids);
+    world->deferred = calloc(capacity, sizeof *world->deferred);
+    if (!world->tids || !world->deferred) {
+        world_stop_end(world, session);
+        return -1;
+    }
+    world->tids[world->stopped++] = stopped_tid;
+    stop_other_threads(world, session, process, capacity);
+    return 0;
 }
 
 /* Hands the stops collected while the world was stopped back to the loop:
  * a plain interrupt stop just resumes. Each thread is let go of before its
  * stop is handled, which may stop the world again. */
-void resume_other_threads(struct session *session, const struct deferred_status *deferred, size_t count)
+void world_stop_end(struct world_stop *world, struct session *session)
 {
-    for (size_t i = 1; i < count; i++) {
-        struct traced_thread *thread = thread_find(session, deferred[i].tid);
+    for (size_t i = 0; i < world->deferred_count; i++) {
+        const struct deferred_status *deferred = &world->deferred[i];
+        struct traced_thread *thread = thread_find(session, deferred->tid);
         if (thread)
             thread->held = 0;
-        int status = deferred[i].status;
+        int status = deferred->status;
         if (WIFSTOPPED(status) && (status >> 16) == PTRACE_EVENT_STOP && WSTOPSIG(status) == SIGTRAP)
-            resume(deferred[i].tid, 0);
+            resume(deferred->tid, 0);
         else
-            handle_wait_status(session, deferred[i].tid, status);
+            handle_wait_status(session, deferred->tid, status);
     }
+    free(world->tids);
+    free(world->deferred);
+    memset(world, 0, sizeof *world);
 }
 
 /* leak_check_run with what the process's shim tells about its memory
@@ -155,22 +172,15 @@ void process_leak_check(struct session *session, struct traced_process *process,
 {
     if (session->options.leak_check == TRACE_LEAK_CHECK_OFF || !(process->flags & TRACE_PROC_SHIM_SEEN))
         return;
-    size_t capacity = (size_t)process->live_threads + 2;
-    pid_t *tids = calloc(capacity, sizeof *tids);
-    struct deferred_status *deferred = calloc(capacity, sizeof *deferred);
-    if (!tids || !deferred) {
-        free(tids);
-        free(deferred);
+    struct world_stop world;
+    if (world_stop_begin(&world, session, process, stopped_tid) < 0)
         return;
-    }
-    size_t stopped, late;
-    size_t count = stop_other_threads(session, process, stopped_tid, tids, &stopped, &late, deferred, capacity);
     char err[512];
     struct leak_results results;
-    if (late)
-        note_late_threads(process, late, "end-of-process");
-    else if (run_leak_check(process, tids, stopped, kind, process->cases_checked, process->cases_checked_count, &results,
-                       err, sizeof err) == 0) {
+    if (world.late)
+        note_late_threads(process, world.late, "end-of-process");
+    else if (run_leak_check(process, world.tids, world.stopped, kind, process->cases_checked,
+                            process->cases_checked_count, &results, err, sizeof err) == 0) {
         leak_results_append(&process->leaks, &results);
         leak_results_free(&results);
     } else {
@@ -178,7 +188,5 @@ void process_leak_check(struct session *session, struct traced_process *process,
         snprintf(why, sizeof why, "no leak check for process %d: %s", (int)process->pid, err);
         add_leak_check_note(process, why);
     }
-    resume_other_threads(session, deferred, count);
-    free(tids);
-    free(deferred);
+    world_stop_end(&world, session);
 }
