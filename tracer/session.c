@@ -522,6 +522,37 @@ static void report_write_failure(struct session *session)
             trace_writer_error(session->writer));
 }
 
+/* What the trace is told of the image (trace_output.h). */
+static struct trace_image image_view(struct traced_process *process, uint32_t stacks_dropped,
+                                     uint32_t slots_exhausted)
+{
+    return (struct trace_image){
+        .process_id = process->process_id,
+        .parent_process_id = process->parent_process_id,
+        .pid = process->pid,
+        .exe = process->exe,
+        .argc = process->argc,
+        .argv = (const char *const *)process->argv,
+        .start_ns = process->start_ns,
+        .end_ns = process->end_ns,
+        .flags = process->flags,
+        .exit_status = process->exit_status,
+        .exit_signal = process->exit_signal,
+        .recorder = &process->recorder,
+        .python = &process->python,
+        .maps = &process->maps,
+        .leaks = &process->leaks,
+        .stacks_dropped = stacks_dropped,
+        .slots_exhausted = slots_exhausted,
+        .invalid_events = process->invalid_events,
+        .vfork_child = process->vfork_child,
+        .secure_execution = process->secure_execution,
+        .statically_linked = process->statically_linked,
+        .leak_check_note = process->leak_check_note,
+        .output = &process->output,
+    };
+}
+
 void process_end(struct session *session, struct traced_process *process)
 {
     int was_stopped = process->final_snapshot_taken;
@@ -543,9 +574,11 @@ void process_end(struct session *session, struct traced_process *process)
     process->end_ns = session_now_ns();
     process->state = PROCESS_ENDED;
     if (process->warmup)
-        session->warmups_running--; /* trace_output_process ends it */
-    if (trace_output_process(session->writer, session->symbols, process, &session->modules_written, stacks_dropped,
-                             slots_exhausted) < 0)
+        session->warmups_running--;
+    symbolizer_warmup_finish(process->warmup); /* what it read is the symbol store's now */
+    process->warmup = NULL;
+    struct trace_image image = image_view(process, stacks_dropped, slots_exhausted);
+    if (trace_output_process(session->writer, session->symbols, &image, &session->modules_written) < 0)
         report_write_failure(session);
     recorder_free(&process->recorder);
     python_frames_free(&process->python);
@@ -575,7 +608,10 @@ void checkpoint_running_images(struct session *session, uint64_t now)
         struct traced_process *process = session->processes[i];
         if (process->state == PROCESS_ENDED || process->vfork_child || !(process->flags & TRACE_PROC_SHIM_SEEN))
             continue;
-        if (trace_output_checkpoint(session->writer, session->symbols, process, &session->modules_written, now) < 0)
+        uint32_t stacks_dropped, slots_exhausted;
+        shm_consumer_counters(&process->shm, &stacks_dropped, &slots_exhausted);
+        struct trace_image image = image_view(process, stacks_dropped, slots_exhausted);
+        if (trace_output_checkpoint(session->writer, session->symbols, &image, &session->modules_written, now) < 0)
             report_write_failure(session);
     }
     if (session->checkpoint_gap_ns < first * CHECKPOINT_GAP_GROWTH_LIMIT / 2)
