@@ -743,6 +743,36 @@ int session_run(struct session *session)
     return session->fatal ? session->fatal : session->exit_code;
 }
 
+struct session *session_create(const struct record_options *options)
+{
+    struct session *session = calloc(1, sizeof *session);
+    if (!session)
+        return NULL;
+    session->options = *options;
+    session->symbols = symbol_store_create();
+    if (!session->symbols) {
+        free(session);
+        return NULL;
+    }
+    return session;
+}
+
+int session_finish(struct session *session, int exit_code)
+{
+    progress_clear(&session->progress);
+    char err[4096];
+    if (trace_writer_finish(session->writer, err, sizeof err) < 0) {
+        if (!session->write_failure_reported)
+            fprintf(stderr, "memslope: %s\n", err);
+        if (exit_code == 0)
+            exit_code = 1;
+    } else if (!session->options.quiet) {
+        fprintf(stderr, "memslope: trace written to %s (memslope report %s)\n", session->output_path,
+                session->output_path);
+    }
+    return exit_code;
+}
+
 void session_destroy(struct session *session)
 {
     struct traced_thread *thread, *tmp;
@@ -774,4 +804,6 @@ void session_destroy(struct session *session)
     for (size_t i = 0; i < session->detach_count; i++)
         breakpoint_set_free(&session->detach_pending[i].breakpoints);
     free(session->detach_pending);
+    symbol_store_destroy(session->symbols);
+    free(session);
 }
