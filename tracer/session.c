@@ -436,6 +436,8 @@ static size_t drain_all(struct session *session)
     return events;
 }
 
+/* ---- the region socket (both loops) ------------------------------------ */
+
 /* The next message a shim sent over the socket; 0 when none is waiting.
  * A malformed one is reported and skipped (its descriptors closed). */
 int receive_message(struct session *session, struct socket_message *message)
@@ -477,6 +479,8 @@ void reply_to_exit_check(struct session *session)
         nanosleep(&pause, NULL);
     }
 }
+
+/* ---- an image's end, and checkpoints ----------------------------------- */
 
 /* The image is about to go (exit, fatal signal, exec): every event it
  * committed is in its region, so drain it all and snapshot the heap. */
@@ -643,6 +647,8 @@ struct traced_process *replace_image(struct session *session, struct traced_proc
     return image;
 }
 
+/* ---- warnings about the whole recording ------------------------------- */
+
 /* A warning about the whole recording, on stderr and in the trace. */
 static void warn_whole_trace(struct session *session, const char *message)
 {
@@ -742,6 +748,8 @@ int session_run(struct session *session)
     warn_iterations_missed(session);
     return session->fatal ? session->fatal : session->exit_code;
 }
+
+/* ---- the recording (session.h) ------------------------------------------ */
 
 struct session *session_create(const struct record_options *options)
 {
