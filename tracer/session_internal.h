@@ -150,7 +150,7 @@ void warn_iterations_missed(struct session *session);
 void forward_signal(struct session *session, int signal);
 
 /* session_stops.c */
-void resume(pid_t tid, int signal);
+void resume_thread(pid_t tid, int signal);
 void process_set_exit(struct traced_process *process, int status);
 void handle_wait_status(struct session *session, pid_t tid, int status);
 

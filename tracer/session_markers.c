@@ -296,7 +296,7 @@ int on_breakpoint(struct session *session, struct traced_thread *thread)
     if (session->fatal) {
         kill(process->pid, SIGKILL);
     }
-    resume(thread->tid, pending_signal);
+    resume_thread(thread->tid, pending_signal);
     world_stop_end(&world, session);
     return 1;
 }

@@ -16,7 +16,7 @@
 
 /* ---- ptrace stops -------------------------------------------------------- */
 
-void resume(pid_t tid, int signal)
+void resume_thread(pid_t tid, int signal)
 {
     ptrace(PTRACE_CONT, tid, 0, (void *)(long)signal);
 }
@@ -231,7 +231,7 @@ static void on_signal_stop(struct session *session, struct traced_thread *thread
         process->state = PROCESS_EXITING;
         process_final_snapshot(session, process, TRACE_SNAP_SIGNAL, thread->tid);
     }
-    resume(thread->tid, signal);
+    resume_thread(thread->tid, signal);
 }
 
 static void on_stopped(struct session *session, struct traced_thread *thread, int status)
@@ -246,7 +246,7 @@ static void on_stopped(struct session *session, struct traced_thread *thread, in
         if (signal == SIGSTOP || signal == SIGTSTP || signal == SIGTTIN || signal == SIGTTOU)
             ptrace(PTRACE_LISTEN, thread->tid, 0, 0); /* a group-stop: stay stopped, as without us */
         else
-            resume(thread->tid, 0);
+            resume_thread(thread->tid, 0);
         return;
     case PTRACE_EVENT_CLONE:
     case PTRACE_EVENT_FORK:
@@ -262,7 +262,7 @@ static void on_stopped(struct session *session, struct traced_thread *thread, in
     default:
         break;
     }
-    resume(thread->tid, 0);
+    resume_thread(thread->tid, 0);
 }
 
 /* A tid we have not seen: a new task whose first stop came before its
@@ -341,7 +341,7 @@ void handle_wait_status(struct session *session, pid_t tid, int status)
     if (!session->first_exec_seen && tid == session->initial_pid) {
         if (event == PTRACE_EVENT_EXEC)
             on_first_exec(session, tid);
-        resume(tid, event == 0 ? WSTOPSIG(status) : 0);
+        resume_thread(tid, event == 0 ? WSTOPSIG(status) : 0);
         return;
     }
     struct traced_thread *thread = thread_find(session, tid);
@@ -350,7 +350,7 @@ void handle_wait_status(struct session *session, pid_t tid, int status)
     if (!thread && detach_if_pending(session, tid, status))
         return;
     if (!thread) {
-        resume(tid, event == 0 ? WSTOPSIG(status) : 0);
+        resume_thread(tid, event == 0 ? WSTOPSIG(status) : 0);
         return;
     }
     on_stopped(session, thread, status);

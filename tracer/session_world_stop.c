@@ -114,7 +114,7 @@ void world_stop_end(struct world_stop *world, struct session *session)
             thread->held = 0;
         int status = deferred->status;
         if (WIFSTOPPED(status) && (status >> 16) == PTRACE_EVENT_STOP && WSTOPSIG(status) == SIGTRAP)
-            resume(deferred->tid, 0);
+            resume_thread(deferred->tid, 0);
         else
             handle_wait_status(session, deferred->tid, status);
     }
