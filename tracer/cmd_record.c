@@ -12,11 +12,10 @@
 #include <unistd.h>
 
 #include "../preload/shm_layout.h"
+#include "../report/trace_format.h"
 #include "../report/units.h"
 #include "commands.h"
 #include "session.h"
-#include "symbolize.h"
-#include "trace_writer.h"
 
 static int usage_error(const char *message, const char *argument)
 {
@@ -201,8 +200,8 @@ static int parse_options(int argc, char **argv, struct record_options *options)
 
 int cmd_record(int argc, char **argv)
 {
-    struct session session = {0};
-    int rc = parse_options(argc, argv, &session.options);
+    struct record_options options = {0};
+    int rc = parse_options(argc, argv, &options);
     if (rc)
         return rc < 0 ? 0 : rc;
     char shim[PATH_MAX];
@@ -211,30 +210,17 @@ int cmd_record(int argc, char **argv)
                         "install prefix, or set MEMSLOPE_SHIM to its path)\n", shim);
         return 1;
     }
-    session.symbols = symbol_store_create();
-    if (!session.symbols) {
+    struct session *session = session_create(&options);
+    if (!session) {
         fprintf(stderr, "memslope: out of memory before the command started: nothing was recorded\n");
         return 1;
     }
-    rc = session_launch(&session, shim);
+    rc = session_launch(session, shim);
     if (rc) {
-        session_destroy(&session);
-        symbol_store_destroy(session.symbols);
+        session_destroy(session);
         return rc;
     }
-    int exit_code = session_run(&session);
-    progress_clear(&session.progress);
-    char err[4096];
-    if (trace_writer_finish(session.writer, err, sizeof err) < 0) {
-        if (!session.write_failure_reported)
-            fprintf(stderr, "memslope: %s\n", err);
-        if (exit_code == 0)
-            exit_code = 1;
-    } else if (!session.options.quiet) {
-        fprintf(stderr, "memslope: trace written to %s (memslope report %s)\n", session.output_path,
-                session.output_path);
-    }
-    session_destroy(&session);
-    symbol_store_destroy(session.symbols);
+    int exit_code = session_finish(session, session_run(session));
+    session_destroy(session);
     return exit_code;
 }

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "../preload/shm_layout.h"
-#include "session.h"
+#include "session_internal.h"
 #include "trace_writer.h"
 
 extern char **environ;

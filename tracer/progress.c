@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "../report/report_model.h"
-#include "session.h"
+#include "session_internal.h"
 
 #define PROGRESS_FIRST_NS 500000000ull   /* nothing for a run shorter than this */
 #define PROGRESS_PERIOD_NS 250000000ull

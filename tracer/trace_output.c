@@ -7,7 +7,10 @@
 #include <uthash.h>
 
 #include "../preload/shm_layout.h"
-#include "session.h"
+#include "leak_check.h"
+#include "proc_maps.h"
+#include "python_frames.h"
+#include "recorder.h"
 #include "symbolize.h"
 #include "trace_writer.h"
 
@@ -99,10 +102,10 @@ static void free_frame_hash(struct address_frames **hash)
 
 /* Resolves every frame word of sites [first, site_count) the trace does
  * not have yet. -1 when out of memory. */
-static int resolve_new(struct symbolizer *symbolizer, const struct traced_process *process,
+static int resolve_new(struct symbolizer *symbolizer, const struct trace_image *image,
                        const struct trace_output_state *state, struct new_frames *found)
 {
-    const struct recorder *recorder = &process->recorder;
+    const struct recorder *recorder = image->recorder;
     for (size_t s = state->stacks_written; s < recorder->site_count; s++) {
         const struct recorder_site *site = &recorder->sites[s];
         for (uint32_t f = 0; f < site->depth; f++) {
@@ -113,7 +116,7 @@ static int resolve_new(struct symbolizer *symbolizer, const struct traced_proces
             if (known)
                 continue;
             struct trace_frame frames[MAX_INLINE_DEPTH];
-            size_t count = resolve_word(symbolizer, &process->python, site->frames[f], frames);
+            size_t count = resolve_word(symbolizer, image->python, site->frames[f], frames);
             known = calloc(1, sizeof *known);
             if (!known || batch_append(&found->batch, frames, count) < 0) {
                 free(known);
@@ -186,10 +189,10 @@ static int write_new_modules(struct trace_writer *writer, struct symbolizer *sym
 
 /* STACKS for sites [first, site_count): every one's frame words are in
  * state->by_address by now. */
-static int write_new_stacks(struct trace_writer *writer, const struct traced_process *process,
+static int write_new_stacks(struct trace_writer *writer, const struct trace_image *image,
                             const struct trace_output_state *state)
 {
-    const struct recorder *recorder = &process->recorder;
+    const struct recorder *recorder = image->recorder;
     size_t first = state->stacks_written, count = recorder->site_count - first;
     if (!count)
         return 0;
@@ -223,7 +226,7 @@ static int write_new_stacks(struct trace_writer *writer, const struct traced_pro
         memcpy(ids[s], scratch, (size_t)depth * sizeof **ids);
         stacks[s] = (struct trace_stack){site->stack_id, depth, ids[s]};
     }
-    rc = trace_write_stacks(writer, process->process_id, stacks, (uint32_t)count);
+    rc = trace_write_stacks(writer, image->process_id, stacks, (uint32_t)count);
 out:
     for (size_t s = 0; ids && s < count; s++)
         free(ids[s]);
@@ -235,16 +238,16 @@ out:
 
 /* Modules, frames and stacks of the sites new since the last output. */
 static int write_new_symbols(struct trace_writer *writer, struct symbol_store *symbols,
-                             struct traced_process *process, struct trace_output_state *state,
+                             const struct trace_image *image, struct trace_output_state *state,
                              uint32_t *module_base)
 {
-    if (state->stacks_written == process->recorder.site_count)
+    if (state->stacks_written == image->recorder->site_count)
         return 0;
-    struct symbolizer *symbolizer = symbolizer_create(symbols, &process->maps);
+    struct symbolizer *symbolizer = symbolizer_create(symbols, image->maps);
     struct new_frames found = {{0}, NULL};
     uint32_t first_id = 0;
     int rc = -1;
-    if (symbolizer && (resolve_new(symbolizer, process, state, &found) < 0 ||
+    if (symbolizer && (resolve_new(symbolizer, image, state, &found) < 0 ||
                        write_new_modules(writer, symbolizer, state, &found.batch, module_base) < 0))
         goto out;
     if (found.batch.count &&
@@ -257,9 +260,9 @@ static int write_new_symbols(struct trace_writer *writer, struct symbol_store *s
         entry->first_frame_id += first_id;
         HASH_ADD(hh, state->by_address, address, sizeof(uint64_t), entry);
     }
-    if (write_new_stacks(writer, process, state) < 0)
+    if (write_new_stacks(writer, image, state) < 0)
         goto out;
-    state->stacks_written = process->recorder.site_count;
+    state->stacks_written = image->recorder->site_count;
     rc = 0;
 out:
     free_frame_hash(&found.by_address);
@@ -301,10 +304,10 @@ static int remember_capacity(struct trace_output_state *state, size_t site_count
 
 /* SITES: every shown site whose totals differ from what the trace has (a
  * later record for a stack replaces the earlier). */
-static int write_sites(struct trace_writer *writer, const struct traced_process *process,
+static int write_sites(struct trace_writer *writer, const struct trace_image *image,
                        struct trace_output_state *state)
 {
-    const struct recorder *recorder = &process->recorder;
+    const struct recorder *recorder = image->recorder;
     if (remember_capacity(state, recorder->site_count) < 0)
         return -1;
     struct trace_site *sites = calloc(recorder->site_count + 1, sizeof *sites);
@@ -332,7 +335,7 @@ static int write_sites(struct trace_writer *writer, const struct traced_process 
         state->sites_written[s] = record;
         state->site_written[s] = 1;
     }
-    int rc = count ? trace_write_sites(writer, process->process_id, sites, count) : 0;
+    int rc = count ? trace_write_sites(writer, image->process_id, sites, count) : 0;
     free(sites);
     return rc;
 }
@@ -364,10 +367,10 @@ static struct case_site_counter **changed_counters(const struct recorder *record
 }
 
 /* One case's changed counters: counters[0..count), all of case_id. */
-static int write_case_sites(struct trace_writer *writer, const struct traced_process *process, uint32_t case_id,
+static int write_case_sites(struct trace_writer *writer, const struct trace_image *image, uint32_t case_id,
                             struct case_site_counter *const *counters, size_t count)
 {
-    const struct recorder *recorder = &process->recorder;
+    const struct recorder *recorder = image->recorder;
     if (!count)
         return 0;
     struct trace_case_site *sites = calloc(count, sizeof *sites);
@@ -382,7 +385,7 @@ static int write_case_sites(struct trace_writer *writer, const struct traced_pro
         sites[n++] = (struct trace_case_site){recorder->sites[site_index].stack_id, c->allocations,
                                              c->allocated_bytes, c->frees};
     }
-    struct trace_case_sites record = {process->process_id, case_id, (uint32_t)n, sites};
+    struct trace_case_sites record = {image->process_id, case_id, (uint32_t)n, sites};
     int rc = n ? trace_write_case_sites(writer, &record) : 0;
     free(sites);
     for (size_t i = 0; rc == 0 && i < count; i++)
@@ -392,14 +395,14 @@ static int write_case_sites(struct trace_writer *writer, const struct traced_pro
 
 /* CASE for every case not yet written as it ended (an open one ends, for
  * now, at until_ns), then the counters that changed, case by case. */
-static int write_cases(struct trace_writer *writer, const struct traced_process *process,
+static int write_cases(struct trace_writer *writer, const struct trace_image *image,
                        struct trace_output_state *state, uint64_t until_ns)
 {
-    const struct recorder *recorder = &process->recorder;
+    const struct recorder *recorder = image->recorder;
     int rc = 0;
     for (size_t i = state->cases_done; rc == 0 && i < recorder->case_count; i++) {
         struct trace_case c = recorder->cases[i].info;
-        c.process_id = process->process_id;
+        c.process_id = image->process_id;
         if (!c.end_ns)
             c.end_ns = until_ns;
         rc = trace_write_case(writer, &c);
@@ -413,37 +416,37 @@ static int write_cases(struct trace_writer *writer, const struct traced_process 
         size_t first = next;
         while (next < count && (uint32_t)(counters[next]->key >> 32) == case_id)
             next++;
-        rc = write_case_sites(writer, process, case_id, counters + first, next - first);
+        rc = write_case_sites(writer, image, case_id, counters + first, next - first);
     }
     free(counters);
     return rc < 0 ? -1 : 0;
 }
 
 /* The snapshots, timeline points and leak checks the trace has not got. */
-static int write_history(struct trace_writer *writer, struct traced_process *process,
+static int write_history(struct trace_writer *writer, const struct trace_image *image,
                          struct trace_output_state *state)
 {
-    struct recorder *recorder = &process->recorder;
+    struct recorder *recorder = image->recorder;
     for (size_t i = 0; i < recorder->snapshot_count; i++) {
         struct recorder_snapshot *kept = &recorder->snapshots[i];
         if (kept->written)
             continue;
         struct trace_snapshot snapshot = kept->header;
-        snapshot.process_id = process->process_id;
+        snapshot.process_id = image->process_id;
         if (trace_write_snapshot_delta(writer, &snapshot) < 0)
             return -1;
         kept->written = 1;
     }
     if (recorder->timeline_count > state->timeline_written) {
-        if (trace_write_timeline(writer, process->process_id, recorder->interval_ns,
+        if (trace_write_timeline(writer, image->process_id, recorder->interval_ns,
                                  recorder->timeline + state->timeline_written,
                                  (uint32_t)(recorder->timeline_count - state->timeline_written)) < 0)
             return -1;
         state->timeline_written = recorder->timeline_count;
     }
-    for (; state->leaks_written < process->leaks.count; state->leaks_written++) {
-        struct trace_leaks leaks = process->leaks.checks[state->leaks_written];
-        leaks.process_id = process->process_id;
+    for (; state->leaks_written < image->leaks->count; state->leaks_written++) {
+        struct trace_leaks leaks = image->leaks->checks[state->leaks_written];
+        leaks.process_id = image->process_id;
         if (trace_write_leaks(writer, &leaks) < 0)
             return -1;
     }
@@ -451,9 +454,9 @@ static int write_history(struct trace_writer *writer, struct traced_process *pro
 }
 
 /* The interpreter the image ran, and how its objects reached the trace. */
-static int write_python(struct trace_writer *writer, const struct traced_process *process)
+static int write_python(struct trace_writer *writer, const struct trace_image *image)
 {
-    const struct python_frames *python = &process->python;
+    const struct python_frames *python = image->python;
     if (!python->version)
         return 0;
     static const uint32_t allocator_of_mode[] = {
@@ -463,7 +466,7 @@ static int write_python(struct trace_writer *writer, const struct traced_process
         [SHM_PYTHON_NOT_WRAPPED] = TRACE_PYTHON_NOT_WRAPPED,
     };
     struct trace_python record = {
-        .process_id = process->process_id,
+        .process_id = image->process_id,
         .version = python->version,
         .allocator = python->mode < sizeof allocator_of_mode / sizeof *allocator_of_mode
                          ? allocator_of_mode[python->mode]
@@ -475,9 +478,9 @@ static int write_python(struct trace_writer *writer, const struct traced_process
 }
 
 /* What the image's Python recording could not do, and why. */
-static int write_python_warnings(struct trace_writer *writer, const struct traced_process *process)
+static int write_python_warnings(struct trace_writer *writer, const struct trace_image *image)
 {
-    const struct python_frames *python = &process->python;
+    const struct python_frames *python = image->python;
     if (!python->version)
         return 0;
     char version[32], message[512];
@@ -488,94 +491,93 @@ static int write_python_warnings(struct trace_writer *writer, const struct trace
                  "Python %s runs the allocator the user chose (PYTHONMALLOC or -X dev): objects it serves from "
                  "pymalloc are not recorded; leave PYTHONMALLOC unset (or set PYTHONMALLOC=malloc) to record them",
                  version);
-        rc |= trace_write_warning(writer, process->process_id, message);
+        rc |= trace_write_warning(writer, image->process_id, message);
     }
     if (python->mode == SHM_PYTHON_NOT_WRAPPED) {
         snprintf(message, sizeof message,
                  "Python %s: memslope wraps the object allocator of CPython 3.7 and later only: objects it serves "
                  "from pymalloc are not recorded (PYTHONMALLOC=malloc, from 3.6 on, has them recorded as malloc)",
                  version);
-        rc |= trace_write_warning(writer, process->process_id, message);
+        rc |= trace_write_warning(writer, image->process_id, message);
     }
     if (!python->frames_read) {
         snprintf(message, sizeof message,
                  "Python %s: its frames are not read (memslope reads CPython 3.11 to 3.13): stacks show the "
                  "interpreter's C frames only",
                  version);
-        rc |= trace_write_warning(writer, process->process_id, message);
+        rc |= trace_write_warning(writer, image->process_id, message);
     }
     if (python->codes_dropped) {
         snprintf(message, sizeof message,
                  "%u Python functions have no name: the shared code table was full", python->codes_dropped);
-        rc |= trace_write_warning(writer, process->process_id, message);
+        rc |= trace_write_warning(writer, image->process_id, message);
     }
     return rc;
 }
 
 /* Why the shim never ran in an image, as far as the tracer can tell. */
-static const char *shim_absent_reason(const struct traced_process *process)
+static const char *shim_absent_reason(const struct trace_image *image)
 {
-    if (process->secure_execution)
+    if (image->secure_execution)
         return "it runs in secure-execution mode, setuid, setgid or with file capabilities, where the dynamic "
                "loader ignores LD_PRELOAD; record it without those, or as the user it runs as";
-    if (process->statically_linked)
+    if (image->statically_linked)
         return "a statically linked program: no dynamic loader preloads anything into it";
     return "LD_PRELOAD was removed from its environment, or the shim could not be loaded";
 }
 
-static int write_warnings(struct trace_writer *writer, const struct traced_process *process, uint32_t stacks_dropped,
-                          uint32_t slots_exhausted)
+static int write_warnings(struct trace_writer *writer, const struct trace_image *image)
 {
     char message[512];
-    const struct recorder *recorder = &process->recorder;
+    const struct recorder *recorder = image->recorder;
     int rc = 0;
-    if (!(process->flags & TRACE_PROC_SHIM_SEEN) && !process->vfork_child) {
+    if (!(image->flags & TRACE_PROC_SHIM_SEEN) && !image->vfork_child) {
         snprintf(message, sizeof message, "process %d (%s): the shim never loaded (%s): its allocations are not recorded",
-                 (int)process->pid, process->exe ? process->exe : "?", shim_absent_reason(process));
-        rc |= trace_write_warning(writer, process->process_id, message);
+                 (int)image->pid, image->exe ? image->exe : "?", shim_absent_reason(image));
+        rc |= trace_write_warning(writer, image->process_id, message);
     }
-    if (stacks_dropped) {
-        snprintf(message, sizeof message, "%u allocations have no backtrace: the stack table was full", stacks_dropped);
-        rc |= trace_write_warning(writer, process->process_id, message);
+    if (image->stacks_dropped) {
+        snprintf(message, sizeof message, "%u allocations have no backtrace: the stack table was full",
+                 image->stacks_dropped);
+        rc |= trace_write_warning(writer, image->process_id, message);
     }
-    if (slots_exhausted) {
+    if (image->slots_exhausted) {
         snprintf(message, sizeof message,
-                 "%u threads found no free ring slot: their allocations were not recorded", slots_exhausted);
-        rc |= trace_write_warning(writer, process->process_id, message);
+                 "%u threads found no free ring slot: their allocations were not recorded", image->slots_exhausted);
+        rc |= trace_write_warning(writer, image->process_id, message);
     }
-    if (process->invalid_events) {
+    if (image->invalid_events) {
         snprintf(message, sizeof message,
                  "%llu events in the shared memory of process %d were not valid and were skipped: the program "
                  "wrote over memslope's region (a buffer overrun?); its figures may be incomplete",
-                 (unsigned long long)process->invalid_events, (int)process->pid);
-        rc |= trace_write_warning(writer, process->process_id, message);
+                 (unsigned long long)image->invalid_events, (int)image->pid);
+        rc |= trace_write_warning(writer, image->process_id, message);
     }
-    rc |= write_python(writer, process);
-    rc |= write_python_warnings(writer, process);
+    rc |= write_python(writer, image);
+    rc |= write_python_warnings(writer, image);
     if (recorder->out_of_memory)
-        rc |= trace_write_warning(writer, process->process_id,
+        rc |= trace_write_warning(writer, image->process_id,
                                   "memslope ran out of memory while recording: figures are incomplete");
-    if (process->leak_check_note)
-        rc |= trace_write_warning(writer, process->process_id, process->leak_check_note);
+    if (image->leak_check_note)
+        rc |= trace_write_warning(writer, image->process_id, image->leak_check_note);
     return rc;
 }
 
-static int write_process_record(struct trace_writer *writer, const struct traced_process *process,
-                                uint32_t stacks_dropped, uint32_t slots_exhausted)
+static int write_process_record(struct trace_writer *writer, const struct trace_image *image)
 {
-    const struct recorder *recorder = &process->recorder;
+    const struct recorder *recorder = image->recorder;
     struct trace_process record = {
-        .process_id = process->process_id,
-        .pid = (uint32_t)process->pid,
-        .parent_process_id = process->parent_process_id,
-        .exe = process->exe ? process->exe : "",
-        .argc = process->argc,
-        .argv = (const char *const *)process->argv,
-        .start_ns = process->start_ns,
-        .end_ns = process->end_ns,
-        .flags = process->flags,
-        .exit_status = process->exit_status,
-        .exit_signal = process->exit_signal,
+        .process_id = image->process_id,
+        .pid = (uint32_t)image->pid,
+        .parent_process_id = image->parent_process_id,
+        .exe = image->exe ? image->exe : "",
+        .argc = image->argc,
+        .argv = image->argv,
+        .start_ns = image->start_ns,
+        .end_ns = image->end_ns,
+        .flags = image->flags,
+        .exit_status = image->exit_status,
+        .exit_signal = image->exit_signal,
         .allocations = recorder->allocations,
         .frees = recorder->frees,
         .allocated_bytes = recorder->allocated_bytes,
@@ -584,8 +586,8 @@ static int write_process_record(struct trace_writer *writer, const struct traced
         .peak_time_ns = recorder->peak_time_ns,
         .live_bytes = recorder->live_bytes,
         .live_blocks = recorder->live_blocks,
-        .stacks_dropped = stacks_dropped,
-        .slots_exhausted = slots_exhausted,
+        .stacks_dropped = image->stacks_dropped,
+        .slots_exhausted = image->slots_exhausted,
     };
     return trace_write_process(writer, &record);
 }
@@ -593,40 +595,36 @@ static int write_process_record(struct trace_writer *writer, const struct traced
 /* What changed in the image since its last output, after its PROCESS
  * record (written first, so that a trace cut inside this output still
  * names the image). */
-static int write_changes(struct trace_writer *writer, struct symbol_store *symbols, struct traced_process *process,
+static int write_changes(struct trace_writer *writer, struct symbol_store *symbols, const struct trace_image *image,
                          uint32_t *module_base, uint64_t until_ns)
 {
-    struct trace_output_state *state = process->output;
-    if (!state && !(state = process->output = calloc(1, sizeof *state)))
+    struct trace_output_state *state = *image->output;
+    if (!state && !(state = *image->output = calloc(1, sizeof *state)))
         return -1;
-    if (write_new_symbols(writer, symbols, process, state, module_base) < 0 || write_sites(writer, process, state) < 0 ||
-        write_cases(writer, process, state, until_ns) < 0 || write_history(writer, process, state) < 0)
+    if (write_new_symbols(writer, symbols, image, state, module_base) < 0 || write_sites(writer, image, state) < 0 ||
+        write_cases(writer, image, state, until_ns) < 0 || write_history(writer, image, state) < 0)
         return -1;
     return 0;
 }
 
-int trace_output_checkpoint(struct trace_writer *writer, struct symbol_store *symbols, struct traced_process *process,
+int trace_output_checkpoint(struct trace_writer *writer, struct symbol_store *symbols, const struct trace_image *image,
                             uint32_t *module_base, uint64_t now_ns)
 {
-    uint32_t stacks_dropped, slots_exhausted;
-    shm_consumer_counters(&process->shm, &stacks_dropped, &slots_exhausted);
-    struct traced_process as_now = *process;
+    struct trace_image as_now = *image;
     as_now.flags |= TRACE_PROC_CHECKPOINT;
     as_now.end_ns = now_ns;
-    if (write_process_record(writer, &as_now, stacks_dropped, slots_exhausted) < 0 ||
-        write_changes(writer, symbols, process, module_base, now_ns) < 0)
+    if (write_process_record(writer, &as_now) < 0 ||
+        write_changes(writer, symbols, image, module_base, now_ns) < 0)
         return -1;
     return 0;
 }
 
-int trace_output_process(struct trace_writer *writer, struct symbol_store *symbols, struct traced_process *process,
-                         uint32_t *module_base, uint32_t stacks_dropped, uint32_t slots_exhausted)
+int trace_output_process(struct trace_writer *writer, struct symbol_store *symbols, const struct trace_image *image,
+                         uint32_t *module_base)
 {
-    symbolizer_warmup_finish(process->warmup);
-    process->warmup = NULL;
-    if (write_process_record(writer, process, stacks_dropped, slots_exhausted) < 0 ||
-        write_changes(writer, symbols, process, module_base, process->end_ns) < 0 ||
-        write_warnings(writer, process, stacks_dropped, slots_exhausted) < 0)
+    if (write_process_record(writer, image) < 0 ||
+        write_changes(writer, symbols, image, module_base, image->end_ns) < 0 ||
+        write_warnings(writer, image) < 0)
         return -1;
     return 0;
 }

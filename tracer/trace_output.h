@@ -18,20 +18,49 @@
 #define MEMSLOPE_TRACE_OUTPUT_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
+struct leak_results;
+struct proc_maps;
+struct python_frames;
+struct recorder;
 struct symbol_store;
 struct trace_writer;
-struct traced_process;
-struct trace_output_state; /* what the trace has of an image; its traced_process owns it */
+struct trace_output_state; /* what the trace has of an image; the image's owner keeps it */
+
+/* What the trace is told of one process image, filled by its owner (the
+ * recording engine) at each output. The recorder's figures are read, and
+ * what was written is marked in it. */
+struct trace_image {
+    uint32_t process_id, parent_process_id;
+    pid_t pid;
+    const char *exe;                    /* NULL: not known */
+    uint32_t argc;
+    const char *const *argv;
+    uint64_t start_ns, end_ns;          /* end_ns: at the image's end */
+    uint32_t flags;                     /* enum trace_process_flags */
+    int32_t exit_status, exit_signal;
+    struct recorder *recorder;
+    const struct python_frames *python; /* the Python frames of its sites */
+    const struct proc_maps *maps;       /* every mapping seen while it lived: its frames are named from these */
+    const struct leak_results *leaks;
+    uint32_t stacks_dropped, slots_exhausted; /* its shim's counters */
+    /* Why figures are missing, said at the image's end: */
+    uint64_t invalid_events;            /* events of its region no shim writes, skipped */
+    int vfork_child;                    /* it never ran a shim of its own */
+    int secure_execution, statically_linked; /* why the shim may not have loaded */
+    const char *leak_check_note;        /* why a leak check did not run; NULL: none */
+    struct trace_output_state **output; /* *output NULL before the first output, which creates it */
+};
 
 /* The image's end. symbols: the recording's symbol store (symbolize.h).
  * module_base: module ids written so far (ids are global to the trace);
  * advanced past the modules written now. */
-int trace_output_process(struct trace_writer *writer, struct symbol_store *symbols, struct traced_process *process,
-                         uint32_t *module_base, uint32_t stacks_dropped, uint32_t slots_exhausted);
+int trace_output_process(struct trace_writer *writer, struct symbol_store *symbols, const struct trace_image *image,
+                         uint32_t *module_base);
 
 /* A checkpoint of a running image: its figures as they stand at now_ns. */
-int trace_output_checkpoint(struct trace_writer *writer, struct symbol_store *symbols, struct traced_process *process,
+int trace_output_checkpoint(struct trace_writer *writer, struct symbol_store *symbols, const struct trace_image *image,
                             uint32_t *module_base, uint64_t now_ns);
 
 void trace_output_state_free(struct trace_output_state *state);

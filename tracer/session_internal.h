@@ -1,0 +1,191 @@
+/*
+ * session_internal.h - what the files of the recording engine share: the
+ * session, its process images and threads (session.c, session_stops.c,
+ * session_world_stop.c, session_markers.c, session_noptrace.c; launch.c
+ * starts the command, progress.c draws the status line from the table).
+ * Nothing outside the engine includes it: the trace output is handed a
+ * view of an image (trace_output.h), the command line session.h.
+ */
+#ifndef MEMSLOPE_SESSION_INTERNAL_H
+#define MEMSLOPE_SESSION_INTERNAL_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uthash.h>
+
+#include "breakpoint.h"
+#include "leak_check.h"
+#include "proc_maps.h"
+#include "progress.h"
+#include "python_frames.h"
+#include "recorder.h"
+#include "session.h"
+#include "shm_consumer.h"
+#include "sigtrap_guard.h"
+
+struct socket_message;
+struct symbol_store;
+struct symbolizer_warmup;
+struct trace_output_state;
+struct trace_writer;
+
+enum traced_process_state { PROCESS_RUNNING, PROCESS_EXITING, PROCESS_ENDED };
+
+struct traced_process {
+    uint32_t process_id;
+    pid_t pid;
+    uint32_t parent_process_id;
+    char *exe;
+    char **argv;
+    uint32_t argc;
+    uint64_t start_ns, end_ns;
+    uint32_t flags;            /* enum trace_process_flags */
+    int32_t exit_status, exit_signal;
+    enum traced_process_state state;
+    int live_threads;          /* threads that have not reached their exit stop */
+    int final_snapshot_taken;
+    int vfork_child;           /* shares its parent's memory until it execs */
+    uint64_t next_attach_ns;   /* when to look for the shim's region again */
+    uint64_t attach_tries;
+
+    struct recorder recorder;
+    struct python_frames python; /* the Python frames of its sites, named from the region */
+    struct shm_consumer shm;
+    uint64_t previous_image_inode; /* region of the image before exec: not ours */
+
+    struct proc_maps maps;     /* every mapping seen while the image lived */
+    int maps_final;            /* exec replaced the image: /proc/PID/maps is the next image's */
+    size_t sites_checked;      /* sites whose frames are known to lie in maps */
+
+    struct breakpoint_set breakpoints;
+    struct sigtrap_guard sigtrap; /* the program's own SIGTRAP handler, kept across our traps */
+    struct leak_results leaks; /* leak checks at case ends, then at exit or fatal signal */
+    unsigned char *cases_checked; /* by case id: checked at its own end */
+    size_t cases_checked_count;
+    char *leak_check_note;     /* why no leak check ran, if it did not */
+    int secure_execution;      /* AT_SECURE: setuid, setgid or file capabilities; ld.so ignores LD_PRELOAD */
+    int statically_linked;     /* no PT_INTERP: no dynamic loader to preload the shim */
+    uint64_t invalid_events;   /* events of its region no shim writes, skipped (shm_consumer.h) */
+    int exit_checked;          /* no-ptrace mode: the shim's exit check ran and was recorded */
+    struct symbolizer_warmup *warmup; /* symbolizing in the background (symbolize.h), or NULL */
+    struct trace_output_state *output; /* what the trace has of the image (trace_output.h) */
+    int warmup_tried;
+};
+
+struct pending_detach {
+    pid_t pid;
+    struct breakpoint_set breakpoints; /* to take out of the child's memory */
+};
+
+struct session {
+    struct record_options options;
+    struct trace_writer *writer;
+    struct traced_process **processes;
+    size_t process_count, process_capacity;
+    struct traced_thread *threads; /* hash by tid */
+    pid_t initial_pid;
+    int first_exec_seen;
+    char output_path[4096];
+    uint32_t modules_written;  /* module ids are global to the trace */
+    int write_failure_reported; /* a write to the trace failed, and was said (once) */
+    uint64_t next_checkpoint_ns, checkpoint_gap_ns; /* when running images are next written, and the gap after */
+    int exit_code;             /* record's own exit status: the target's */
+    uint64_t start_ns;
+    int fatal;                 /* a usage error found while running (exit status); the target is killed */
+    int no_ptrace;             /* ptrace was refused: session_run records without it */
+    int region_socket;         /* no-ptrace mode: the shims send their regions' memfds here (-1: none) */
+    int iteration_symbol_found;
+    /* images that ran CPython, those whose frames were read, and the
+     * iterations they marked: what --iteration py: found */
+    uint32_t python_interpreters, python_frames_read;
+    uint64_t python_iterations;
+    struct pending_detach *detach_pending; /* --no-follow: children to let go */
+    size_t detach_count;
+    int warmups_running;           /* images with a symbolizer warm-up not yet ended (at most 1) */
+    struct symbol_store *symbols;  /* shared by every image's symbolizer (symbolize.h); the caller's */
+    struct progress_line progress; /* the status line on a terminal (progress.h) */
+};
+
+/* Sleep between drains while the target runs and reports nothing. */
+#define IDLE_WAIT_NS 2000000L
+
+struct traced_thread {
+    pid_t tid;
+    struct traced_process *process;
+    int reached_exit; /* stopped at PTRACE_EVENT_EXIT already */
+    /* A stop of it was collected while the world was stopped and is not
+     * handled yet (world_stop_end): it stays stopped meanwhile, and a
+     * stop of the world started by another thread's stop in between must
+     * count it as stopped, not interrupt it and wait for a stop that will
+     * never come (issue 19: three threads at one breakpoint hung). */
+    int held;
+    UT_hash_handle hh;
+};
+
+/* session.c: the process table */
+struct traced_process *process_create(struct session *session, pid_t pid, uint32_t parent_process_id);
+struct traced_process *process_by_pid(struct session *session, pid_t pid);
+char *read_proc_file(pid_t pid, const char *name, size_t *length);
+void process_read_identity(struct traced_process *process);
+void process_copy_identity(struct traced_process *to, const struct traced_process *from);
+struct traced_thread *thread_find(struct session *session, pid_t tid);
+struct traced_thread *thread_add(struct session *session, pid_t tid, struct traced_process *process);
+void thread_remove(struct session *session, struct traced_thread *thread);
+
+/* session.c: draining, the region socket, an image's end */
+void process_merge_maps(struct traced_process *process, struct proc_maps fresh);
+void process_refresh_maps(struct traced_process *process);
+size_t process_drain(struct traced_process *process, int full);
+void process_drain_all(struct session *session, struct traced_process *process);
+int receive_message(struct session *session, struct socket_message *message);
+int map_sent_region(struct socket_message *message, struct shm_consumer *consumer, pid_t *pid);
+void reply_to_exit_check(struct session *session);
+void process_final_snapshot(struct session *session, struct traced_process *process, uint32_t kind,
+                            pid_t stopped_tid);
+void process_end(struct session *session, struct traced_process *process);
+struct traced_process *replace_image(struct session *session, struct traced_process *old);
+void checkpoint_running_images(struct session *session, uint64_t now);
+void warn_iterations_missed(struct session *session);
+void forward_signal(struct session *session, int signal);
+
+/* session_stops.c */
+void resume_thread(pid_t tid, int signal);
+void process_set_exit(struct traced_process *process, int status);
+void handle_wait_status(struct session *session, pid_t tid, int status);
+
+/* session_world_stop.c: a stop of the world, every other thread of an
+ * image interrupted and held so that a leak check sees its heap, registers
+ * and stacks as they are. Between world_stop_begin and world_stop_end,
+ * tids[0, stopped) are the stopped threads, the one whose stop began it
+ * first (the caller resumes that one); late counts the threads that did
+ * not stop in time and run on: a scan then would miss their registers and
+ * race their writes, so none runs (note_late_threads says which check was
+ * skipped). What the others reported meanwhile is handled at the end. */
+struct deferred_status;
+struct world_stop {
+    pid_t *tids;
+    size_t stopped, late;
+    struct deferred_status *deferred;
+    size_t deferred_count;
+};
+/* -1 when out of memory: nothing stopped, nothing for world_stop_end to do. */
+int world_stop_begin(struct world_stop *world, struct session *session, struct traced_process *process,
+                     pid_t stopped_tid);
+void world_stop_end(struct world_stop *world, struct session *session);
+int run_leak_check(struct traced_process *process, const pid_t *tids, size_t count, uint32_t when,
+                   const unsigned char *skip_cases, size_t skip_count, struct leak_results *results, char *err,
+                   size_t err_size);
+void add_leak_check_note(struct traced_process *process, const char *why);
+void note_late_threads(struct traced_process *process, size_t late, const char *check);
+void process_leak_check(struct session *session, struct traced_process *process, pid_t stopped_tid, uint32_t kind);
+
+/* session_markers.c */
+void process_watch_entry(struct session *session, struct traced_process *process);
+int on_breakpoint(struct session *session, struct traced_thread *thread);
+
+/* session_noptrace.c */
+int session_run_without_ptrace(struct session *session, const sigset_t *wait_set);
+
+#endif

@@ -1,0 +1,362 @@
+/*
+ * session_stops.c - what each ptrace stop means: a new thread or process
+ * (clone, fork, vfork), an exec, a thread's exit, a signal on its way to the
+ * target (passed through unchanged, group-stops kept with PTRACE_LISTEN),
+ * and a task that is gone. Children are let go of here under --no-follow.
+ */
+#include "session_internal.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+
+/* ---- ptrace stops -------------------------------------------------------- */
+
+void resume_thread(pid_t tid, int signal)
+{
+    ptrace(PTRACE_CONT, tid, 0, (void *)(long)signal);
+}
+
+/* Whether delivering signal will kill the process: not caught, not ignored,
+ * and terminating by default. */
+static int signal_is_fatal(pid_t tid, int signal)
+{
+    switch (signal) {
+    case SIGCHLD: case SIGURG: case SIGWINCH: case SIGCONT:
+    case SIGSTOP: case SIGTSTP: case SIGTTIN: case SIGTTOU:
+        return 0;
+    case SIGKILL:
+        return 1;
+    default:
+        break;
+    }
+    char *status = read_proc_file(tid, "status", NULL);
+    if (!status)
+        return 0;
+    unsigned long long caught = 0, ignored = 0;
+    const char *line = strstr(status, "\nSigIgn:");
+    if (line)
+        ignored = strtoull(line + 8, NULL, 16);
+    line = strstr(status, "\nSigCgt:");
+    if (line)
+        caught = strtoull(line + 8, NULL, 16);
+    free(status);
+    unsigned long long bit = 1ull << (signal - 1);
+    return !(caught & bit) && !(ignored & bit);
+}
+
+/* Whether any record, ended or not, was ever made for pid. */
+static int pid_known(struct session *session, pid_t pid)
+{
+    for (size_t i = 0; i < session->process_count; i++)
+        if (session->processes[i]->pid == pid)
+            return 1;
+    return 0;
+}
+
+/* A fork child starts as its parent's image: the same program, the heap as
+ * it was at the fork, the same breakpoints and mappings. The parent's
+ * events up to the fork must all be in its table before the copy: a parent
+ * that is itself a young fork child may not have had its region found yet,
+ * its events since its own fork would be missing from the copy, and the
+ * child's table would hold blocks the child never had (a later allocation
+ * inside one made the leak check refuse the table as corrupt: bash's
+ * subshells under pyenv's shims). */
+static struct traced_process *fork_child_create(struct session *session, struct traced_process *parent, pid_t child,
+                                                int vfork)
+{
+    process_drain_all(session, parent);
+    struct traced_process *process = process_create(session, child, parent->process_id);
+    if (!process)
+        return NULL;
+    process_copy_identity(process, parent);
+    process->flags |= parent->flags & TRACE_PROC_SHIM_SEEN; /* the shim is in the copied memory */
+    if (vfork)
+        process->vfork_child = 1;
+    else if (recorder_init_fork_child(&process->recorder, &parent->recorder) < 0)
+        process->recorder.out_of_memory = 1;
+    process->recorder.snapshots_limit = parent->recorder.snapshots_limit;
+    process->previous_image_inode = parent->shm.inode;
+    breakpoint_set_copy(&process->breakpoints, &parent->breakpoints);
+    process->sigtrap = parent->sigtrap; /* a fork child keeps its parent's handlers */
+    proc_maps_copy(&process->maps, &parent->maps); /* on failure: read again when needed */
+    return process;
+}
+
+/* --no-follow: the kernel attached the child (we trace forks to get here
+ * first); take our breakpoints out of its copy of memory, then detach. Its
+ * shim does not record (MEMSLOPE_NO_FOLLOW). A vfork child shares its
+ * parent's memory, so its breakpoints stay: it only runs until exec. */
+static void let_go_of_child(struct session *session, struct traced_process *parent, pid_t child, int shared_memory)
+{
+    for (size_t i = 0; i < session->detach_count; i++)
+        if (session->detach_pending[i].pid == child)
+            return;
+    struct pending_detach *grown =
+        realloc(session->detach_pending, (session->detach_count + 1) * sizeof *session->detach_pending);
+    if (!grown)
+        return;
+    session->detach_pending = grown;
+    struct pending_detach *pending = &session->detach_pending[session->detach_count++];
+    memset(pending, 0, sizeof *pending);
+    pending->pid = child;
+    if (!shared_memory)
+        breakpoint_set_copy(&pending->breakpoints, &parent->breakpoints);
+}
+
+/* A stop of a child we are letting go of: returns 1 when handled. */
+static int detach_if_pending(struct session *session, pid_t tid, int status)
+{
+    for (size_t i = 0; i < session->detach_count; i++) {
+        struct pending_detach *pending = &session->detach_pending[i];
+        if (pending->pid != tid)
+            continue;
+        if (WIFSTOPPED(status)) {
+            breakpoint_remove_all(tid, &pending->breakpoints);
+            int signal = (status >> 16) == 0 ? WSTOPSIG(status) : 0;
+            ptrace(PTRACE_DETACH, tid, 0, (void *)(long)signal);
+        }
+        breakpoint_set_free(&pending->breakpoints);
+        session->detach_pending[i] = session->detach_pending[--session->detach_count];
+        return 1;
+    }
+    return 0;
+}
+
+static void on_new_task(struct session *session, struct traced_thread *thread, int event)
+{
+    unsigned long message = 0;
+    ptrace(PTRACE_GETEVENTMSG, thread->tid, 0, &message);
+    pid_t child = (pid_t)message;
+    struct traced_process *parent = thread->process;
+    if (event == PTRACE_EVENT_CLONE) {
+        thread_add(session, child, parent);
+        return;
+    }
+    if (!session->options.follow_children) {
+        let_go_of_child(session, parent, child, event == PTRACE_EVENT_VFORK);
+        return;
+    }
+    /* The child's first stop may have come first (thread_discover set it up). */
+    if (pid_known(session, child))
+        return;
+    struct traced_process *process = fork_child_create(session, parent, child, event == PTRACE_EVENT_VFORK);
+    if (process)
+        thread_add(session, child, process);
+}
+
+static void on_exec(struct session *session, struct traced_thread *thread)
+{
+    struct traced_process *old = thread->process;
+    pid_t pid = old->pid;
+    /* Other threads vanished in the exec. */
+    struct traced_thread *t, *tmp;
+    HASH_ITER(hh, session->threads, t, tmp) {
+        if (t->process == old && t->tid != old->pid) {
+            t->reached_exit = 1;
+            thread_remove(session, t);
+        }
+    }
+    struct traced_process *image = replace_image(session, old);
+    if (!image)
+        return;
+    process_watch_entry(session, image);
+    thread = thread_find(session, pid);
+    if (thread) {
+        thread->process = image;
+        thread->reached_exit = 0;
+        image->live_threads = 1;
+    } else {
+        thread_add(session, pid, image);
+    }
+    process_refresh_maps(image);
+}
+
+/* memslope's own child runs memslope's code until its first exec; the
+ * first image starts there. */
+static void on_first_exec(struct session *session, pid_t pid)
+{
+    session->first_exec_seen = 1;
+    struct traced_process *image = process_create(session, pid, TRACE_NONE);
+    if (!image)
+        return;
+    image->flags |= TRACE_PROC_PRIMARY;
+    process_read_identity(image);
+    thread_add(session, pid, image);
+    process_refresh_maps(image);
+    process_watch_entry(session, image);
+}
+
+/* Whether this exit stop is the thread that called exit_group: its
+ * orig_rax still names the system call that is ending it (a thread leaving
+ * by pthread_exit is in exit, one killed by the group exit in whatever call
+ * it was blocked in). */
+static int group_exit_started(pid_t exiting)
+{
+    struct user_regs_struct regs;
+    return ptrace(PTRACE_GETREGS, exiting, 0, &regs) == 0 && regs.orig_rax == SYS_exit_group;
+}
+
+static void on_exit_stop(struct session *session, struct traced_thread *thread)
+{
+    struct traced_process *process = thread->process;
+    if (!thread->reached_exit) {
+        thread->reached_exit = 1;
+        if (process && process->live_threads > 0)
+            process->live_threads--;
+    }
+    if (!process)
+        return;
+    /* The image ends: the last thread reaches its exit stop, or the first
+     * thread of an exit_group does (the kernel has queued SIGKILL for the
+     * others). The check runs then, with every other thread stopped where
+     * it was: their registers and stacks still hold pointers, as memcheck
+     * sees them at exit. */
+    if (process->live_threads == 0 || group_exit_started(thread->tid)) {
+        process->state = PROCESS_EXITING;
+        process_final_snapshot(session, process, TRACE_SNAP_EXIT, thread->tid);
+    }
+}
+
+static void on_signal_stop(struct session *session, struct traced_thread *thread, int signal)
+{
+    struct traced_process *process = thread->process;
+    if (signal == SIGTRAP && process && on_breakpoint(session, thread))
+        return;
+    /* The program's own SIGTRAP, to its own handler: our breakpoints must
+     * not lose that handler (sigtrap_guard.h). */
+    if (signal == SIGTRAP && process && process->breakpoints.count &&
+        sigtrap_disposition(thread->tid) != SIGTRAP_DEFAULT)
+        sigtrap_guard_remember(&process->sigtrap, process->pid, thread->tid);
+    if (process && signal_is_fatal(thread->tid, signal)) {
+        process->state = PROCESS_EXITING;
+        process_final_snapshot(session, process, TRACE_SNAP_SIGNAL, thread->tid);
+    }
+    resume_thread(thread->tid, signal);
+}
+
+static void on_stopped(struct session *session, struct traced_thread *thread, int status)
+{
+    int signal = WSTOPSIG(status);
+    int event = status >> 16;
+    switch (event) {
+    case 0:
+        on_signal_stop(session, thread, signal);
+        return;
+    case PTRACE_EVENT_STOP:
+        if (signal == SIGSTOP || signal == SIGTSTP || signal == SIGTTIN || signal == SIGTTOU)
+            ptrace(PTRACE_LISTEN, thread->tid, 0, 0); /* a group-stop: stay stopped, as without us */
+        else
+            resume_thread(thread->tid, 0);
+        return;
+    case PTRACE_EVENT_CLONE:
+    case PTRACE_EVENT_FORK:
+    case PTRACE_EVENT_VFORK:
+        on_new_task(session, thread, event);
+        break;
+    case PTRACE_EVENT_EXEC:
+        on_exec(session, thread);
+        break;
+    case PTRACE_EVENT_EXIT:
+        on_exit_stop(session, thread);
+        break;
+    default:
+        break;
+    }
+    resume_thread(thread->tid, 0);
+}
+
+/* A tid we have not seen: a new task whose first stop came before its
+ * parent's clone/fork event. Attribute it through /proc. */
+static struct traced_thread *thread_discover(struct session *session, pid_t tid)
+{
+    char *status = read_proc_file(tid, "status", NULL);
+    pid_t tgid = tid, parent_pid = 0;
+    if (status) {
+        const char *line = strstr(status, "\nTgid:");
+        if (line)
+            tgid = (pid_t)strtol(line + 6, NULL, 10);
+        line = strstr(status, "\nPPid:");
+        if (line)
+            parent_pid = (pid_t)strtol(line + 6, NULL, 10);
+        free(status);
+    }
+    struct traced_process *process = process_by_pid(session, tgid);
+    if (!process && tgid == tid && !session->options.follow_children) {
+        struct traced_process *parent = process_by_pid(session, parent_pid);
+        if (parent)
+            let_go_of_child(session, parent, tid, 0);
+        return NULL;
+    }
+    if (!process && tgid == tid) {
+        /* A fork child reported before its parent's fork event: its parent
+         * is its PPid. */
+        struct traced_process *parent = process_by_pid(session, parent_pid);
+        process = parent ? fork_child_create(session, parent, tid, 0) : process_create(session, tid, TRACE_NONE);
+        if (!process)
+            return NULL;
+    }
+    if (!process)
+        process = process_by_pid(session, session->initial_pid);
+    return process ? thread_add(session, tid, process) : NULL;
+}
+
+/* The image's end as waitpid reported it. */
+void process_set_exit(struct traced_process *process, int status)
+{
+    if (WIFEXITED(status)) {
+        process->flags |= TRACE_PROC_EXITED;
+        process->exit_status = WEXITSTATUS(status);
+    } else {
+        process->flags |= TRACE_PROC_SIGNALED;
+        process->exit_signal = WTERMSIG(status);
+    }
+}
+
+static void on_task_gone(struct session *session, pid_t tid, int status)
+{
+    struct traced_thread *thread = thread_find(session, tid);
+    struct traced_process *process = thread ? thread->process : process_by_pid(session, tid);
+    if (thread)
+        thread_remove(session, thread);
+    if (!process || tid != process->pid)
+        return;
+    process_set_exit(process, status);
+    if (tid == session->initial_pid) {
+        session->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    process_end(session, process);
+}
+
+void handle_wait_status(struct session *session, pid_t tid, int status)
+{
+    if (WIFEXITED(status) || WIFSIGNALED(status)) {
+        on_task_gone(session, tid, status);
+        return;
+    }
+    if (!WIFSTOPPED(status))
+        return;
+    int event = status >> 16;
+    if (detach_if_pending(session, tid, status))
+        return;
+    if (!session->first_exec_seen && tid == session->initial_pid) {
+        if (event == PTRACE_EVENT_EXEC)
+            on_first_exec(session, tid);
+        resume_thread(tid, event == 0 ? WSTOPSIG(status) : 0);
+        return;
+    }
+    struct traced_thread *thread = thread_find(session, tid);
+    if (!thread)
+        thread = thread_discover(session, tid);
+    if (!thread && detach_if_pending(session, tid, status))
+        return;
+    if (!thread) {
+        resume_thread(tid, event == 0 ? WSTOPSIG(status) : 0);
+        return;
+    }
+    on_stopped(session, thread, status);
+}

@@ -1,0 +1,192 @@
+/*
+ * session_world_stop.c - stopping every thread of an image so that a leak
+ * check sees its heap, registers and stacks as they are, and the check at
+ * the image's end (exit or fatal signal).
+ */
+#include "session_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "../leakscan/leakscan.h"
+
+/* ---- stopping the world for a leak check ------------------------------- */
+
+/* How long a stop of the world waits for one thread (a thread in an
+ * uninterruptible sleep, or one the kernel is killing): then the check goes
+ * on without it, and says so, rather than hang. */
+#define THREAD_STOP_TIMEOUT_NS 2000000000ull
+
+/* Waits for tid's next stop or exit until the deadline: 1 when it came,
+ * 0 at the deadline, -1 when tid is gone (reaped elsewhere). */
+static int wait_for_stop(pid_t tid, int *status, uint64_t deadline_ns)
+{
+    long pause_ns = 10000;
+    for (;;) {
+        pid_t got = waitpid(tid, status, __WALL | WNOHANG);
+        if (got == tid)
+            return 1;
+        if (got < 0 && errno != EINTR)
+            return -1;
+        if (session_now_ns() >= deadline_ns)
+            return 0;
+        struct timespec pause = {0, pause_ns};
+        nanosleep(&pause, NULL);
+        if (pause_ns < 1000000)
+            pause_ns *= 2;
+    }
+}
+
+struct deferred_status {
+    pid_t tid;
+    int status;
+};
+
+/* Interrupts every other thread of the image and waits for each to stop.
+ * What a thread reports instead of the interrupt stop (a signal, an event,
+ * its exit) is kept in deferred to be handled at world_stop_end; until
+ * then the thread is held. A thread already held by an outer stop of the
+ * world is stopped: it is counted, not interrupted. A thread that is gone
+ * has nothing to scan, and is not late. */
+static void stop_other_threads(struct world_stop *world, struct session *session, struct traced_process *process,
+                               size_t capacity)
+{
+    pid_t stopped_tid = world->tids[0];
+    uint64_t deadline = session_now_ns() + THREAD_STOP_TIMEOUT_NS;
+    struct traced_thread *thread, *tmp;
+    HASH_ITER(hh, session->threads, thread, tmp) {
+        if (world->deferred_count + 1 == capacity || world->stopped == capacity)
+            break;
+        if (thread->process != process || thread->tid == stopped_tid || thread->reached_exit)
+            continue;
+        if (thread->held) {
+            world->tids[world->stopped++] = thread->tid;
+            continue;
+        }
+        if (ptrace(PTRACE_INTERRUPT, thread->tid, 0, 0) < 0)
+            continue;
+        int status;
+        int came = wait_for_stop(thread->tid, &status, deadline);
+        if (came < 0)
+            continue; /* gone: nothing of it to scan */
+        if (came == 0) {
+            world->late++; /* its interrupt stop reaches the loop later, which resumes it */
+            continue;
+        }
+        world->deferred[world->deferred_count++] = (struct deferred_status){thread->tid, status};
+        if (WIFSTOPPED(status)) {
+            world->tids[world->stopped++] = thread->tid;
+            thread->held = 1;
+        }
+    }
+}
+
+int world_stop_begin(struct world_stop *world, struct session *session, struct traced_process *process,
+                     pid_t stopped_tid)
+{
+    memset(world, 0, sizeof *world);
+    size_t capacity = (size_t)process->live_threads + 2;
+    world->tids = calloc(capacity, sizeof *world->tids);
+    world->deferred = calloc(capacity, sizeof *world->deferred);
+    if (!world->tids || !world->deferred) {
+        world_stop_end(world, session);
+        return -1;
+    }
+    world->tids[world->stopped++] = stopped_tid;
+    stop_other_threads(world, session, process, capacity);
+    return 0;
+}
+
+/* Hands the stops collected while the world was stopped back to the loop:
+ * a plain interrupt stop just resumes. Each thread is let go of before its
+ * stop is handled, which may stop the world again. */
+void world_stop_end(struct world_stop *world, struct session *session)
+{
+    for (size_t i = 0; i < world->deferred_count; i++) {
+        const struct deferred_status *deferred = &world->deferred[i];
+        struct traced_thread *thread = thread_find(session, deferred->tid);
+        if (thread)
+            thread->held = 0;
+        int status = deferred->status;
+        if (WIFSTOPPED(status) && (status >> 16) == PTRACE_EVENT_STOP && WSTOPSIG(status) == SIGTRAP)
+            resume_thread(deferred->tid, 0);
+        else
+            handle_wait_status(session, deferred->tid, status);
+    }
+    free(world->tids);
+    free(world->deferred);
+    memset(world, 0, sizeof *world);
+}
+
+/* leak_check_run with what the process's shim tells about its memory
+ * (its pymalloc arenas, its TLS). */
+int run_leak_check(struct traced_process *process, const pid_t *tids, size_t count, uint32_t when,
+                   const unsigned char *skip_cases, size_t skip_count, struct leak_results *results, char *err,
+                   size_t err_size)
+{
+    struct leakscan_shim_memory shim;
+    struct leakscan_range *ranges;
+    if (shm_consumer_shim_memory(&process->shm, &shim, &ranges) < 0) {
+        snprintf(err, err_size, "out of memory copying the allocator ranges of process %d", (int)process->pid);
+        return -1;
+    }
+    int rc = leak_check_run(process->pid, tids, count, &shim, &process->recorder, when, session_now_ns(), skip_cases,
+                            skip_count, results, err, err_size);
+    free(ranges);
+    return rc;
+}
+
+/* Adds why a leak check did not run to the process's note (said on stderr
+ * now, and kept in the trace as a warning). */
+void add_leak_check_note(struct traced_process *process, const char *why)
+{
+    fprintf(stderr, "memslope: warning: %s\n", why);
+    char *joined = NULL;
+    int rc = process->leak_check_note ? asprintf(&joined, "%s; %s", process->leak_check_note, why)
+                                      : asprintf(&joined, "%s", why);
+    if (rc < 0)
+        return;
+    free(process->leak_check_note);
+    process->leak_check_note = joined;
+}
+
+/* A scan while a thread runs on would miss the pointers in its registers
+ * and race its writes: the check is skipped and the note says why. */
+void note_late_threads(struct traced_process *process, size_t late, const char *check)
+{
+    char why[256];
+    snprintf(why, sizeof why,
+             "no %s leak check for process %d: %zu thread%s did not stop within %llu s (uninterruptible sleep, or "
+             "being killed)",
+             check, (int)process->pid, late, late == 1 ? "" : "s", THREAD_STOP_TIMEOUT_NS / 1000000000ull);
+    add_leak_check_note(process, why);
+}
+
+void process_leak_check(struct session *session, struct traced_process *process, pid_t stopped_tid,
+                        uint32_t kind)
+{
+    if (session->options.leak_check == TRACE_LEAK_CHECK_OFF || !(process->flags & TRACE_PROC_SHIM_SEEN))
+        return;
+    struct world_stop world;
+    if (world_stop_begin(&world, session, process, stopped_tid) < 0)
+        return;
+    char err[512];
+    struct leak_results results;
+    if (world.late)
+        note_late_threads(process, world.late, "end-of-process");
+    else if (run_leak_check(process, world.tids, world.stopped, kind, process->cases_checked,
+                            process->cases_checked_count, &results, err, sizeof err) == 0) {
+        leak_results_append(&process->leaks, &results);
+        leak_results_free(&results);
+    } else {
+        char why[640];
+        snprintf(why, sizeof why, "no leak check for process %d: %s", (int)process->pid, err);
+        add_leak_check_note(process, why);
+    }
+    world_stop_end(&world, session);
+}
