@@ -35,8 +35,17 @@ struct symbol_store;
  * out of memory. */
 struct symbol_store *symbol_store_create(void);
 
-/* After every symbolizer and warm-up that uses it has ended. */
+/* After every symbolizer and warm-up that uses it has ended. With a
+ * symbol cache, first adds the frames resolved with libdw to it. */
 void symbol_store_destroy(struct symbol_store *store);
+
+struct symbol_cache;
+
+/* Frames resolved by earlier recordings come from cache (symbol_cache.h),
+ * and a module all of whose offsets are there is not read at all; the
+ * frames resolved now are added to it when the store is destroyed. The
+ * store closes cache (NULL: none). Before any symbolizer uses the store. */
+void symbol_store_use_cache(struct symbol_store *store, struct symbol_cache *cache);
 
 /* What the store has done so far, for tests and measurements. */
 struct symbol_store_stats {
@@ -45,6 +54,10 @@ struct symbol_store_stats {
     size_t debug_files_found; /* separate debug files libdwfl opened */
     size_t dwarf_loaded;      /* modules whose DWARF libdw read (and decompressed) */
     size_t offsets_resolved;  /* (module, offset) pairs resolved with libdw, not from the cache */
+    size_t cache_hits;        /* (module, offset) pairs read from the symbol cache */
+    size_t cache_files_read;  /* modules whose symbol cache file was used */
+    size_t cache_files_rejected; /* cache files found invalid, stale or made by another memslope */
+    size_t cache_files_written;
 };
 
 void symbol_store_stats(struct symbol_store *store, struct symbol_store_stats *out);
