@@ -15,6 +15,7 @@
 #include "../report/units.h"
 #include "commands.h"
 #include "session.h"
+#include "symbol_cache.h"
 #include "symbolize.h"
 #include "trace_writer.h"
 
@@ -86,7 +87,8 @@ enum {
     OPT_MAX_FRAMES,
     OPT_NO_FOLLOW,
     OPT_QUIET,
-    OPT_NO_FREERES
+    OPT_NO_FREERES,
+    OPT_NO_SYMBOL_CACHE
 };
 
 /* Fills options from argv; returns 0, or an exit status for a usage error. */
@@ -103,6 +105,7 @@ static int parse_options(int argc, char **argv, struct record_options *options)
         {"no-follow", no_argument, NULL, OPT_NO_FOLLOW},
         {"quiet", no_argument, NULL, OPT_QUIET},
         {"no-freeres", no_argument, NULL, OPT_NO_FREERES},
+        {"no-symbol-cache", no_argument, NULL, OPT_NO_SYMBOL_CACHE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -166,6 +169,9 @@ static int parse_options(int argc, char **argv, struct record_options *options)
         case OPT_NO_FREERES:
             options->no_freeres = 1;
             break;
+        case OPT_NO_SYMBOL_CACHE:
+            options->no_symbol_cache = 1;
+            break;
         case 'h':
             fputs(command_usage("record"), stdout);
             return -1;
@@ -197,6 +203,8 @@ int cmd_record(int argc, char **argv)
         fprintf(stderr, "memslope: out of memory before the command started: nothing was recorded\n");
         return 1;
     }
+    if (!session.options.no_symbol_cache)
+        symbol_store_use_cache(session.symbols, symbol_cache_open_user());
     rc = session_launch(&session, shim);
     if (rc) {
         session_destroy(&session);
