@@ -88,7 +88,8 @@ enum {
     OPT_NO_FOLLOW,
     OPT_QUIET,
     OPT_NO_FREERES,
-    OPT_NO_SYMBOL_CACHE
+    OPT_NO_SYMBOL_CACHE,
+    OPT_VERBOSE
 };
 
 /* Fills options from argv; returns 0, or an exit status for a usage error. */
@@ -106,6 +107,7 @@ static int parse_options(int argc, char **argv, struct record_options *options)
         {"quiet", no_argument, NULL, OPT_QUIET},
         {"no-freeres", no_argument, NULL, OPT_NO_FREERES},
         {"no-symbol-cache", no_argument, NULL, OPT_NO_SYMBOL_CACHE},
+        {"verbose", no_argument, NULL, OPT_VERBOSE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -172,6 +174,9 @@ static int parse_options(int argc, char **argv, struct record_options *options)
         case OPT_NO_SYMBOL_CACHE:
             options->no_symbol_cache = 1;
             break;
+        case OPT_VERBOSE:
+            options->verbose = 1;
+            break;
         case 'h':
             fputs(command_usage("record"), stdout);
             return -1;
@@ -184,6 +189,30 @@ static int parse_options(int argc, char **argv, struct record_options *options)
     options->command = argv + optind;
     options->command_argc = argc - optind;
     return 0;
+}
+
+/* Adds this recording's frames to the symbol cache; says what
+ * symbolization cost under --verbose. */
+static void finish_symbols(struct symbol_store *symbols, const struct record_options *options)
+{
+    char err[4096 + 256];
+    if (symbol_store_save_cache(symbols, err, sizeof err) != 0)
+        fprintf(stderr, "memslope: warning: %s\n", err);
+    if (!options->verbose)
+        return;
+    struct symbol_store_stats stats;
+    symbol_store_stats(symbols, &stats);
+    const char *cache = symbol_store_cache_directory(symbols);
+    fprintf(stderr,
+            "memslope: symbols: %zu frames from the symbol cache, %zu read from debug info; %zu files opened, "
+            "DWARF of %zu modules loaded, %zu separate debug files\n",
+            stats.cache_hits, stats.offsets_resolved, stats.files_opened, stats.dwarf_loaded,
+            stats.debug_files_found);
+    if (cache)
+        fprintf(stderr, "memslope: symbol cache %s: %zu files read, %zu rejected, %zu written\n", cache,
+                stats.cache_files_read, stats.cache_files_rejected, stats.cache_files_written);
+    else
+        fprintf(stderr, "memslope: symbol cache not used%s\n", options->no_symbol_cache ? " (--no-symbol-cache)" : "");
 }
 
 int cmd_record(int argc, char **argv)
@@ -213,6 +242,7 @@ int cmd_record(int argc, char **argv)
     }
     int exit_code = session_run(&session);
     progress_clear(&session.progress);
+    finish_symbols(session.symbols, &session.options);
     char err[4096];
     if (trace_writer_finish(session.writer, err, sizeof err) < 0) {
         fprintf(stderr, "memslope: %s\n", err);

@@ -13,8 +13,8 @@
  * With a symbol cache (symbol_cache.h), a module is given to libdwfl only
  * when an offset is missing from the module's cache file: a module whose
  * every offset was resolved by an earlier recording is never read by
- * libdw. The frames resolved with libdw are added to the cache when the
- * store is destroyed.
+ * libdw. The frames resolved with libdw are added to the cache at the end
+ * of the recording (symbol_store_save_cache).
  */
 #include "symbol_store.h"
 
@@ -736,19 +736,47 @@ static void save_module(struct symbol_store *store, struct stored_module *module
     symbol_cache_builder_destroy(builder);
 }
 
-static void save_cache(struct symbol_store *store)
+int symbol_store_save_cache(struct symbol_store *store, char *err, size_t err_size)
 {
     struct stored_module *module;
-    bool any_fresh = false;
-    for (module = store->modules; module && store->cache; module = module->hh.next)
-        any_fresh |= module->cache.fresh_count > 0;
-    if (!any_fresh || symbol_cache_lock(store->cache) != 0)
-        return; /* a writer holding the lock past a second: this recording's frames are not kept */
+    size_t fresh = 0, modules = 0;
+    symbol_store_lock(store);
+    for (module = store->modules; module && store->cache; module = module->hh.next) {
+        fresh += module->cache.fresh_count;
+        modules += module->cache.fresh_count > 0;
+    }
+    int rc = 0;
+    if (fresh > 0 && symbol_cache_lock(store->cache) != 0) {
+        snprintf(err, err_size,
+                 "symbol cache %s: its lock was held for over a second; the %zu frames resolved now were not "
+                 "added (the next recording resolves them again; remove the folder if this goes on)",
+                 symbol_cache_directory(store->cache), fresh);
+        rc = -1;
+    } else if (fresh > 0) {
+        size_t written_before = store->stats.cache_files_written;
+        for (module = store->modules; module; module = module->hh.next)
+            if (module->cache.fresh_count > 0)
+                save_module(store, module);
+        symbol_cache_evict(store->cache);
+        symbol_cache_unlock(store->cache);
+        size_t written = store->stats.cache_files_written - written_before;
+        if (written < modules) {
+            snprintf(err, err_size,
+                     "symbol cache %s: %zu of %zu files could not be written (a full disk, or out of memory); "
+                     "their frames are resolved again next time",
+                     symbol_cache_directory(store->cache), modules - written, modules);
+            rc = -1;
+        }
+    }
     for (module = store->modules; module; module = module->hh.next)
-        if (module->cache.fresh_count > 0)
-            save_module(store, module);
-    symbol_cache_evict(store->cache);
-    symbol_cache_unlock(store->cache);
+        module->cache.fresh_count = 0; /* kept or not, never saved twice */
+    symbol_store_unlock(store);
+    return rc;
+}
+
+const char *symbol_store_cache_directory(struct symbol_store *store)
+{
+    return store->cache ? symbol_cache_directory(store->cache) : NULL;
 }
 
 /* Reads the build-id note of the program itself. */
@@ -1279,7 +1307,6 @@ void symbol_store_destroy(struct symbol_store *store)
 {
     if (!store)
         return;
-    save_cache(store);
     dwfl_end(store->dwfl);
     struct stored_module *module, *next_module;
     HASH_ITER(hh, store->modules, module, next_module) {

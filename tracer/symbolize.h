@@ -35,17 +35,24 @@ struct symbol_store;
  * out of memory. */
 struct symbol_store *symbol_store_create(void);
 
-/* After every symbolizer and warm-up that uses it has ended. With a
- * symbol cache, first adds the frames resolved with libdw to it. */
+/* After every symbolizer and warm-up that uses it has ended. */
 void symbol_store_destroy(struct symbol_store *store);
 
 struct symbol_cache;
 
 /* Frames resolved by earlier recordings come from cache (symbol_cache.h),
- * and a module all of whose offsets are there is not read at all; the
- * frames resolved now are added to it when the store is destroyed. The
+ * and a module all of whose offsets are there is not read at all. The
  * store closes cache (NULL: none). Before any symbolizer uses the store. */
 void symbol_store_use_cache(struct symbol_store *store, struct symbol_cache *cache);
+
+/* Adds the frames resolved with libdw since the last call to the symbol
+ * cache, merged with what other recordings wrote there meanwhile. Returns
+ * 0 (also without a cache), or -1 with a message in err when some could
+ * not be added (they are resolved again next time). */
+int symbol_store_save_cache(struct symbol_store *store, char *err, size_t err_size);
+
+/* The cache's folder, or NULL when the store has none. */
+const char *symbol_store_cache_directory(struct symbol_store *store);
 
 /* What the store has done so far, for tests and measurements. */
 struct symbol_store_stats {
