@@ -15,7 +15,6 @@ for t in tests/e2e/test_*.sh; do
     case "$name" in ${E2E_FILTER:-*}) ;; *) continue ;; esac
     WORK=$(mktemp -d "${TMPDIR:-/tmp}/memslope-e2e.$name.XXXXXX")
     export WORK
-    XDG_CACHE_HOME=$WORK/xdg-cache; export XDG_CACHE_HOME # a symbol cache of its own (lib.sh)
     start=$(date +%s)
     timeout -k 10 "$per_test_timeout" sh "$t" >"$WORK/.log" 2>&1 </dev/null
     rc=$?
