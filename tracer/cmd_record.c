@@ -204,8 +204,8 @@ static void finish_symbols(struct symbol_store *symbols, const struct record_opt
     symbol_store_stats(symbols, &stats);
     const char *cache = symbol_store_cache_directory(symbols);
     fprintf(stderr,
-            "memslope: symbols: %zu frames from the symbol cache, %zu read from debug info; %zu files opened, "
-            "DWARF of %zu modules loaded, %zu separate debug files\n",
+            "memslope: symbols: %zu frames from the symbol cache, %zu read from debug info (ELF files opened: %zu, "
+            "modules whose DWARF was loaded: %zu, separate debug files: %zu)\n",
             stats.cache_hits, stats.offsets_resolved, stats.files_opened, stats.dwarf_loaded,
             stats.debug_files_found);
     if (cache)

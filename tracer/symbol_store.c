@@ -762,7 +762,8 @@ int symbol_store_save_cache(struct symbol_store *store, char *err, size_t err_si
         size_t written = store->stats.cache_files_written - written_before;
         if (written < modules) {
             snprintf(err, err_size,
-                     "symbol cache %s: %zu of %zu files could not be written (a full disk, or out of memory); "
+                     "symbol cache %s: %zu of %zu files could not be written (a full disk, out of memory, or "
+                     "over 32 MiB of frames); "
                      "their frames are resolved again next time",
                      symbol_cache_directory(store->cache), modules - written, modules);
             rc = -1;
