@@ -649,7 +649,7 @@ static void test_lock_excludes_a_second_writer(void **state)
     assert_int_equal(symbol_cache_lock(second), -1);
     clock_gettime(CLOCK_MONOTONIC, &end);
     double waited = (double)(end.tv_sec - start.tv_sec) + (double)(end.tv_nsec - start.tv_nsec) / 1e9;
-    assert_true(waited >= 0.9 && waited < 5); /* about a second, then gave up */
+    assert_true(waited >= 0.9 && waited < 30); /* a second or more (a loaded machine oversleeps), then gave up */
     symbol_cache_unlock(first);
     assert_int_equal(symbol_cache_lock(second), 0);
     assert_int_equal(symbol_cache_lock(first), -1);
