@@ -93,7 +93,9 @@ enum {
     OPT_NO_FOLLOW,
     OPT_QUIET,
     OPT_NO_FREERES,
-    OPT_CHECKPOINT
+    OPT_CHECKPOINT,
+    OPT_NO_SYMBOL_CACHE,
+    OPT_VERBOSE
 };
 
 /* Fills options from argv; returns 0, or an exit status for a usage error. */
@@ -111,6 +113,8 @@ static int parse_options(int argc, char **argv, struct record_options *options)
         {"quiet", no_argument, NULL, OPT_QUIET},
         {"no-freeres", no_argument, NULL, OPT_NO_FREERES},
         {"checkpoint", required_argument, NULL, OPT_CHECKPOINT},
+        {"no-symbol-cache", no_argument, NULL, OPT_NO_SYMBOL_CACHE},
+        {"verbose", no_argument, NULL, OPT_VERBOSE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -183,6 +187,12 @@ static int parse_options(int argc, char **argv, struct record_options *options)
             break;
         case OPT_NO_FREERES:
             options->no_freeres = 1;
+            break;
+        case OPT_NO_SYMBOL_CACHE:
+            options->no_symbol_cache = 1;
+            break;
+        case OPT_VERBOSE:
+            options->verbose = 1;
             break;
         case 'h':
             fputs(command_usage("record"), stdout);

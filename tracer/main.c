@@ -26,7 +26,11 @@ static const struct command commands[] = {
      "  --max-frames N            deepest backtrace kept (default 64)\n"
      "  --no-freeres              skip glibc's and libstdc++'s freeres at exit (memcheck runs them by default)\n"
      "  --no-follow               do not trace child processes\n"
+     "  --no-symbol-cache         resolve every frame from debug info; neither read nor add to\n"
+     "                            the symbol cache ($XDG_CACHE_HOME/memslope, ~/.cache/memslope)\n"
      "  --quiet                   no status line on a terminal, no closing note\n"
+     "  --verbose                 also say what symbols cost: frames from the symbol cache and from\n"
+     "                            debug info, files opened, DWARF loaded, cache files read and written\n"
      "Exits with the command's exit status (128 + signal when it was killed).\n"},
     {"report", cmd_report, "summarise a trace",
      "usage: memslope report FILE [--format text|json|speedscope|collapsed|html|pprof|suppressions] [-o OUT]\n"

@@ -33,6 +33,7 @@
 
 #include "../preload/shm_layout.h"
 #include "socket_message.h"
+#include "symbol_cache.h"
 #include "symbolize.h"
 #include "trace_output.h"
 #include "trace_writer.h"
@@ -769,12 +770,39 @@ struct session *session_create(const struct record_options *options)
         free(session);
         return NULL;
     }
+    if (!options->no_symbol_cache)
+        symbol_store_use_cache(session->symbols, symbol_cache_open_user());
     return session;
+}
+
+/* Adds this recording's frames to the symbol cache; says what
+ * symbolization cost under --verbose. */
+static void finish_symbols(struct symbol_store *symbols, const struct record_options *options)
+{
+    char err[4096 + 256];
+    if (symbol_store_save_cache(symbols, err, sizeof err) != 0)
+        fprintf(stderr, "memslope: warning: %s\n", err);
+    if (!options->verbose)
+        return;
+    struct symbol_store_stats stats;
+    symbol_store_stats(symbols, &stats);
+    const char *cache = symbol_store_cache_directory(symbols);
+    fprintf(stderr,
+            "memslope: symbols: %zu frames from the symbol cache, %zu read from debug info (ELF files opened: %zu, "
+            "modules whose DWARF was loaded: %zu, separate debug files: %zu)\n",
+            stats.cache_hits, stats.offsets_resolved, stats.files_opened, stats.dwarf_loaded,
+            stats.debug_files_found);
+    if (cache)
+        fprintf(stderr, "memslope: symbol cache %s: %zu files read, %zu rejected, %zu written\n", cache,
+                stats.cache_files_read, stats.cache_files_rejected, stats.cache_files_written);
+    else
+        fprintf(stderr, "memslope: symbol cache not used%s\n", options->no_symbol_cache ? " (--no-symbol-cache)" : "");
 }
 
 int session_finish(struct session *session, int exit_code)
 {
     progress_clear(&session->progress);
+    finish_symbols(session->symbols, &session->options);
     char err[4096];
     if (trace_writer_finish(session->writer, err, sizeof err) < 0) {
         if (!session->write_failure_reported)

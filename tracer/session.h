@@ -19,6 +19,8 @@ struct record_options {
     int follow_children;
     int quiet;                /* --quiet: no status line */
     int no_freeres;           /* --no-freeres: the shims skip freeres at exit */
+    int no_symbol_cache;      /* --no-symbol-cache: resolve every frame from debug info */
+    int verbose;              /* --verbose: what symbolization cost (frames from the cache, DWARF loaded) */
     const char *iteration_symbol; /* --iteration SYMBOL: NULL when not given */
     const char *python_iteration; /* --iteration py:[MODULE:]QUALNAME, without "py:"; NULL when not given */
     char *const *command;     /* argv of the target, NULL-terminated */

@@ -9,6 +9,12 @@
  * debug file and libdw decompresses its sections once, and every frame is
  * resolved once per (module, offset) whatever the number of images that
  * ran the code.
+ *
+ * With a symbol cache (symbol_cache.h), a module is given to libdwfl only
+ * when an offset is missing from the module's cache file: a module whose
+ * every offset was resolved by an earlier recording is never read by
+ * libdw. The frames resolved with libdw are added to the cache at the end
+ * of the recording (symbol_store_save_cache).
  */
 #include "symbol_store.h"
 
@@ -17,6 +23,7 @@
 #include <elfutils/libdwfl.h>
 #include <dwarf.h>
 #include <fcntl.h>
+#include <link.h>
 #include <gelf.h>
 #include <limits.h>
 #include <pthread.h>
@@ -27,6 +34,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <uthash.h>
+
+#include "symbol_cache.h"
 
 /* From libstdc++ (the C++ ABI); declared here to keep this a C file. */
 char *__cxa_demangle(const char *mangled_name, char *output_buffer, size_t *length, int *status);
@@ -97,16 +106,31 @@ struct module_key {
     uint64_t size;
 };
 
+struct stored_resolution;
+
+/* The module's file in the user's symbol cache. */
+struct module_cache {
+    bool looked_up;
+    void *bytes;                   /* the file read, while view is used */
+    struct symbol_cache_view view; /* valid when bytes is set */
+    struct symbol_cache_debug_source debug; /* what libdwfl searched for (once reported) */
+    char *debug_path;              /* debug.path's storage */
+    struct stored_resolution **fresh; /* resolved with libdw in this recording */
+    size_t fresh_count, fresh_capacity;
+};
+
 struct stored_module {
     struct module_key key;
     UT_hash_handle hh;        /* in store->modules */
     struct symbol_store *store;
     uint64_t index;           /* in the frame cache's keys */
     struct stored_file *file; /* the file libdwfl reads */
+    bool reported;            /* given to libdwfl: at its first offset not in the cache */
     Dwfl_Module *dwfl_module; /* NULL if libdwfl refused it */
     uint64_t synthetic_bias;  /* libdwfl address = file offset (vaddr) + this */
     bool dwarf_checked;
     struct symbol_index symbols;
+    struct module_cache cache;
 };
 
 struct frame_key {
@@ -154,6 +178,8 @@ struct symbol_store {
     struct stored_resolution *resolutions;
     struct cu_function_index *cu_indexes;
     struct interned_string *strings;
+    struct symbol_cache *cache;  /* NULL: no symbol cache */
+    char *cache_producer;        /* what resolved the frames, as cache files say it */
     struct symbol_store_stats stats;
 };
 
@@ -440,6 +466,33 @@ static bool debug_file_may_exist(const char *file_name, const char *debuglink)
     return found;
 }
 
+static struct symbol_cache_file_identity identity_of(const struct stat *status)
+{
+    return (struct symbol_cache_file_identity){(uint64_t)status->st_dev, (uint64_t)status->st_ino,
+                                               (uint64_t)status->st_size, (uint64_t)status->st_mtim.tv_sec,
+                                               (uint64_t)status->st_mtim.tv_nsec};
+}
+
+/* What the search for the module's debug file found, for its cache file. */
+static void note_debug_source(struct stored_module *module, int fd, const char *path)
+{
+    struct module_cache *cache = &module->cache;
+    struct stat status;
+    /* A later call looks for the debug file's own supplement (dwz's
+     * .gnu_debugaltlink), which comes with the debug file. */
+    if (cache->debug.kind == SYMBOL_CACHE_DEBUG_FOUND)
+        return;
+    free(cache->debug_path);
+    cache->debug_path = NULL;
+    cache->debug = (struct symbol_cache_debug_source){
+        .kind = SYMBOL_CACHE_DEBUG_NONE_FOUND, .debuginfod = module->store->debuginfod, .path = ""};
+    if (fd >= 0 && path && fstat(fd, &status) == 0 && (cache->debug_path = strdup(path)) != NULL) {
+        cache->debug.kind = SYMBOL_CACHE_DEBUG_FOUND;
+        cache->debug.path = cache->debug_path;
+        cache->debug.identity = identity_of(&status);
+    }
+}
+
 /* dwfl's find_debuginfo: by build-id under /usr/lib/debug/.build-id, then
  * by debuglink (else the file's name) beside the file and under
  * /usr/lib/debug; then, only when DEBUGINFOD_URLS is set, from debuginfod.
@@ -461,6 +514,7 @@ static int find_debug_file(Dwfl_Module *dwfl_module, void **user_data, const cha
                                           debuglink_crc, debug_file_name);
     if (fd >= 0)
         module->store->stats.debug_files_found++;
+    note_debug_source(module, fd, *debug_file_name);
     return fd;
 }
 
@@ -490,6 +544,17 @@ static void report_module(struct symbol_store *store, struct stored_module *modu
     *user_data = module;
 }
 
+/* The module as libdwfl has it, reported the first time; NULL if libdwfl
+ * refused it. */
+static Dwfl_Module *module_in_dwfl(struct symbol_store *store, struct stored_module *module)
+{
+    if (!module->reported) {
+        module->reported = true;
+        report_module(store, module);
+    }
+    return module->dwfl_module;
+}
+
 static struct stored_module *module_of_file(struct symbol_store *store, struct stored_file *file)
 {
     if (file->module)
@@ -508,9 +573,270 @@ static struct stored_module *module_of_file(struct symbol_store *store, struct s
     if (!module)
         return NULL;
     *module = (struct stored_module){.key = key, .store = store, .index = HASH_COUNT(store->modules), .file = file};
-    report_module(store, module);
+    module->cache.debug.path = "";
     HASH_ADD(hh, store->modules, key, sizeof key, module);
     return file->module = module;
+}
+
+/* --- the symbol cache ---------------------------------------------------- */
+
+static bool build_id_debug_path(const char *build_id, char *path, size_t size)
+{
+    int length = snprintf(path, size, "/usr/lib/debug/.build-id/%.2s/%s.debug", build_id, build_id + 2);
+    return strlen(build_id) > 2 && length > 0 && (size_t)length < size;
+}
+
+/* Whether libdwfl would read the debug information a cache file's frames
+ * came from again: the debug file it read is there unchanged and would be
+ * found first, or none is there to find. */
+static bool debug_source_holds(const struct symbol_store *store, const struct stored_file *file,
+                               const struct symbol_cache_debug_source *debug)
+{
+    char by_build_id[PATH_MAX];
+    struct stat status;
+    if (debug->kind == SYMBOL_CACHE_DEBUG_NOT_SEARCHED)
+        return true; /* the module's own file (the same build-id and size) had all */
+    if (!build_id_debug_path(file->build_id, by_build_id, sizeof by_build_id))
+        return false;
+    bool has_by_build_id = stat(by_build_id, &status) == 0;
+    if (debug->kind == SYMBOL_CACHE_DEBUG_NONE_FOUND) {
+        GElf_Word crc;
+        const char *debuglink = file->elf ? dwelf_elf_gnu_debuglink(file->elf, &crc) : NULL;
+        return file->elf && !store->debuginfod && !has_by_build_id && !debug_file_may_exist(file->path, debuglink);
+    }
+    struct symbol_cache_file_identity by_id = has_by_build_id ? identity_of(&status) : (struct symbol_cache_file_identity){0};
+    if (stat(debug->path, &status) != 0) 
+        return false;
+    struct symbol_cache_file_identity now = identity_of(&status);
+    if (memcmp(&now, &debug->identity, sizeof now) != 0)
+        return false;
+    if (has_by_build_id) /* searched first */
+        return memcmp(&by_id, &debug->identity, sizeof by_id) == 0;
+    return debug->debuginfod == store->debuginfod;
+}
+
+/* Reads and checks the module's cache file, once. */
+static const struct symbol_cache_view *cache_view_of(struct symbol_store *store, struct stored_module *module)
+{
+    struct module_cache *cache = &module->cache;
+    const struct stored_file *file = module->file;
+    if (cache->looked_up || !store->cache || !*file->build_id)
+        return cache->bytes ? &cache->view : NULL;
+    cache->looked_up = true;
+    size_t size;
+    void *bytes = symbol_cache_read(store->cache, file->build_id, module->key.size, &size);
+    if (!bytes)
+        return NULL;
+    struct symbol_cache_view view;
+    if (symbol_cache_parse(bytes, size, &view) != 0 || strcmp(view.header.producer, store->cache_producer) != 0 ||
+        strcmp(view.header.build_id, file->build_id) != 0 || view.header.file_size != module->key.size ||
+        !debug_source_holds(store, file, &view.header.debug)) {
+        free(bytes); /* replaced when this recording's frames are saved */
+        store->stats.cache_files_rejected++;
+        return NULL;
+    }
+    cache->bytes = bytes;
+    cache->view = view;
+    store->stats.cache_files_read++;
+    return &cache->view;
+}
+
+/* The frames of key from the module's cache file, now in the store; NULL
+ * if the file has none. */
+static struct stored_resolution *resolution_from_cache(struct symbol_store *store, struct stored_module *module,
+                                                       const struct frame_key *key)
+{
+    const struct symbol_cache_view *view = cache_view_of(store, module);
+    ssize_t index = view ? symbol_cache_find(view, key->offset, key->return_address) : -1;
+    if (index < 0)
+        return NULL;
+    uint64_t offset;
+    bool return_address;
+    size_t count;
+    symbol_cache_entry(view, (size_t)index, &offset, &return_address, &count);
+    struct stored_resolution *entry = malloc(sizeof *entry + count * sizeof entry->frames[0]);
+    if (!entry)
+        return NULL;
+    for (size_t i = 0; i < count; i++) {
+        struct symbol_cache_frame frame;
+        symbol_cache_frame(view, (size_t)index, i, &frame);
+        entry->frames[i] = (struct trace_frame){.module_id = TRACE_NONE,
+                                                .function = symbol_store_intern(store, frame.function),
+                                                .file = symbol_store_intern(store, frame.file),
+                                                .line = frame.line,
+                                                .flags = frame.flags};
+    }
+    entry->key = *key;
+    entry->count = count;
+    HASH_ADD(hh, store->resolutions, key, sizeof entry->key, entry);
+    store->stats.cache_hits++;
+    return entry;
+}
+
+/* Keeps a frame resolved with libdw for the module's cache file. */
+static void note_fresh(struct symbol_store *store, struct stored_module *module, struct stored_resolution *entry)
+{
+    struct module_cache *cache = &module->cache;
+    if (!store->cache || !*module->file->build_id)
+        return;
+    if (cache->fresh_count == cache->fresh_capacity) {
+        size_t capacity = cache->fresh_capacity ? 2 * cache->fresh_capacity : 64;
+        struct stored_resolution **grown = realloc(cache->fresh, capacity * sizeof *grown);
+        if (!grown)
+            return;
+        cache->fresh = grown;
+        cache->fresh_capacity = capacity;
+    }
+    cache->fresh[cache->fresh_count++] = entry;
+}
+
+static void add_fresh(struct symbol_cache_builder *builder, const struct module_cache *cache)
+{
+    struct symbol_cache_frame frames[SYMBOL_CACHE_MAX_FRAMES];
+    for (size_t i = 0; i < cache->fresh_count; i++) {
+        const struct stored_resolution *entry = cache->fresh[i];
+        if (entry->count > SYMBOL_CACHE_MAX_FRAMES)
+            continue; /* the next recording resolves it again */
+        for (size_t j = 0; j < entry->count; j++)
+            frames[j] = (struct symbol_cache_frame){.function = entry->frames[j].function,
+                                                    .file = entry->frames[j].file,
+                                                    .line = entry->frames[j].line,
+                                                    .flags = entry->frames[j].flags};
+        symbol_cache_builder_add(builder, entry->key.offset, entry->key.return_address != 0, frames, entry->count);
+    }
+}
+
+/* Writes the module's cache file: the frames resolved now, with those of
+ * the file read at the start and of the file as it is now (another
+ * recording may have written it since) when they came from the same
+ * debug information. */
+static void save_module(struct symbol_store *store, struct stored_module *module)
+{
+    struct module_cache *cache = &module->cache;
+    struct symbol_cache_header header = {.producer = store->cache_producer,
+                                         .build_id = module->file->build_id,
+                                         .file_size = module->key.size,
+                                         .debug = cache->debug};
+    struct symbol_cache_builder *builder = symbol_cache_builder_create();
+    if (!builder)
+        return;
+    add_fresh(builder, cache);
+    if (cache->bytes && symbol_cache_header_equal(&cache->view.header, &header))
+        symbol_cache_builder_add_view(builder, &cache->view);
+    size_t size;
+    void *current = symbol_cache_read(store->cache, header.build_id, header.file_size, &size);
+    struct symbol_cache_view view;
+    if (current && symbol_cache_parse(current, size, &view) == 0 && symbol_cache_header_equal(&view.header, &header))
+        symbol_cache_builder_add_view(builder, &view);
+    void *bytes = symbol_cache_builder_serialize(builder, &header, &size);
+    if (bytes && symbol_cache_write(store->cache, header.build_id, header.file_size, bytes, size) == 0)
+        store->stats.cache_files_written++;
+    free(bytes);
+    free(current);
+    symbol_cache_builder_destroy(builder);
+}
+
+int symbol_store_save_cache(struct symbol_store *store, char *err, size_t err_size)
+{
+    struct stored_module *module;
+    size_t fresh = 0, modules = 0;
+    symbol_store_lock(store);
+    for (module = store->modules; module && store->cache; module = module->hh.next) {
+        fresh += module->cache.fresh_count;
+        modules += module->cache.fresh_count > 0;
+    }
+    int rc = 0;
+    if (fresh > 0 && symbol_cache_lock(store->cache) != 0) {
+        snprintf(err, err_size,
+                 "symbol cache %s: its lock was held for over a second; the %zu frames resolved now were not "
+                 "added (the next recording resolves them again; remove the folder if this goes on)",
+                 symbol_cache_directory(store->cache), fresh);
+        rc = -1;
+    } else if (fresh > 0) {
+        size_t written_before = store->stats.cache_files_written;
+        for (module = store->modules; module; module = module->hh.next)
+            if (module->cache.fresh_count > 0)
+                save_module(store, module);
+        symbol_cache_evict(store->cache);
+        symbol_cache_unlock(store->cache);
+        size_t written = store->stats.cache_files_written - written_before;
+        if (written < modules) {
+            snprintf(err, err_size,
+                     "symbol cache %s: %zu of %zu files could not be written (a full disk, out of memory, or "
+                     "over 32 MiB of frames); "
+                     "their frames are resolved again next time",
+                     symbol_cache_directory(store->cache), modules - written, modules);
+            rc = -1;
+        }
+    }
+    for (module = store->modules; module; module = module->hh.next)
+        module->cache.fresh_count = 0; /* kept or not, never saved twice */
+    symbol_store_unlock(store);
+    return rc;
+}
+
+const char *symbol_store_cache_directory(struct symbol_store *store)
+{
+    return store->cache ? symbol_cache_directory(store->cache) : NULL;
+}
+
+/* Reads the build-id note of the program itself. */
+static int find_own_build_id(struct dl_phdr_info *info, size_t size, void *hex)
+{
+    (void)size;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        if (info->dlpi_phdr[i].p_type != PT_NOTE)
+            continue;
+        const char *note = (const char *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+        const char *end = note + info->dlpi_phdr[i].p_memsz;
+        while (note + sizeof(ElfW(Nhdr)) <= end) {
+            const ElfW(Nhdr) *header = (const ElfW(Nhdr) *)note;
+            const unsigned char *desc = (const unsigned char *)note + sizeof *header + ((header->n_namesz + 3) & ~3u);
+            if (header->n_type == NT_GNU_BUILD_ID && header->n_namesz == 4 && memcmp(header + 1, "GNU", 4) == 0 &&
+                header->n_descsz <= SYMBOL_CACHE_MAX_BUILD_ID / 2) {
+                for (unsigned j = 0; j < header->n_descsz; j++)
+                    sprintf((char *)hex + 2 * j, "%02x", desc[j]);
+                return 1;
+            }
+            note = (const char *)desc + ((header->n_descsz + 3) & ~3u);
+        }
+    }
+    return 1; /* the first object is the program: stop there */
+}
+
+/* What resolves frames: this program (its build-id, else its file's
+ * identity) and libdw. A cache file from another is not used: a change in
+ * either may change the frames. */
+static char *cache_producer(void)
+{
+    char build_id[SYMBOL_CACHE_MAX_BUILD_ID + 1] = "", text[512];
+    struct stat status;
+    dl_iterate_phdr(find_own_build_id, build_id);
+    if (!build_id[0] && stat("/proc/self/exe", &status) == 0)
+        snprintf(build_id, sizeof build_id, "file %llx:%llx:%llx:%llx.%09ld", (unsigned long long)status.st_dev,
+                 (unsigned long long)status.st_ino, (unsigned long long)status.st_size,
+                 (unsigned long long)status.st_mtim.tv_sec, status.st_mtim.tv_nsec);
+    if (!build_id[0])
+        return NULL;
+    snprintf(text, sizeof text, "memslope %s, libdw %s", build_id, dwfl_version(NULL));
+    return strdup(text);
+}
+
+void symbol_store_use_cache(struct symbol_store *store, struct symbol_cache *cache)
+{
+    if (!cache)
+        return;
+    char *producer = cache_producer();
+    if (!producer) {
+        symbol_cache_close(cache);
+        return;
+    }
+    symbol_store_lock(store);
+    symbol_cache_close(store->cache);
+    free(store->cache_producer);
+    store->cache = cache;
+    store->cache_producer = producer;
+    symbol_store_unlock(store);
 }
 
 /* --- symbol tables ------------------------------------------------------- */
@@ -903,6 +1229,7 @@ static struct stored_resolution *resolve_and_cache(struct symbol_store *store, s
         memcpy(entry->frames, frames.items, frames.count * sizeof entry->frames[0]);
         HASH_ADD(hh, store->resolutions, key, sizeof entry->key, entry);
         store->stats.offsets_resolved++;
+        note_fresh(store, module, entry);
     }
     free(frames.items);
     return entry;
@@ -912,12 +1239,14 @@ const struct trace_frame *symbol_store_resolve(struct symbol_store *store, struc
                                                bool return_address, size_t *count)
 {
     struct stored_module *module = module_of_file(store, file);
-    if (!module || !module->dwfl_module)
+    if (!module)
         return NULL;
     struct frame_key key = {.module_index = module->index, .offset = offset, .return_address = return_address};
     struct stored_resolution *entry;
     HASH_FIND(hh, store->resolutions, &key, sizeof key, entry);
     if (!entry)
+        entry = resolution_from_cache(store, module, &key);
+    if (!entry && module_in_dwfl(store, module))
         entry = resolve_and_cache(store, module, &key);
     if (!entry)
         return NULL;
@@ -984,6 +1313,9 @@ void symbol_store_destroy(struct symbol_store *store)
     HASH_ITER(hh, store->modules, module, next_module) {
         HASH_DEL(store->modules, module);
         free(module->symbols.symbols);
+        free(module->cache.bytes);
+        free(module->cache.debug_path);
+        free(module->cache.fresh);
         free(module);
     }
     free_files(store);
@@ -1003,6 +1335,8 @@ void symbol_store_destroy(struct symbol_store *store)
         HASH_DEL(store->strings, string);
         free(string);
     }
+    symbol_cache_close(store->cache);
+    free(store->cache_producer);
     pthread_mutex_destroy(&store->lock);
     free(store);
 }

@@ -38,6 +38,22 @@ struct symbol_store *symbol_store_create(void);
 /* After every symbolizer and warm-up that uses it has ended. */
 void symbol_store_destroy(struct symbol_store *store);
 
+struct symbol_cache;
+
+/* Frames resolved by earlier recordings come from cache (symbol_cache.h),
+ * and a module all of whose offsets are there is not read at all. The
+ * store closes cache (NULL: none). Before any symbolizer uses the store. */
+void symbol_store_use_cache(struct symbol_store *store, struct symbol_cache *cache);
+
+/* Adds the frames resolved with libdw since the last call to the symbol
+ * cache, merged with what other recordings wrote there meanwhile. Returns
+ * 0 (also without a cache), or -1 with a message in err when some could
+ * not be added (they are resolved again next time). */
+int symbol_store_save_cache(struct symbol_store *store, char *err, size_t err_size);
+
+/* The cache's folder, or NULL when the store has none. */
+const char *symbol_store_cache_directory(struct symbol_store *store);
+
 /* What the store has done so far, for tests and measurements. */
 struct symbol_store_stats {
     size_t files_opened;      /* ELF files opened (each distinct file once) */
@@ -45,6 +61,10 @@ struct symbol_store_stats {
     size_t debug_files_found; /* separate debug files libdwfl opened */
     size_t dwarf_loaded;      /* modules whose DWARF libdw read (and decompressed) */
     size_t offsets_resolved;  /* (module, offset) pairs resolved with libdw, not from the cache */
+    size_t cache_hits;        /* (module, offset) pairs read from the symbol cache */
+    size_t cache_files_read;  /* modules whose symbol cache file was used */
+    size_t cache_files_rejected; /* cache files found invalid, stale or made by another memslope */
+    size_t cache_files_written;
 };
 
 void symbol_store_stats(struct symbol_store *store, struct symbol_store_stats *out);

@@ -52,6 +52,13 @@ if [ -z "${WORK:-}" ]; then
     WORK=$(mktemp -d "${TMPDIR:-/tmp}/memslope-e2e.XXXXXX")
 fi
 export MEMSLOPE FIXTURES WORK
+# Each test has a symbol cache of its own, empty at its start: every test
+# resolves from debug info as a first recording does (and writes the cache
+# as every recording does), none depends on what an earlier one left, and
+# nothing goes to the user's ~/.cache. test_record_symbol_cache.sh tests
+# the cache itself.
+XDG_CACHE_HOME=$WORK/xdg-cache
+export XDG_CACHE_HOME
 SRC_FIXTURES=${SRC_FIXTURES:-$(pwd)/fixtures}
 RECORD_TIMEOUT=${RECORD_TIMEOUT:-60}
 # The interpreter itself, resolved once: wrappers such as pyenv's shims cost

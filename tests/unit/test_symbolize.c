@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "../../tracer/symbol_cache.h"
 #include "../../tracer/symbolize.h"
 
 #define NOINLINE __attribute__((noinline, noclone))
@@ -495,6 +496,120 @@ static void test_ten_thousand_libc_addresses(void **state)
     symbol_store_destroy(store);
 }
 
+/* Frames resolved with libdw, then by a second store from the symbol cache
+ * the first one saved: the same frames (inlined ones and flags too), and
+ * the second store reads no DWARF; a cache file damaged since is refused
+ * and the frames resolved again. */
+enum { CACHED_ADDRESSES = 2000, MAX_CACHED_FRAMES = 16 };
+
+struct resolved {
+    size_t count;
+    struct trace_frame frames[MAX_CACHED_FRAMES];
+};
+
+static void resolve_all(struct symbol_store *store, const struct proc_maps *maps, const uint64_t *addresses,
+                        struct resolved *out)
+{
+    struct symbolizer *symbolizer = symbolizer_create(store, maps);
+    assert_non_null(symbolizer);
+    for (size_t i = 0; i < CACHED_ADDRESSES; i++)
+        out[i].count = symbolizer_resolve(symbolizer, addresses[i], 1, out[i].frames, MAX_CACHED_FRAMES);
+    symbolizer_destroy(symbolizer);
+}
+
+static void expect_same_frames(const struct resolved *expected, const struct resolved *got)
+{
+    for (size_t i = 0; i < CACHED_ADDRESSES; i++) {
+        assert_int_equal(got[i].count, expected[i].count);
+        for (size_t f = 0; f < got[i].count; f++) {
+            const struct trace_frame *a = &expected[i].frames[f], *b = &got[i].frames[f];
+            assert_string_equal(b->function, a->function);
+            assert_string_equal(b->file, a->file);
+            assert_int_equal(b->line, a->line);
+            assert_int_equal(b->flags, a->flags);
+            assert_int_equal(b->module_offset, a->module_offset);
+        }
+    }
+}
+
+static struct symbol_store *store_with_cache(const char *folder)
+{
+    char err[512];
+    struct symbol_store *store = symbol_store_create();
+    struct symbol_cache *cache = symbol_cache_open(folder, 1 << 30, err, sizeof err);
+    if (!cache)
+        fail_msg("symbol_cache_open: %s", err);
+    symbol_store_use_cache(store, cache);
+    return store;
+}
+
+static void test_frames_from_the_symbol_cache(void **state)
+{
+    struct fixture *fixture = *state;
+    char folder[] = "/tmp/memslope-symcache.XXXXXX", err[512];
+    assert_non_null(mkdtemp(folder));
+    const struct proc_map *text = NULL;
+    for (size_t i = 0; i < fixture->maps.count && !text; i++)
+        if (strstr(fixture->maps.maps[i].path, "libc.so") && (fixture->maps.maps[i].perms & PROC_MAP_EXEC))
+            text = &fixture->maps.maps[i];
+    assert_non_null(text);
+    struct probe probe = {0};
+    calls_inlined_helper(&probe);
+    uint64_t *addresses = calloc(CACHED_ADDRESSES, sizeof *addresses);
+    struct resolved *first = calloc(CACHED_ADDRESSES, sizeof *first), *second = calloc(CACHED_ADDRESSES, sizeof *second);
+    uint64_t stride = (text->end - text->start) / (CACHED_ADDRESSES - 1);
+    for (size_t i = 1; i < CACHED_ADDRESSES; i++)
+        addresses[i] = text->start + 1 + (uint64_t)i * stride;
+    addresses[0] = (uint64_t)(uintptr_t)probe.return_address; /* in an inlined helper */
+
+    struct symbol_store *cold = store_with_cache(folder);
+    resolve_all(cold, &fixture->maps, addresses, first);
+    assert_int_equal(first[0].count, 2);
+    assert_int_equal(first[0].frames[0].flags, TRACE_FRAME_INLINED);
+    assert_int_equal(symbol_store_save_cache(cold, err, sizeof err), 0);
+    struct symbol_store_stats cold_stats;
+    symbol_store_stats(cold, &cold_stats);
+    assert_int_equal(cold_stats.cache_files_written, 2); /* this binary's and libc's */
+    assert_int_equal(symbol_store_save_cache(cold, err, sizeof err), 0);
+    symbol_store_stats(cold, &cold_stats);
+    assert_int_equal(cold_stats.cache_files_written, 2); /* saved once */
+
+    struct symbol_store *warm = store_with_cache(folder);
+    resolve_all(warm, &fixture->maps, addresses, second);
+    expect_same_frames(first, second);
+    struct symbol_store_stats warm_stats;
+    symbol_store_stats(warm, &warm_stats);
+    assert_int_equal(warm_stats.cache_hits, cold_stats.offsets_resolved);
+    assert_int_equal(warm_stats.offsets_resolved, 0);
+    assert_int_equal(warm_stats.modules_reported, 0);
+    assert_int_equal(warm_stats.dwarf_loaded, 0);
+    assert_int_equal(warm_stats.cache_files_read, 2);
+    assert_int_equal(symbol_store_save_cache(warm, err, sizeof err), 0);
+    symbol_store_stats(warm, &warm_stats);
+    assert_int_equal(warm_stats.cache_files_written, 0); /* nothing new */
+    symbol_store_destroy(warm);
+
+    /* Every cache file cut short. */
+    char command[256];
+    snprintf(command, sizeof command, "for f in %s/*.sym; do truncate -s 100 \"$f\"; done", folder);
+    assert_int_equal(system(command), 0);
+    struct symbol_store *repaired = store_with_cache(folder);
+    resolve_all(repaired, &fixture->maps, addresses, second);
+    expect_same_frames(first, second);
+    struct symbol_store_stats repaired_stats;
+    symbol_store_stats(repaired, &repaired_stats);
+    assert_int_equal(repaired_stats.cache_files_rejected, 2);
+    assert_int_equal(repaired_stats.offsets_resolved, cold_stats.offsets_resolved);
+    symbol_store_destroy(repaired);
+
+    symbol_store_destroy(cold);
+    snprintf(command, sizeof command, "rm -rf '%s'", folder);
+    assert_int_equal(system(command), 0);
+    free(addresses);
+    free(first);
+    free(second);
+}
+
 /* The warm-up fills the store: the symbolizer made at the end finds the
  * warm-up's frames there without resolving them again, whether or not the
  * image mapped another file meanwhile. */
@@ -943,6 +1058,7 @@ int main(void)
         cmocka_unit_test(test_one_module_loaded_twice),
         cmocka_unit_test(test_unreadable_file_gives_module_and_offset),
         cmocka_unit_test_setup_teardown(test_ten_thousand_libc_addresses, set_up, tear_down),
+        cmocka_unit_test_setup_teardown(test_frames_from_the_symbol_cache, set_up, tear_down),
         cmocka_unit_test_setup_teardown(test_warmup_fills_the_store, set_up, tear_down),
         cmocka_unit_test_setup_teardown(test_warmup_and_main_thread_share_the_store, set_up, tear_down),
         cmocka_unit_test(test_two_images_share_one_module),
