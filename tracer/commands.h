@@ -7,7 +7,10 @@
 #ifndef MEMSLOPE_COMMANDS_H
 #define MEMSLOPE_COMMANDS_H
 
+#include "../common/options.h"
+
 int cmd_record(int argc, char **argv);      /* tracer/cmd_record.c */
+extern const struct option_table cmd_record_options;
 int cmd_report(int argc, char **argv);      /* report/cmd_report.c */
 int cmd_gate(int argc, char **argv);        /* report/cmd_gate.c */
 int cmd_diff(int argc, char **argv);        /* report/cmd_diff.c */
