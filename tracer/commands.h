@@ -12,6 +12,7 @@
 int cmd_record(int argc, char **argv);      /* tracer/cmd_record.c */
 extern const struct option_table cmd_record_options;
 int cmd_report(int argc, char **argv);      /* report/cmd_report.c */
+extern const struct option_table cmd_report_options;
 int cmd_gate(int argc, char **argv);        /* report/cmd_gate.c */
 int cmd_diff(int argc, char **argv);        /* report/cmd_diff.c */
 int cmd_leaks(int argc, char **argv);       /* tracer/cmd_leaks.c */

@@ -16,12 +16,7 @@ struct command {
 
 static const struct command commands[] = {
     {"record", cmd_record, "run a command and record its native allocations", &cmd_record_options, NULL},
-    {"report", cmd_report, "summarise a trace", NULL,
-     "usage: memslope report FILE [--format text|json|speedscope|collapsed|html|pprof|suppressions] [-o OUT]\n"
-     "                      [--metric growth|leaked|peak|allocated|temporary] [--case NAME]\n"
-     "                      [--suppressions FILE]... [--no-default-suppressions]\n"
-     "Suppressed loss records (LeakSanitizer's or Valgrind's format) are counted apart; the default\n"
-     "suppressions (share/memslope/default.supp) apply unless --no-default-suppressions.\n"},
+    {"report", cmd_report, "summarise a trace", &cmd_report_options, NULL},
     {"gate", cmd_gate, "turn a trace's growth, leaks and peak into an exit code", NULL,
      "usage: memslope gate FILE [--max-growth SIZE] [--max-leaked SIZE] [--max-leaked-blocks N] [--max-peak SIZE]\n"
      "                     [--baseline OLD.trace [--tolerance PCT|SIZE]] [--case GLOB]\n"
