@@ -17,14 +17,7 @@ struct command {
 static const struct command commands[] = {
     {"record", cmd_record, "run a command and record its native allocations", &cmd_record_options, NULL},
     {"report", cmd_report, "summarise a trace", &cmd_report_options, NULL},
-    {"gate", cmd_gate, "turn a trace's growth, leaks and peak into an exit code", NULL,
-     "usage: memslope gate FILE [--max-growth SIZE] [--max-leaked SIZE] [--max-leaked-blocks N] [--max-peak SIZE]\n"
-     "                     [--baseline OLD.trace [--tolerance PCT|SIZE]] [--case GLOB]\n"
-     "                     [--suppressions FILE]... [--no-default-suppressions]\n"
-     "Checks every case of every traced process. --baseline fails a case whose growth, leaks or peak\n"
-     "exceed OLD.trace's (plus the tolerance, 0 by default: 10% or 4K). Exits 0 within limits, 1 when\n"
-     "a limit is exceeded, 2 on bad usage or an unreadable trace. Suppressed loss records count\n"
-     "toward no limit.\n"},
+    {"gate", cmd_gate, "turn a trace's growth, leaks and peak into an exit code", &cmd_gate_options, NULL},
     {"diff", cmd_diff, "compare two traces, site by site", NULL,
      "usage: memslope diff OLD.trace NEW.trace [--format text|json] [--case NAME]\n"
      "                     [--suppressions FILE]... [--no-default-suppressions]\n"
