@@ -18,11 +18,7 @@ static const struct command commands[] = {
     {"record", cmd_record, "run a command and record its native allocations", &cmd_record_options, NULL},
     {"report", cmd_report, "summarise a trace", &cmd_report_options, NULL},
     {"gate", cmd_gate, "turn a trace's growth, leaks and peak into an exit code", &cmd_gate_options, NULL},
-    {"diff", cmd_diff, "compare two traces, site by site", NULL,
-     "usage: memslope diff OLD.trace NEW.trace [--format text|json] [--case NAME]\n"
-     "                     [--suppressions FILE]... [--no-default-suppressions]\n"
-     "Per case, the sites whose growth per iteration, leaks, peak or allocations changed, matched by\n"
-     "their function stack (never by address), largest change first; unchanged sites are left out.\n"},
+    {"diff", cmd_diff, "compare two traces, site by site", &cmd_diff_options, NULL},
     {"leaks", cmd_leaks, "leak check of a running process that was never preloaded", NULL,
      "usage: memslope leaks [--format text|json] [--verbose] PID\n"
      "A summary by default (the categories, the largest groups of lost blocks); --verbose lists every\n"
