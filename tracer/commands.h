@@ -18,6 +18,7 @@ extern const struct option_table cmd_gate_options;
 int cmd_diff(int argc, char **argv);        /* report/cmd_diff.c */
 extern const struct option_table cmd_diff_options;
 int cmd_leaks(int argc, char **argv);       /* tracer/cmd_leaks.c */
+extern const struct option_table cmd_leaks_options;
 int cmd_perf(int argc, char **argv);        /* tracer/cmd_perf.c */
 int cmd_instruments(int argc, char **argv); /* tracer/cmd_instruments.c */
 

@@ -19,11 +19,7 @@ static const struct command commands[] = {
     {"report", cmd_report, "summarise a trace", &cmd_report_options, NULL},
     {"gate", cmd_gate, "turn a trace's growth, leaks and peak into an exit code", &cmd_gate_options, NULL},
     {"diff", cmd_diff, "compare two traces, site by site", &cmd_diff_options, NULL},
-    {"leaks", cmd_leaks, "leak check of a running process that was never preloaded", NULL,
-     "usage: memslope leaks [--format text|json] [--verbose] PID\n"
-     "A summary by default (the categories, the largest groups of lost blocks); --verbose lists every\n"
-     "lost block. Exits 0 when no block is definitely or indirectly lost, 1 when some are (as macOS\n"
-     "leaks), 2 on bad usage, 3 when the process cannot be scanned.\n"},
+    {"leaks", cmd_leaks, "leak check of a running process that was never preloaded", &cmd_leaks_options, NULL},
     {"perf", cmd_perf, "Linux CPU sampling with perf, to speedscope", NULL,
      "usage: memslope perf [--rate HZ] [--call-graph dwarf|fp] [--format speedscope|collapsed] [-o OUT] [--open]\n"
      "                     [--] COMMAND [ARG...]\n"},
