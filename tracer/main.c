@@ -11,29 +11,25 @@ struct command {
     int (*run)(int argc, char **argv);
     const char *summary;
     const struct option_table *options; /* its usage, printed by `memslope help NAME` */
-    const char *usage;
 };
 
 static const struct command commands[] = {
-    {"record", cmd_record, "run a command and record its native allocations", &cmd_record_options, NULL},
-    {"report", cmd_report, "summarise a trace", &cmd_report_options, NULL},
-    {"gate", cmd_gate, "turn a trace's growth, leaks and peak into an exit code", &cmd_gate_options, NULL},
-    {"diff", cmd_diff, "compare two traces, site by site", &cmd_diff_options, NULL},
-    {"leaks", cmd_leaks, "leak check of a running process that was never preloaded", &cmd_leaks_options, NULL},
-    {"perf", cmd_perf, "Linux CPU sampling with perf, to speedscope", NULL,
-     "usage: memslope perf [--rate HZ] [--call-graph dwarf|fp] [--format speedscope|collapsed] [-o OUT] [--open]\n"
-     "                     [--] COMMAND [ARG...]\n"},
-    {"instruments", cmd_instruments, "Instruments (xctrace) on macOS", NULL,
-     "usage: memslope instruments --template NAME [-o OUT] [--time-limit D] [--open] [--] COMMAND [ARG...]\n"},
+    {"record", cmd_record, "run a command and record its native allocations", &cmd_record_options},
+    {"report", cmd_report, "summarise a trace", &cmd_report_options},
+    {"gate", cmd_gate, "turn a trace's growth, leaks and peak into an exit code", &cmd_gate_options},
+    {"diff", cmd_diff, "compare two traces, site by site", &cmd_diff_options},
+    {"leaks", cmd_leaks, "leak check of a running process that was never preloaded", &cmd_leaks_options},
+    {"perf", cmd_perf, "Linux CPU sampling with perf, to speedscope", &cmd_perf_options},
+    {"instruments", cmd_instruments, "Instruments (xctrace) on macOS", &cmd_instruments_options},
 };
 
 #define COMMAND_COUNT (sizeof commands / sizeof commands[0])
 
-const char *command_usage(const char *name)
+static const struct command *find_command(const char *name)
 {
     for (size_t i = 0; i < COMMAND_COUNT; i++)
         if (strcmp(commands[i].name, name) == 0)
-            return commands[i].usage;
+            return &commands[i];
     return NULL;
 }
 
@@ -67,22 +63,17 @@ int main(int argc, char **argv)
             print_help(stdout);
             return 0;
         }
-        for (size_t i = 0; i < COMMAND_COUNT; i++)
-            if (strcmp(commands[i].name, argv[2]) == 0 && commands[i].options) {
-                options_print_usage(commands[i].options, stdout);
-                return 0;
-            }
-        const char *usage = command_usage(argv[2]);
-        if (!usage) {
+        const struct command *command = find_command(argv[2]);
+        if (!command) {
             fprintf(stderr, "memslope: no such command '%s' (memslope --help lists them)\n", argv[2]);
             return 2;
         }
-        fputs(usage, stdout);
+        options_print_usage(command->options, stdout);
         return 0;
     }
-    for (size_t i = 0; i < COMMAND_COUNT; i++)
-        if (strcmp(commands[i].name, name) == 0)
-            return commands[i].run(argc - 1, argv + 1);
+    const struct command *command = find_command(name);
+    if (command)
+        return command->run(argc - 1, argv + 1);
     fprintf(stderr, "memslope: no such command '%s' (memslope --help lists them)\n", name);
     return 2;
 }
