@@ -76,8 +76,8 @@ static int parse_format(const char *value, void *destination, char *err, size_t 
 }
 
 static const struct option_entry perf_entries[] = {
-    OPT_VALUE(0, "rate", "HZ", struct perf_options, rate, parse_rate, "samples per second, 1 to 100000 (default " DEFAULT_RATE ")",
-              .wants = "a frequency in Hz"),
+    OPT_VALUE(0, "rate", "HZ", struct perf_options, rate, parse_rate,
+              "samples per second, 1 to 100000 (default " DEFAULT_RATE ")", .wants = "a frequency in Hz"),
     OPT_VALUE(0, "call-graph", "dwarf|fp", struct perf_options, call_graph, parse_call_graph,
               "how perf unwinds stacks (default dwarf)", .wants = "dwarf or fp"),
     OPT_VALUE(0, "format", "speedscope|collapsed", struct perf_options, collapsed, parse_format,
