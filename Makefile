@@ -23,7 +23,7 @@ ALL_CFLAGS = $(BASE_CFLAGS) $(CFLAGS)
 
 # Parts linked into the memslope binary. tracer/main.c holds main(); every
 # other file is also linked into the unit tests.
-CORE_SRC := $(filter-out tracer/main.c,$(wildcard tracer/*.c report/*.c leakscan/*.c))
+CORE_SRC := $(filter-out tracer/main.c,$(wildcard common/*.c tracer/*.c report/*.c leakscan/*.c))
 CORE_OBJ := $(CORE_SRC:%.c=$(B)/obj/%.o)
 CORE_LIBS := -ldw -lelf -lz -lstdc++ -lpthread -lm
 

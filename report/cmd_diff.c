@@ -5,12 +5,12 @@
  * by their function stack (diff.h). 0 success (changes or not), 1 a trace
  * or suppression file cannot be read, 2 usage.
  */
-#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/options.h"
 #include "../tracer/commands.h"
 #include "diff.h"
 #include "suppressions.h"
@@ -20,61 +20,53 @@ struct diff_options {
     const char *paths[2]; /* OLD, NEW */
     bool json;
     const char *case_name;
-    const char **suppression_files; /* argc entries */
-    size_t suppression_file_count;
+    struct option_list suppression_files;
     bool no_default_suppressions;
 };
 
-static int usage_error(const char *message, const char *argument)
+static int parse_format(const char *value, void *destination, char *err, size_t err_size)
 {
-    fprintf(stderr, "memslope diff: %s%s%s\n", message, argument ? ": " : "", argument ? argument : "");
-    fputs(command_usage("diff"), stderr);
-    return 2;
+    if (strcmp(value, "text") != 0 && strcmp(value, "json") != 0) {
+        snprintf(err, err_size, "--format takes text or json, not: %s", value);
+        return -1;
+    }
+    *(bool *)destination = strcmp(value, "json") == 0;
+    return 0;
 }
 
-enum { OPT_FORMAT = 256, OPT_CASE, OPT_SUPPRESSIONS, OPT_NO_DEFAULT };
+static const struct option_entry diff_entries[] = {
+    OPT_VALUE(0, "format", "text|json", struct diff_options, json, parse_format, "text (default) or JSON"),
+    OPT_STRING(0, "case", "NAME", struct diff_options, case_name, "only the case NAME"),
+    OPT_LIST(0, "suppressions", "FILE", struct diff_options, suppression_files,
+             "leak suppressions to apply to both (repeatable)"),
+    OPT_FLAG(0, "no-default-suppressions", struct diff_options, no_default_suppressions,
+             "do not apply the default suppressions"),
+};
 
+const struct option_table cmd_diff_options = {
+    .command = "diff",
+    .synopsis = "OLD.trace NEW.trace [options]",
+    .mode = OPERANDS_ANYWHERE,
+    .entries = diff_entries,
+    .entry_count = OPTION_COUNT(diff_entries),
+    .notes = "Per case, the sites whose growth per iteration, leaks, peak or allocations changed, matched by\n"
+             "their function stack (never by address), largest change first; unchanged sites are left out.\n",
+    .failure_status = 1,
+};
+
+/* OPTIONS_RUN, or the exit status (options.h). */
 static int parse_options(int argc, char **argv, struct diff_options *options)
 {
-    static const struct option long_options[] = {
-        {"format", required_argument, NULL, OPT_FORMAT},
-        {"case", required_argument, NULL, OPT_CASE},
-        {"suppressions", required_argument, NULL, OPT_SUPPRESSIONS},
-        {"no-default-suppressions", no_argument, NULL, OPT_NO_DEFAULT},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    opterr = 0;
-    optind = 1;
-    int option;
-    while ((option = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
-        switch (option) {
-        case OPT_FORMAT:
-            if (strcmp(optarg, "text") != 0 && strcmp(optarg, "json") != 0)
-                return usage_error("--format takes text or json, not", optarg);
-            options->json = strcmp(optarg, "json") == 0;
-            break;
-        case OPT_CASE:
-            options->case_name = optarg;
-            break;
-        case OPT_SUPPRESSIONS:
-            options->suppression_files[options->suppression_file_count++] = optarg;
-            break;
-        case OPT_NO_DEFAULT:
-            options->no_default_suppressions = true;
-            break;
-        case 'h':
-            fputs(command_usage("diff"), stdout);
-            return -1;
-        default:
-            return usage_error(optopt ? "an option needs a value" : "unknown option", argv[optind - 1]);
-        }
-    }
-    if (argc - optind != 2)
-        return usage_error(argc - optind < 2 ? "give two traces, OLD and NEW" : "more than two traces given", NULL);
-    options->paths[0] = argv[optind];
-    options->paths[1] = argv[optind + 1];
-    return 0;
+    struct option_operands traces;
+    int rc = options_parse(&cmd_diff_options, argc, argv, options, &traces);
+    if (rc != OPTIONS_RUN)
+        return rc;
+    if (traces.count != 2)
+        return options_usage_error(&cmd_diff_options, "%s",
+                                   traces.count < 2 ? "give two traces, OLD and NEW" : "more than two traces given");
+    options->paths[0] = traces.items[0];
+    options->paths[1] = traces.items[1];
+    return OPTIONS_RUN;
 }
 
 /* The set is to be freed whatever this returns. */
@@ -85,7 +77,7 @@ static int load_suppressions(const struct diff_options *options, struct suppress
         fputs("memslope diff: out of memory\n", stderr);
         return -1;
     }
-    if (suppressions_load_all(set, options->suppression_files, options->suppression_file_count,
+    if (suppressions_load_all(set, options->suppression_files.items, options->suppression_files.count,
                               options->no_default_suppressions, err, sizeof err) != 0) {
         fprintf(stderr, "memslope diff: %s\n", err);
         return -1;
@@ -149,16 +141,12 @@ static int diff_traces(const struct diff_options *options, const struct suppress
 int cmd_diff(int argc, char **argv)
 {
     struct diff_options options = {0};
-    if (!(options.suppression_files = calloc((size_t)argc + 1, sizeof *options.suppression_files))) {
-        fputs("memslope diff: out of memory\n", stderr);
-        return 1;
-    }
     int rc = parse_options(argc, argv, &options);
-    if (rc == 0) {
+    if (rc == OPTIONS_RUN) {
         struct suppressions suppressions;
         rc = load_suppressions(&options, &suppressions) == 0 ? diff_traces(&options, &suppressions) : 1;
         suppressions_free(&suppressions);
     }
-    free(options.suppression_files);
-    return rc < 0 ? 0 : rc;
+    option_list_free(&options.suppression_files);
+    return rc;
 }

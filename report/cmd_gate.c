@@ -11,13 +11,13 @@
  * trace or suppression file.
  */
 #include <fnmatch.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/options.h"
 #include "../tracer/commands.h"
 #include "attribution.h"
 #include "diff.h"
@@ -37,117 +37,119 @@ struct gate_limits {
     uint64_t tolerance_bytes;
     const char *case_glob;
     const char *trace_path;
-    const char **suppression_files; /* argc entries */
-    size_t suppression_file_count;
+    struct option_list suppression_files;
     bool no_default_suppressions;
 };
 
-static int usage_error(const char *message, const char *argument)
-{
-    fprintf(stderr, "memslope gate: %s%s%s\n", message, argument ? ": " : "", argument ? argument : "");
-    fputs(command_usage("gate"), stderr);
-    return 2;
-}
-
-enum {
-    OPT_MAX_GROWTH = 256, OPT_MAX_LEAKED, OPT_MAX_LEAKED_BLOCKS, OPT_MAX_PEAK, OPT_BASELINE, OPT_TOLERANCE,
-    OPT_CASE, OPT_SUPPRESSIONS, OPT_NO_DEFAULT
-};
-
 /* "10%" (of the baseline's figure) or a size ("4K", in the figure's own unit). */
-static int parse_tolerance(const char *text, struct gate_limits *limits)
+static int parse_tolerance(const char *text, void *destination, char *err, size_t err_size)
 {
+    struct gate_limits *limits = destination;
     size_t length = strlen(text);
     if (length > 1 && text[length - 1] == '%') {
         char *end;
         double percent = strtod(text, &end);
         if (end != text + length - 1 || !(percent >= 0) || !isfinite(percent))
-            return -1;
+            goto bad;
         limits->tolerance_is_percent = 1;
         limits->tolerance_percent = percent;
     } else if (units_parse_size(text, &limits->tolerance_bytes) < 0) {
-        return -1;
+        goto bad;
     }
     limits->has_tolerance = 1;
     return 0;
+bad:
+    snprintf(err, err_size, "--tolerance takes a percentage of the baseline (10%%) or a size (4K), not: %s", text);
+    return -1;
 }
 
-static int parse_limit(int option, const char *value, struct gate_limits *limits)
+static int parse_max_growth(const char *value, void *destination, char *err, size_t err_size)
 {
-    switch (option) {
-    case OPT_MAX_GROWTH:
-        limits->has_growth = 1;
-        return units_parse_size(value, &limits->max_growth) < 0
-                   ? usage_error("--max-growth takes a size such as 0, 48B, 4K or 1MiB, not", value) : 0;
-    case OPT_MAX_LEAKED:
-        limits->has_leaked = 1;
-        return units_parse_size(value, &limits->max_leaked) < 0
-                   ? usage_error("--max-leaked takes a size such as 0, 48B, 4K or 1MiB, not", value) : 0;
-    case OPT_MAX_LEAKED_BLOCKS:
-        limits->has_leaked_blocks = 1;
-        return units_parse_count(value, &limits->max_leaked_blocks) < 0
-                   ? usage_error("--max-leaked-blocks takes a number, not", value) : 0;
-    case OPT_MAX_PEAK:
-        limits->has_peak = 1;
-        return units_parse_size(value, &limits->max_peak) < 0
-                   ? usage_error("--max-peak takes a size such as 64M or 1GiB, not", value) : 0;
-    case OPT_TOLERANCE:
-        return parse_tolerance(value, limits) < 0
-                   ? usage_error("--tolerance takes a percentage of the baseline (10%) or a size (4K), not", value) : 0;
-    }
-    return 0;
+    struct gate_limits *limits = destination;
+    limits->has_growth = 1;
+    if (units_parse_size(value, &limits->max_growth) == 0)
+        return 0;
+    snprintf(err, err_size, "--max-growth takes a size such as 0, 48B, 4K or 1MiB, not: %s", value);
+    return -1;
 }
 
+static int parse_max_leaked(const char *value, void *destination, char *err, size_t err_size)
+{
+    struct gate_limits *limits = destination;
+    limits->has_leaked = 1;
+    if (units_parse_size(value, &limits->max_leaked) == 0)
+        return 0;
+    snprintf(err, err_size, "--max-leaked takes a size such as 0, 48B, 4K or 1MiB, not: %s", value);
+    return -1;
+}
+
+static int parse_max_leaked_blocks(const char *value, void *destination, char *err, size_t err_size)
+{
+    struct gate_limits *limits = destination;
+    limits->has_leaked_blocks = 1;
+    if (units_parse_count(value, &limits->max_leaked_blocks) == 0)
+        return 0;
+    snprintf(err, err_size, "--max-leaked-blocks takes a number, not: %s", value);
+    return -1;
+}
+
+static int parse_max_peak(const char *value, void *destination, char *err, size_t err_size)
+{
+    struct gate_limits *limits = destination;
+    limits->has_peak = 1;
+    if (units_parse_size(value, &limits->max_peak) == 0)
+        return 0;
+    snprintf(err, err_size, "--max-peak takes a size such as 64M or 1GiB, not: %s", value);
+    return -1;
+}
+
+static const struct option_entry gate_entries[] = {
+    OPT_ACTION(0, "max-growth", "SIZE", parse_max_growth, "most bytes per iteration a case may grow"),
+    OPT_ACTION(0, "max-leaked", "SIZE", parse_max_leaked, "most bytes definitely and indirectly lost"),
+    OPT_ACTION(0, "max-leaked-blocks", "N", parse_max_leaked_blocks, "most blocks definitely and indirectly lost"),
+    OPT_ACTION(0, "max-peak", "SIZE", parse_max_peak, "most live bytes at a case's peak"),
+    OPT_STRING(0, "baseline", "OLD.trace", struct gate_limits, baseline_path,
+               "fail a case whose growth, leaks or peak exceed OLD.trace's"),
+    OPT_ACTION(0, "tolerance", "PCT|SIZE", parse_tolerance,
+               "with --baseline: allow that much more (10% or 4K; default 0)"),
+    OPT_STRING(0, "case", "GLOB", struct gate_limits, case_glob, "only the cases whose names match GLOB"),
+    OPT_LIST(0, "suppressions", "FILE", struct gate_limits, suppression_files,
+             "leak suppressions to apply (repeatable)"),
+    OPT_FLAG(0, "no-default-suppressions", struct gate_limits, no_default_suppressions,
+             "do not apply the default suppressions"),
+};
+
+const struct option_table cmd_gate_options = {
+    .command = "gate",
+    .synopsis = "FILE [options]",
+    .mode = OPERANDS_ANYWHERE,
+    .entries = gate_entries,
+    .entry_count = OPTION_COUNT(gate_entries),
+    .notes = "Checks every case of every traced process. --baseline fails a case whose growth, leaks or peak\n"
+             "exceed OLD.trace's (plus the tolerance, 0 by default: 10% or 4K). Exits 0 within limits, 1 when\n"
+             "a limit is exceeded, 2 on bad usage or an unreadable trace. Suppressed loss records count\n"
+             "toward no limit.\n",
+    .failure_status = 2, /* 1 is "a limit is exceeded" */
+};
+
+/* OPTIONS_RUN, or the exit status (options.h). */
 static int parse_options(int argc, char **argv, struct gate_limits *limits)
 {
-    static const struct option long_options[] = {
-        {"max-growth", required_argument, NULL, OPT_MAX_GROWTH},
-        {"max-leaked", required_argument, NULL, OPT_MAX_LEAKED},
-        {"max-leaked-blocks", required_argument, NULL, OPT_MAX_LEAKED_BLOCKS},
-        {"max-peak", required_argument, NULL, OPT_MAX_PEAK},
-        {"baseline", required_argument, NULL, OPT_BASELINE},
-        {"tolerance", required_argument, NULL, OPT_TOLERANCE},
-        {"case", required_argument, NULL, OPT_CASE},
-        {"suppressions", required_argument, NULL, OPT_SUPPRESSIONS},
-        {"no-default-suppressions", no_argument, NULL, OPT_NO_DEFAULT},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    memset(limits, 0, sizeof *limits);
-    if (!(limits->suppression_files = calloc((size_t)argc, sizeof *limits->suppression_files))) {
-        fputs("memslope gate: out of memory\n", stderr);
-        return 2;
-    }
-    opterr = 0;
-    optind = 1;
-    int option, rc;
-    while ((option = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
-        switch (option) {
-        case OPT_BASELINE: limits->baseline_path = optarg; break;
-        case OPT_CASE: limits->case_glob = optarg; break;
-        case OPT_SUPPRESSIONS: limits->suppression_files[limits->suppression_file_count++] = optarg; break;
-        case OPT_NO_DEFAULT: limits->no_default_suppressions = true; break;
-        case 'h':
-            fputs(command_usage("gate"), stdout);
-            return -1;
-        case '?':
-        case ':':
-            return usage_error(optopt ? "an option needs a value" : "unknown option", argv[optind - 1]);
-        default:
-            if ((rc = parse_limit(option, optarg, limits)) != 0)
-                return rc;
-        }
-    }
-    if (optind != argc - 1)
-        return usage_error(optind >= argc ? "no trace file given" : "more than one trace file given", NULL);
-    limits->trace_path = argv[optind];
+    struct option_operands traces;
+    int rc = options_parse(&cmd_gate_options, argc, argv, limits, &traces);
+    if (rc != OPTIONS_RUN)
+        return rc;
+    if (traces.count != 1)
+        return options_usage_error(&cmd_gate_options, "%s",
+                                   traces.count == 0 ? "no trace file given" : "more than one trace file given");
+    limits->trace_path = traces.items[0];
     if (limits->has_tolerance && !limits->baseline_path)
-        return usage_error("--tolerance goes with --baseline OLD.trace", NULL);
+        return options_usage_error(&cmd_gate_options, "--tolerance goes with --baseline OLD.trace");
     if (!limits->has_growth && !limits->has_leaked && !limits->has_leaked_blocks && !limits->has_peak &&
         !limits->baseline_path)
-        return usage_error("give at least one limit (--max-growth, --max-leaked, --max-leaked-blocks, --max-peak "
-                           "or --baseline)", NULL);
-    return 0;
+        return options_usage_error(&cmd_gate_options, "give at least one limit (--max-growth, --max-leaked, "
+                                                      "--max-leaked-blocks, --max-peak or --baseline)");
+    return OPTIONS_RUN;
 }
 
 /* --- one process's cases ----------------------------------------------------------- */
@@ -550,7 +552,7 @@ static int load_suppressions(const struct gate_limits *limits, struct suppressio
         fputs("memslope gate: out of memory\n", stderr);
         return -1;
     }
-    if (suppressions_load_all(set, limits->suppression_files, limits->suppression_file_count,
+    if (suppressions_load_all(set, limits->suppression_files.items, limits->suppression_files.count,
                               limits->no_default_suppressions, err, sizeof err) != 0) {
         fprintf(stderr, "memslope gate: %s\n", err);
         return -1;
@@ -626,13 +628,13 @@ static int gate_trace(const struct gate_limits *limits, const struct suppression
 
 int cmd_gate(int argc, char **argv)
 {
-    struct gate_limits limits;
+    struct gate_limits limits = {0};
     int rc = parse_options(argc, argv, &limits);
-    if (rc == 0) {
+    if (rc == OPTIONS_RUN) {
         struct suppressions suppressions;
         rc = load_suppressions(&limits, &suppressions) == 0 ? gate_trace(&limits, &suppressions) : 2;
         suppressions_free(&suppressions);
     }
-    free(limits.suppression_files);
-    return rc < 0 ? 0 : rc;
+    option_list_free(&limits.suppression_files);
+    return rc;
 }

@@ -7,18 +7,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/options.h"
 #include "../tracer/commands.h"
 #include "../tracer/output_file.h"
 #include "formats.h"
 #include "report_model.h"
 #include "suppressions.h"
 #include "trace_reader.h"
-
-/* Its own copy of the usage (main.c's is not linked into the unit tests). */
-static const char report_usage[] =
-    "usage: memslope report FILE [--format text|json|speedscope|collapsed|html|pprof|suppressions] [-o OUT]\n"
-    "                       [--metric growth|leaked|peak|allocated|temporary] [--case NAME]\n"
-    "                       [--suppressions FILE]... [--no-default-suppressions]\n";
 
 enum report_format {
     FORMAT_TEXT, FORMAT_JSON, FORMAT_SPEEDSCOPE, FORMAT_COLLAPSED, FORMAT_HTML, FORMAT_PPROF, FORMAT_SUPPRESSIONS
@@ -32,97 +27,71 @@ struct report_options {
     enum report_format format;
     enum report_metric metric;
     const char *case_name;
-    const char **suppression_files; /* argc entries */
-    size_t suppression_file_count;
+    struct option_list suppression_files;
     bool no_default_suppressions;
 };
 
-static int usage_error(const char *format, const char *value)
+static int parse_format(const char *value, void *destination, char *err, size_t err_size)
 {
-    fputs("memslope report: ", stderr);
-    fprintf(stderr, format, value);
-    fputc('\n', stderr);
-    fputs(report_usage, stderr);
-    return 2;
-}
-
-/* "--name VALUE" or "--name=VALUE"; *value gets VALUE, *i moves past it. */
-static int option_value(int argc, char **argv, int *i, const char *name, const char **value)
-{
-    size_t length = strlen(name);
-    if (strncmp(argv[*i], name, length) != 0)
-        return 0;
-    if (argv[*i][length] == '=') {
-        *value = argv[*i] + length + 1;
-        return 1;
+    size_t i = 0;
+    while (i < sizeof format_names / sizeof *format_names && strcmp(value, format_names[i]) != 0)
+        i++;
+    if (i == sizeof format_names / sizeof *format_names) {
+        snprintf(err, err_size, "unknown format '%s' (valid formats: text, json, speedscope, collapsed, html, pprof, "
+                                "suppressions)", value);
+        return -1;
     }
-    if (argv[*i][length] != '\0')
-        return 0;
-    *value = *i + 1 < argc ? argv[++*i] : NULL;
-    return 1;
-}
-
-static int apply_option(struct report_options *options, const char *name, const char *value)
-{
-    if (!value)
-        return usage_error("%s needs a value", name);
-    if (strcmp(name, "--format") == 0) {
-        size_t i = 0;
-        while (i < sizeof format_names / sizeof *format_names && strcmp(value, format_names[i]) != 0)
-            i++;
-        if (i == sizeof format_names / sizeof *format_names)
-            return usage_error("unknown format '%s' (valid formats: text, json, speedscope, collapsed, html, pprof, "
-                               "suppressions)", value);
-        options->format = (enum report_format)i;
-    } else if (strcmp(name, "--metric") == 0) {
-        if (report_metric_parse(value, &options->metric) != 0)
-            return usage_error("unknown metric '%s' (valid: growth, leaked, peak, allocated, temporary)", value);
-    } else if (strcmp(name, "--case") == 0) {
-        options->case_name = value;
-    } else if (strcmp(name, "--suppressions") == 0) {
-        options->suppression_files[options->suppression_file_count++] = value;
-    } else {
-        options->output_path = value;
-    }
+    *(enum report_format *)destination = (enum report_format)i;
     return 0;
 }
 
+static int parse_metric(const char *value, void *destination, char *err, size_t err_size)
+{
+    if (report_metric_parse(value, destination) == 0)
+        return 0;
+    snprintf(err, err_size, "unknown metric '%s' (valid: growth, leaked, peak, allocated, temporary)", value);
+    return -1;
+}
+
+static const struct option_entry report_entries[] = {
+    OPT_VALUE(0, "format", "FORMAT", struct report_options, format, parse_format,
+              "text (default) | json | speedscope | collapsed | html | pprof |\n"
+              "suppressions"),
+    OPT_STRING('o', "output", "OUT", struct report_options, output_path, "write the report to OUT (default stdout)"),
+    OPT_VALUE(0, "metric", "METRIC", struct report_options, metric, parse_metric,
+              "what sites are listed by: growth (default) | leaked | peak |\n"
+              "allocated | temporary"),
+    OPT_STRING(0, "case", "NAME", struct report_options, case_name, "only the case NAME"),
+    OPT_LIST(0, "suppressions", "FILE", struct report_options, suppression_files,
+             "leak suppressions to apply (repeatable)"),
+    OPT_FLAG(0, "no-default-suppressions", struct report_options, no_default_suppressions,
+             "do not apply the default suppressions"),
+};
+
+const struct option_table cmd_report_options = {
+    .command = "report",
+    .synopsis = "FILE [options]",
+    .mode = OPERANDS_ANYWHERE,
+    .entries = report_entries,
+    .entry_count = OPTION_COUNT(report_entries),
+    .notes = "Suppressed loss records (LeakSanitizer's or Valgrind's format) are counted apart; the default\n"
+             "suppressions (share/memslope/default.supp) apply unless --no-default-suppressions.\n",
+    .failure_status = 1,
+};
+
+/* OPTIONS_RUN, or the exit status (options.h). */
 static int parse_options(int argc, char **argv, struct report_options *options)
 {
-    static const char *const valued[] = {"--format", "--metric", "--case", "--suppressions", "--output", "-o"};
-    int only_operands = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *value = NULL;
-        int matched = 0;
-        for (size_t k = 0; !only_operands && !matched && k < sizeof valued / sizeof *valued; k++)
-            if (option_value(argc, argv, &i, valued[k], &value)) {
-                matched = 1;
-                int rc = apply_option(options, valued[k], value);
-                if (rc)
-                    return rc;
-            }
-        if (matched)
-            continue;
-        if (!only_operands && (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)) {
-            fputs(report_usage, stdout);
-            return -1;
-        }
-        if (!only_operands && strcmp(argv[i], "--no-default-suppressions") == 0) {
-            options->no_default_suppressions = true;
-            continue;
-        }
-        if (!only_operands && strcmp(argv[i], "--") == 0)
-            only_operands = 1;
-        else if (!only_operands && argv[i][0] == '-' && argv[i][1] != '\0')
-            return usage_error("unknown option '%s'", argv[i]);
-        else if (options->trace_path)
-            return usage_error("one trace file only ('%s' is extra)", argv[i]);
-        else
-            options->trace_path = argv[i];
-    }
-    if (!options->trace_path)
-        return usage_error("%s", "which trace? give a trace FILE");
-    return 0;
+    struct option_operands traces;
+    int rc = options_parse(&cmd_report_options, argc, argv, options, &traces);
+    if (rc != OPTIONS_RUN)
+        return rc;
+    if (traces.count == 0)
+        return options_usage_error(&cmd_report_options, "which trace? give a trace FILE");
+    if (traces.count > 1)
+        return options_usage_error(&cmd_report_options, "one trace file only ('%s' is extra)", traces.items[1]);
+    options->trace_path = traces.items[0];
+    return OPTIONS_RUN;
 }
 
 /* --- the command ---------------------------------------------------------------------- */
@@ -189,7 +158,7 @@ static int load_suppressions(const struct report_options *options, struct suppre
         fputs("memslope report: out of memory\n", stderr);
         return -1;
     }
-    if (suppressions_load_all(set, options->suppression_files, options->suppression_file_count,
+    if (suppressions_load_all(set, options->suppression_files.items, options->suppression_files.count,
                               options->no_default_suppressions, err, sizeof err) != 0) {
         fprintf(stderr, "memslope report: %s\n", err);
         return -1;
@@ -224,16 +193,12 @@ static int report_trace(const struct report_options *options, const struct suppr
 int cmd_report(int argc, char **argv)
 {
     struct report_options options = {.format = FORMAT_TEXT, .metric = REPORT_METRIC_GROWTH};
-    if (!(options.suppression_files = calloc((size_t)argc + 1, sizeof *options.suppression_files))) {
-        fputs("memslope report: out of memory\n", stderr);
-        return 1;
-    }
     int rc = parse_options(argc, argv, &options);
-    if (rc == 0) {
+    if (rc == OPTIONS_RUN) {
         struct suppressions suppressions;
         rc = load_suppressions(&options, &suppressions) == 0 ? report_trace(&options, &suppressions) : 1;
         suppressions_free(&suppressions);
     }
-    free(options.suppression_files);
-    return rc < 0 ? 0 : rc;
+    option_list_free(&options.suppression_files);
+    return rc;
 }

@@ -10,12 +10,14 @@
  * xctrace's exit status is memslope's.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../common/options.h"
 #include "commands.h"
 #include "external_tool.h"
 #include "output_file.h"
@@ -28,66 +30,48 @@ struct instruments_options {
     const char *template_name;
     const char *output; /* NULL: memslope.COMMAND.PID.trace */
     const char *time_limit;
-    int open;
+    bool open;
     char **command;
 };
 
-static const char instruments_usage[] =
-    "usage: memslope instruments --template NAME [-o OUT] [--time-limit D] [--open] [--] COMMAND [ARG...]\n"
-    "Records COMMAND with an Instruments template (Time Profiler, Allocations, Leaks, a\n"
-    ".tracetemplate path, ...) through `xcrun xctrace` on macOS with the full Xcode.\n";
+static const struct option_entry instruments_entries[] = {
+    OPT_STRING(0, "template", "NAME", struct instruments_options, template_name,
+               "an Instruments template (Time Profiler, Allocations, Leaks, ...)\n"
+               "or a .tracetemplate path", .wants = "a template name or path", .nonempty = true),
+    OPT_STRING('o', "output", "OUT", struct instruments_options, output,
+               "the .trace bundle (default memslope.COMMAND.PID.trace)", .wants = "a .trace path", .nonempty = true),
+    OPT_STRING(0, "time-limit", "D", struct instruments_options, time_limit,
+               "stop recording after D (xctrace's durations: 10s, 2m, ...)", .wants = "a duration such as 10s",
+               .nonempty = true),
+    OPT_FLAG(0, "open", struct instruments_options, open, "open the trace in Instruments when done"),
+};
 
-static int usage_error(const char *what, const char *detail)
-{
-    fprintf(stderr, "memslope instruments: %s%s\n%s", what, detail ? detail : "", instruments_usage);
-    return 2;
-}
+const struct option_table cmd_instruments_options = {
+    .command = "instruments",
+    .synopsis = "--template NAME [options] [--] COMMAND [ARG...]",
+    .mode = OPERANDS_END_OPTIONS,
+    .entries = instruments_entries,
+    .entry_count = OPTION_COUNT(instruments_entries),
+    .notes = "Records COMMAND with an Instruments template through `xcrun xctrace` on macOS with the\n"
+             "full Xcode.\n",
+    .failure_status = 1,
+};
 
-/* One option at argv[*i]: 1 taken, 0 not an option, 2 usage error. */
-static int parse_one_option(int argc, char **argv, int *i, struct instruments_options *options)
-{
-    int matched;
-    if ((matched = tool_option_value(argc, argv, i, "--template", NULL, &options->template_name)) != 0)
-        return matched < 0 || !*options->template_name ? usage_error("--template needs a template name or path", NULL) : 1;
-    if ((matched = tool_option_value(argc, argv, i, "--output", "-o", &options->output)) != 0)
-        return matched < 0 || !*options->output ? usage_error("-o needs a .trace path", NULL) : 1;
-    if ((matched = tool_option_value(argc, argv, i, "--time-limit", NULL, &options->time_limit)) != 0)
-        return matched < 0 || !*options->time_limit ? usage_error("--time-limit needs a duration such as 10s", NULL) : 1;
-    if (strcmp(argv[*i], "--open") == 0) {
-        options->open = 1;
-        (*i)++;
-        return 1;
-    }
-    return 0;
-}
-
+/* OPTIONS_RUN, or the exit status (options.h). */
 static int parse_instruments_options(int argc, char **argv, struct instruments_options *options)
 {
-    memset(options, 0, sizeof *options);
-    int i = 1;
-    while (i < argc) {
-        if (strcmp(argv[i], "--") == 0) {
-            i++;
-            break;
-        }
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            fputs(instruments_usage, stdout);
-            return -1;
-        }
-        int taken = parse_one_option(argc, argv, &i, options);
-        if (taken == 2)
-            return 2;
-        if (taken == 0 && argv[i][0] == '-')
-            return usage_error("unknown option ", argv[i]);
-        if (taken == 0)
-            break;
-    }
+    *options = (struct instruments_options){0};
+    struct option_operands command;
+    int rc = options_parse(&cmd_instruments_options, argc, argv, options, &command);
+    if (rc != OPTIONS_RUN)
+        return rc;
     if (!options->template_name)
-        return usage_error("--template is required (for example --template 'Time Profiler')", NULL);
-    if (i >= argc)
-        return usage_error("no command to record", NULL);
-    options->command = argv + i;
-    return 0;
+        return options_usage_error(&cmd_instruments_options,
+                                   "--template is required (for example --template 'Time Profiler')");
+    if (command.count == 0)
+        return options_usage_error(&cmd_instruments_options, "no command to record");
+    options->command = command.items;
+    return OPTIONS_RUN;
 }
 
 static int explain_no_xcrun(void)
@@ -176,8 +160,8 @@ int cmd_instruments(int argc, char **argv)
 {
     struct instruments_options options;
     int parsed = parse_instruments_options(argc, argv, &options);
-    if (parsed != 0)
-        return parsed < 0 ? 0 : parsed;
+    if (parsed != OPTIONS_RUN)
+        return parsed;
     char *xcrun = tool_find_in_path("xcrun");
     if (!xcrun)
         return explain_no_xcrun();

@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <time.h>
 
+#include "../common/options.h"
 #include "../leakscan/leakscan.h"
 #include "../report/json_writer.h"
 
@@ -26,15 +27,6 @@
 #define GROUPS_SHOWN 10
 
 enum { EXIT_NO_LEAKS = 0, EXIT_LEAKS = 1, EXIT_USAGE = 2, EXIT_SCAN_FAILED = 3 };
-
-static const char usage_text[] =
-    "usage: memslope leaks [--format text|json] [--verbose] PID\n"
-    "  Leak check of a running process that was never started under memslope: stops its threads\n"
-    "  (ptrace), walks glibc's heap, classifies every block as memcheck does, and lets the process\n"
-    "  continue. Prints the categories and the largest groups of lost blocks (by category and size,\n"
-    "  with a preview of their bytes); --verbose lists every lost block.\n"
-    "  Exit status (as macOS leaks): 0 nothing definitely or indirectly lost, 1 some blocks are,\n"
-    "  2 usage, 3 the process could not be scanned.\n";
 
 struct leaks_options {
     bool json;
@@ -66,51 +58,53 @@ static double cpu_seconds(void)
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-static int usage_error(const char *message)
+static int parse_format(const char *value, void *destination, char *err, size_t err_size)
 {
-    fprintf(stderr, "memslope leaks: %s\n%s", message, usage_text);
-    return EXIT_USAGE;
+    if (strcmp(value, "json") != 0 && strcmp(value, "text") != 0) {
+        snprintf(err, err_size, "--format takes text or json, not: %s", value);
+        return -1;
+    }
+    *(bool *)destination = strcmp(value, "json") == 0;
+    return 0;
 }
 
+static const struct option_entry leaks_entries[] = {
+    OPT_VALUE(0, "format", "text|json", struct leaks_options, json, parse_format, "text (default) or JSON"),
+    OPT_FLAG('v', "verbose", struct leaks_options, verbose, "list every lost block, with its address and first bytes"),
+};
+
+const struct option_table cmd_leaks_options = {
+    .command = "leaks",
+    .synopsis = "[options] PID",
+    .mode = OPERANDS_ANYWHERE,
+    .entries = leaks_entries,
+    .entry_count = OPTION_COUNT(leaks_entries),
+    .notes = "Leak check of a running process that was never started under memslope: stops its threads\n"
+             "(ptrace), walks glibc's heap, classifies every block as memcheck does, and lets the process\n"
+             "continue. Prints the categories and the largest groups of lost blocks (by category and size,\n"
+             "with a preview of their bytes); --verbose lists every lost block.\n"
+             "Exit status (as macOS leaks): 0 nothing definitely or indirectly lost, 1 some blocks are,\n"
+             "2 usage, 3 the process could not be scanned.\n",
+    .failure_status = EXIT_SCAN_FAILED,
+};
+
+/* OPTIONS_RUN, or the exit status (options.h). */
 static int parse_options(int argc, char **argv, struct leaks_options *options)
 {
-    const char *pid_text = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        if (strcmp(arg, "--format") == 0 && i + 1 < argc) {
-            arg = argv[++i];
-            if (strcmp(arg, "json") != 0 && strcmp(arg, "text") != 0)
-                return usage_error("--format takes text or json");
-            options->json = strcmp(arg, "json") == 0;
-        } else if (strncmp(arg, "--format=", 9) == 0) {
-            if (strcmp(arg + 9, "json") != 0 && strcmp(arg + 9, "text") != 0)
-                return usage_error("--format takes text or json");
-            options->json = strcmp(arg + 9, "json") == 0;
-        } else if (strcmp(arg, "-v") == 0 || strcmp(arg, "--verbose") == 0) {
-            options->verbose = true;
-        } else if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
-            fputs(usage_text, stdout);
-            return 0;
-        } else if (arg[0] == '-' && arg[1] != '\0') {
-            fprintf(stderr, "memslope leaks: unknown option %s\n%s", arg, usage_text);
-            return EXIT_USAGE;
-        } else if (pid_text) {
-            return usage_error("give exactly one PID");
-        } else {
-            pid_text = arg;
-        }
-    }
-    if (!pid_text)
-        return usage_error("missing PID");
+    struct option_operands pids;
+    int rc = options_parse(&cmd_leaks_options, argc, argv, options, &pids);
+    if (rc != OPTIONS_RUN)
+        return rc;
+    if (pids.count != 1)
+        return options_usage_error(&cmd_leaks_options, "%s", pids.count == 0 ? "missing PID" : "give exactly one PID");
+    const char *pid_text = pids.items[0];
     char *end;
     errno = 0;
     long pid = strtol(pid_text, &end, 10);
-    if (errno || *end || end == pid_text || pid <= 0 || pid > 0x3fffffff) {
-        fprintf(stderr, "memslope leaks: '%s' is not a process id (a positive number)\n%s", pid_text, usage_text);
-        return EXIT_USAGE;
-    }
+    if (errno || *end || end == pid_text || pid <= 0 || pid > 0x3fffffff)
+        return options_usage_error(&cmd_leaks_options, "'%s' is not a process id (a positive number)", pid_text);
     options->pid = (pid_t)pid;
-    return -1; /* go on */
+    return OPTIONS_RUN;
 }
 
 /* Reads the first bytes of every leaked block while the process is stopped. */
@@ -430,7 +424,7 @@ int cmd_leaks(int argc, char **argv)
 {
     struct leaks_options options = {0};
     int rc = parse_options(argc, argv, &options);
-    if (rc >= 0)
+    if (rc != OPTIONS_RUN)
         return rc;
     if ((rc = refuse_unscannable(options.pid)) != 0)
         return rc;

@@ -8,6 +8,7 @@
  * The raw perf.data is kept beside the output for `perf report`.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "../common/options.h"
 #include "commands.h"
 #include "external_tool.h"
 #include "output_file.h"
@@ -29,9 +31,9 @@
 struct perf_options {
     const char *rate;
     const char *call_graph; /* "dwarf" or "fp" */
-    int collapsed;
+    bool collapsed;
     const char *output;     /* NULL: named after the command and its pid */
-    int open;
+    bool open;
     char **command;
 };
 
@@ -40,83 +42,75 @@ struct perf_setup {
     const char *event; /* "cycles", or "cpu-clock" where there are no counters */
 };
 
-static const char perf_usage[] =
-    "usage: memslope perf [--rate HZ] [--call-graph dwarf|fp] [--format speedscope|collapsed]\n"
-    "                     [-o OUT] [--open] [--] COMMAND [ARG...]\n"
-    "Samples COMMAND's CPU use with Linux perf and writes a speedscope profile (default\n"
-    "memslope.COMMAND.PID.speedscope.json; the raw data beside it as OUT.perf.data).\n";
-
-static int usage_error(const char *what, const char *detail)
-{
-    fprintf(stderr, "memslope perf: %s%s\n%s", what, detail ? detail : "", perf_usage);
-    return 2;
-}
-
-static int valid_rate(const char *rate)
+static int parse_rate(const char *value, void *destination, char *err, size_t err_size)
 {
     char *end;
     errno = 0;
-    long hz = strtol(rate, &end, 10);
-    return errno == 0 && *rate && !*end && hz > 0 && hz <= 100000;
-}
-
-/* One option at argv[*i]: 1 taken, 0 not an option of ours, 2 usage error. */
-static int parse_one_option(int argc, char **argv, int *i, struct perf_options *options)
-{
-    const char *value = NULL, *format = NULL;
-    int matched;
-    if ((matched = tool_option_value(argc, argv, i, "--rate", NULL, &options->rate)) != 0) {
-        if (matched < 0)
-            return usage_error("--rate needs a frequency in Hz", NULL);
-        return valid_rate(options->rate) ? 1 : usage_error("--rate must be 1..100000 Hz, not ", options->rate);
+    long hz = strtol(value, &end, 10);
+    if (errno || !*value || *end || hz <= 0 || hz > 100000) {
+        snprintf(err, err_size, "--rate must be 1..100000 Hz, not %s", value);
+        return -1;
     }
-    if ((matched = tool_option_value(argc, argv, i, "--call-graph", NULL, &value)) != 0) {
-        if (matched < 0 || (strcmp(value, "dwarf") != 0 && strcmp(value, "fp") != 0))
-            return usage_error("--call-graph must be dwarf or fp", NULL);
-        options->call_graph = value;
-        return 1;
-    }
-    if ((matched = tool_option_value(argc, argv, i, "--format", NULL, &format)) != 0) {
-        if (matched < 0 || (strcmp(format, "speedscope") != 0 && strcmp(format, "collapsed") != 0))
-            return usage_error("--format must be speedscope or collapsed", NULL);
-        options->collapsed = strcmp(format, "collapsed") == 0;
-        return 1;
-    }
-    if ((matched = tool_option_value(argc, argv, i, "--output", "-o", &options->output)) != 0)
-        return matched < 0 || !*options->output ? usage_error("-o needs a file name", NULL) : 1;
-    if (strcmp(argv[*i], "--open") == 0) {
-        options->open = 1;
-        (*i)++;
-        return 1;
-    }
+    *(const char **)destination = value;
     return 0;
 }
 
+static int parse_call_graph(const char *value, void *destination, char *err, size_t err_size)
+{
+    if (strcmp(value, "dwarf") != 0 && strcmp(value, "fp") != 0) {
+        snprintf(err, err_size, "--call-graph must be dwarf or fp, not %s", value);
+        return -1;
+    }
+    *(const char **)destination = value;
+    return 0;
+}
+
+static int parse_format(const char *value, void *destination, char *err, size_t err_size)
+{
+    if (strcmp(value, "speedscope") != 0 && strcmp(value, "collapsed") != 0) {
+        snprintf(err, err_size, "--format must be speedscope or collapsed, not %s", value);
+        return -1;
+    }
+    *(bool *)destination = strcmp(value, "collapsed") == 0;
+    return 0;
+}
+
+static const struct option_entry perf_entries[] = {
+    OPT_VALUE(0, "rate", "HZ", struct perf_options, rate, parse_rate,
+              "samples per second, 1 to 100000 (default " DEFAULT_RATE ")", .wants = "a frequency in Hz"),
+    OPT_VALUE(0, "call-graph", "dwarf|fp", struct perf_options, call_graph, parse_call_graph,
+              "how perf unwinds stacks (default dwarf)", .wants = "dwarf or fp"),
+    OPT_VALUE(0, "format", "speedscope|collapsed", struct perf_options, collapsed, parse_format,
+              "speedscope JSON (default) or collapsed stacks", .wants = "speedscope or collapsed"),
+    OPT_STRING('o', "output", "OUT", struct perf_options, output,
+               "the profile (default memslope.COMMAND.PID.speedscope.json)", .wants = "a file name",
+               .nonempty = true),
+    OPT_FLAG(0, "open", struct perf_options, open, "open the profile in its viewer when done"),
+};
+
+const struct option_table cmd_perf_options = {
+    .command = "perf",
+    .synopsis = "[options] [--] COMMAND [ARG...]",
+    .mode = OPERANDS_END_OPTIONS,
+    .entries = perf_entries,
+    .entry_count = OPTION_COUNT(perf_entries),
+    .notes = "Samples COMMAND's CPU use with Linux perf and writes a speedscope profile (default\n"
+             "memslope.COMMAND.PID.speedscope.json; the raw data beside it as OUT.perf.data).\n",
+    .failure_status = 1,
+};
+
+/* OPTIONS_RUN, or the exit status (options.h). */
 static int parse_perf_options(int argc, char **argv, struct perf_options *options)
 {
     *options = (struct perf_options){.rate = DEFAULT_RATE, .call_graph = "dwarf"};
-    int i = 1;
-    while (i < argc) {
-        if (strcmp(argv[i], "--") == 0) {
-            i++;
-            break;
-        }
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            fputs(perf_usage, stdout);
-            return -1;
-        }
-        int taken = parse_one_option(argc, argv, &i, options);
-        if (taken == 2)
-            return 2;
-        if (taken == 0 && argv[i][0] == '-')
-            return usage_error("unknown option ", argv[i]);
-        if (taken == 0)
-            break;
-    }
-    if (i >= argc)
-        return usage_error("no command to profile", NULL);
-    options->command = argv + i;
-    return 0;
+    struct option_operands command;
+    int rc = options_parse(&cmd_perf_options, argc, argv, options, &command);
+    if (rc != OPTIONS_RUN)
+        return rc;
+    if (command.count == 0)
+        return options_usage_error(&cmd_perf_options, "no command to profile");
+    options->command = command.items;
+    return OPTIONS_RUN;
 }
 
 /* ---- probing perf ------------------------------------------------------- */
@@ -541,8 +535,8 @@ int cmd_perf(int argc, char **argv)
 {
     struct perf_options options;
     int parsed = parse_perf_options(argc, argv, &options);
-    if (parsed != 0)
-        return parsed < 0 ? 0 : parsed;
+    if (parsed != OPTIONS_RUN)
+        return parsed;
     char *command = tool_find_in_path(options.command[0]);
     if (!command) {
         fprintf(stderr, "memslope perf: cannot run %s: no such executable%s; check its name and PATH.\n",

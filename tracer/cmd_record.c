@@ -3,7 +3,6 @@
  */
 #include <ctype.h>
 #include <errno.h>
-#include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
@@ -11,19 +10,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/options.h"
 #include "../preload/shm_layout.h"
 #include "../report/trace_format.h"
 #include "../report/units.h"
 #include "commands.h"
 #include "session.h"
-
-static int usage_error(const char *message, const char *argument)
-{
-    if (message)
-        fprintf(stderr, "memslope record: %s%s%s\n", message, argument ? ": " : "", argument ? argument : "");
-    fputs(command_usage("record"), stderr);
-    return 2;
-}
 
 /* [MODULE:]QUALNAME as --iteration py: takes it: a dotted module name and a
  * qualified name ("Bench.run", "outer.<locals>.inner"), each shorter than
@@ -63,19 +55,6 @@ static int find_shim(char *path, size_t size)
     return 0;
 }
 
-static int parse_leak_check(const char *text, uint32_t *value)
-{
-    if (strcmp(text, "end") == 0)
-        *value = TRACE_LEAK_CHECK_END;
-    else if (strcmp(text, "iterations") == 0)
-        *value = TRACE_LEAK_CHECK_ITERATIONS;
-    else if (strcmp(text, "off") == 0)
-        *value = TRACE_LEAK_CHECK_OFF;
-    else
-        return -1;
-    return 0;
-}
-
 /* The shortest --interval: a timeline point costs 24 bytes of trace. */
 #define MIN_INTERVAL_NS 1000000ull
 /* --checkpoint (session.c): the first after 5 s; never more often than
@@ -83,41 +62,151 @@ static int parse_leak_check(const char *text, uint32_t *value)
 #define DEFAULT_CHECKPOINT_NS 5000000000ull
 #define MIN_CHECKPOINT_NS 100000000ull
 
-enum {
-    OPT_ITERATION = 256,
-    OPT_LEAK_CHECK,
-    OPT_SNAPSHOTS,
-    OPT_INTERVAL,
-    OPT_SAMPLE_RATE,
-    OPT_MAX_FRAMES,
-    OPT_NO_FOLLOW,
-    OPT_QUIET,
-    OPT_NO_FREERES,
-    OPT_CHECKPOINT,
-    OPT_NO_SYMBOL_CACHE,
-    OPT_VERBOSE
+static int parse_iteration(const char *value, void *destination, char *err, size_t err_size)
+{
+    struct record_options *options = destination;
+    if (!*value) {
+        snprintf(err, err_size, "--iteration takes a function name");
+        return -1;
+    }
+    if (strncmp(value, "py:", 3) != 0) {
+        options->iteration_symbol = value;
+        return 0;
+    }
+    if (!python_function_name_valid(value + 3)) {
+        snprintf(err, err_size, "--iteration py: takes a Python function as QUALNAME or MODULE:QUALNAME (e.g. "
+                                "py:step, py:Bench.run or py:mybench:step), not: %s", value);
+        return -1;
+    }
+    options->python_iteration = value + 3;
+    return 0;
+}
+
+static int parse_leak_check(const char *value, void *destination, char *err, size_t err_size)
+{
+    uint32_t *leak_check = destination;
+    if (strcmp(value, "end") == 0)
+        *leak_check = TRACE_LEAK_CHECK_END;
+    else if (strcmp(value, "iterations") == 0)
+        *leak_check = TRACE_LEAK_CHECK_ITERATIONS;
+    else if (strcmp(value, "off") == 0)
+        *leak_check = TRACE_LEAK_CHECK_OFF;
+    else {
+        snprintf(err, err_size, "--leak-check takes end, iterations or off, not: %s", value);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_snapshots(const char *value, void *destination, char *err, size_t err_size)
+{
+    uint64_t count;
+    if (units_parse_count(value, &count) < 0 || count < 3 || count > 1000000) {
+        snprintf(err, err_size, "--snapshots takes a number from 3 to 1000000, not: %s", value);
+        return -1;
+    }
+    *(uint32_t *)destination = (uint32_t)count;
+    return 0;
+}
+
+/* A timeline point per interval: at 1ns a busy program wrote 170 MB of
+ * timeline in 10 s (issue 19). */
+static int parse_interval(const char *value, void *destination, char *err, size_t err_size)
+{
+    uint64_t *interval_ns = destination;
+    if (units_parse_duration(value, interval_ns) < 0 || *interval_ns < MIN_INTERVAL_NS) {
+        snprintf(err, err_size, "--interval takes a duration of at least 1ms, such as 100ms or 1s, not: %s", value);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_checkpoint(const char *value, void *destination, char *err, size_t err_size)
+{
+    uint64_t *checkpoint_ns = destination;
+    if (strcmp(value, "off") == 0) {
+        *checkpoint_ns = 0;
+        return 0;
+    }
+    if (units_parse_duration(value, checkpoint_ns) < 0 || *checkpoint_ns < MIN_CHECKPOINT_NS) {
+        snprintf(err, err_size, "--checkpoint takes a duration of at least 100ms, such as 5s, or off, not: %s", value);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_sample_rate(const char *value, void *destination, char *err, size_t err_size)
+{
+    if (units_parse_size(value, destination) < 0) {
+        snprintf(err, err_size, "--sample-rate takes a size such as 512K, not: %s", value);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_max_frames(const char *value, void *destination, char *err, size_t err_size)
+{
+    uint64_t frames;
+    if (units_parse_count(value, &frames) < 0 || frames < 1 || frames > SHM_MAX_FRAMES_LIMIT) {
+        snprintf(err, err_size, "--max-frames takes a number from 1 to %u, not: %s", SHM_MAX_FRAMES_LIMIT, value);
+        return -1;
+    }
+    *(uint32_t *)destination = (uint32_t)frames;
+    return 0;
+}
+
+static int no_follow(const char *value, void *destination, char *err, size_t err_size)
+{
+    (void)value, (void)err, (void)err_size;
+    ((struct record_options *)destination)->follow_children = 0;
+    return 0;
+}
+
+static const struct option_entry record_entries[] = {
+    OPT_STRING('o', "output", "FILE", struct record_options, output,
+               "trace file (default memslope.<command>.<pid>.trace)"),
+    OPT_ACTION(0, "iteration", "SYMBOL", parse_iteration,
+               "every entry to native function SYMBOL starts an iteration;\n"
+               "py:[MODULE:]QUALNAME: every call of that Python function"),
+    OPT_VALUE(0, "leak-check", "WHEN", struct record_options, leak_check, parse_leak_check,
+              "end (default) | iterations | off"),
+    OPT_VALUE(0, "snapshots", "N", struct record_options, snapshots_limit, parse_snapshots,
+              "keep at most N iteration snapshots per case (default 200)"),
+    OPT_VALUE(0, "interval", "DURATION", struct record_options, interval_ns, parse_interval,
+              "heap-over-time sample period (default 100ms, at least 1ms)"),
+    OPT_VALUE(0, "checkpoint", "DURATION", struct record_options, checkpoint_ns, parse_checkpoint,
+              "write running processes to the trace after DURATION, then at\n"
+              "doubling gaps, so a killed memslope leaves them (default 5s,\n"
+              "at least 100ms; off: never)"),
+    OPT_VALUE(0, "sample-rate", "BYTES", struct record_options, sample_rate, parse_sample_rate,
+              "backtraces for a Poisson sample of allocations (default 0: all)"),
+    OPT_VALUE(0, "max-frames", "N", struct record_options, max_frames, parse_max_frames,
+              "deepest backtrace kept (default 64)"),
+    OPT_FLAG(0, "no-freeres", struct record_options, no_freeres,
+             "skip glibc's and libstdc++'s freeres at exit (memcheck runs them by default)"),
+    OPT_ACTION(0, "no-follow", NULL, no_follow, "do not trace child processes"),
+    OPT_FLAG(0, "no-symbol-cache", struct record_options, no_symbol_cache,
+             "resolve every frame from debug info; neither read nor add to\n"
+             "the symbol cache ($XDG_CACHE_HOME/memslope, ~/.cache/memslope)"),
+    OPT_FLAG(0, "quiet", struct record_options, quiet, "no status line on a terminal, no closing note"),
+    OPT_FLAG(0, "verbose", struct record_options, verbose,
+             "also say what symbols cost: frames from the symbol cache and from\n"
+             "debug info, files opened, DWARF loaded, cache files read and written"),
 };
 
-/* Fills options from argv; returns 0, or an exit status for a usage error. */
+const struct option_table cmd_record_options = {
+    .command = "record",
+    .synopsis = "[options] [--] COMMAND [ARG...]",
+    .mode = OPERANDS_END_OPTIONS,
+    .entries = record_entries,
+    .entry_count = OPTION_COUNT(record_entries),
+    .notes = "Exits with the command's exit status (128 + signal when it was killed).\n",
+    .failure_status = 1,
+};
+
+/* Fills options from argv; OPTIONS_RUN, or the exit status (options.h). */
 static int parse_options(int argc, char **argv, struct record_options *options)
 {
-    static const struct option long_options[] = {
-        {"output", required_argument, NULL, 'o'},
-        {"iteration", required_argument, NULL, OPT_ITERATION},
-        {"leak-check", required_argument, NULL, OPT_LEAK_CHECK},
-        {"snapshots", required_argument, NULL, OPT_SNAPSHOTS},
-        {"interval", required_argument, NULL, OPT_INTERVAL},
-        {"sample-rate", required_argument, NULL, OPT_SAMPLE_RATE},
-        {"max-frames", required_argument, NULL, OPT_MAX_FRAMES},
-        {"no-follow", no_argument, NULL, OPT_NO_FOLLOW},
-        {"quiet", no_argument, NULL, OPT_QUIET},
-        {"no-freeres", no_argument, NULL, OPT_NO_FREERES},
-        {"checkpoint", required_argument, NULL, OPT_CHECKPOINT},
-        {"no-symbol-cache", no_argument, NULL, OPT_NO_SYMBOL_CACHE},
-        {"verbose", no_argument, NULL, OPT_VERBOSE},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     *options = (struct record_options){
         .max_frames = SHM_DEFAULT_MAX_FRAMES,
         .snapshots_limit = 200,
@@ -126,94 +215,23 @@ static int parse_options(int argc, char **argv, struct record_options *options)
         .leak_check = TRACE_LEAK_CHECK_END,
         .follow_children = 1,
     };
-    uint64_t value;
-    int option;
-    opterr = 0;
-    optind = 1;
-    while ((option = getopt_long(argc, argv, "+o:h", long_options, NULL)) != -1) {
-        switch (option) {
-        case 'o':
-            options->output = optarg;
-            break;
-        case OPT_ITERATION:
-            if (!*optarg)
-                return usage_error("--iteration takes a function name", NULL);
-            if (strncmp(optarg, "py:", 3) == 0) {
-                if (!python_function_name_valid(optarg + 3))
-                    return usage_error("--iteration py: takes a Python function as QUALNAME or MODULE:QUALNAME "
-                                       "(e.g. py:step, py:Bench.run or py:mybench:step), not",
-                                       optarg);
-                options->python_iteration = optarg + 3;
-            } else {
-                options->iteration_symbol = optarg;
-            }
-            break;
-        case OPT_LEAK_CHECK:
-            if (parse_leak_check(optarg, &options->leak_check) < 0)
-                return usage_error("--leak-check takes end, iterations or off, not", optarg);
-            break;
-        case OPT_SNAPSHOTS:
-            if (units_parse_count(optarg, &value) < 0 || value < 3 || value > 1000000)
-                return usage_error("--snapshots takes a number from 3 to 1000000, not", optarg);
-            options->snapshots_limit = (uint32_t)value;
-            break;
-        case OPT_INTERVAL:
-            /* A timeline point per interval: at 1ns a busy program wrote
-             * 170 MB of timeline in 10 s (issue 19). */
-            if (units_parse_duration(optarg, &options->interval_ns) < 0 || options->interval_ns < MIN_INTERVAL_NS)
-                return usage_error("--interval takes a duration of at least 1ms, such as 100ms or 1s, not", optarg);
-            break;
-        case OPT_CHECKPOINT:
-            if (strcmp(optarg, "off") == 0)
-                options->checkpoint_ns = 0;
-            else if (units_parse_duration(optarg, &options->checkpoint_ns) < 0 ||
-                     options->checkpoint_ns < MIN_CHECKPOINT_NS)
-                return usage_error("--checkpoint takes a duration of at least 100ms, such as 5s, or off, not", optarg);
-            break;
-        case OPT_SAMPLE_RATE:
-            if (units_parse_size(optarg, &options->sample_rate) < 0)
-                return usage_error("--sample-rate takes a size such as 512K, not", optarg);
-            break;
-        case OPT_MAX_FRAMES:
-            if (units_parse_count(optarg, &value) < 0 || value < 1 || value > SHM_MAX_FRAMES_LIMIT)
-                return usage_error("--max-frames takes a number from 1 to 256, not", optarg);
-            options->max_frames = (uint32_t)value;
-            break;
-        case OPT_NO_FOLLOW:
-            options->follow_children = 0;
-            break;
-        case OPT_QUIET:
-            options->quiet = 1;
-            break;
-        case OPT_NO_FREERES:
-            options->no_freeres = 1;
-            break;
-        case OPT_NO_SYMBOL_CACHE:
-            options->no_symbol_cache = 1;
-            break;
-        case OPT_VERBOSE:
-            options->verbose = 1;
-            break;
-        case 'h':
-            fputs(command_usage("record"), stdout);
-            return -1;
-        default:
-            return usage_error("unknown option", argv[optind - 1]);
-        }
-    }
-    if (optind >= argc)
-        return usage_error("no command to record", NULL);
-    options->command = argv + optind;
-    options->command_argc = argc - optind;
-    return 0;
+    struct option_operands command;
+    int rc = options_parse(&cmd_record_options, argc, argv, options, &command);
+    if (rc != OPTIONS_RUN)
+        return rc;
+    if (command.count == 0)
+        return options_usage_error(&cmd_record_options, "no command to record");
+    options->command = command.items;
+    options->command_argc = command.count;
+    return OPTIONS_RUN;
 }
 
 int cmd_record(int argc, char **argv)
 {
     struct record_options options = {0};
     int rc = parse_options(argc, argv, &options);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    if (rc != OPTIONS_RUN)
+        return rc;
     char shim[PATH_MAX];
     if (find_shim(shim, sizeof shim) < 0) {
         fprintf(stderr, "memslope: cannot find the shim libmemslope.so at %s (run memslope from its build tree or "

@@ -7,6 +7,8 @@
 #ifndef MEMSLOPE_COMMANDS_H
 #define MEMSLOPE_COMMANDS_H
 
+#include "../common/options.h"
+
 int cmd_record(int argc, char **argv);      /* tracer/cmd_record.c */
 int cmd_report(int argc, char **argv);      /* report/cmd_report.c */
 int cmd_gate(int argc, char **argv);        /* report/cmd_gate.c */
@@ -15,8 +17,15 @@ int cmd_leaks(int argc, char **argv);       /* tracer/cmd_leaks.c */
 int cmd_perf(int argc, char **argv);        /* tracer/cmd_perf.c */
 int cmd_instruments(int argc, char **argv); /* tracer/cmd_instruments.c */
 
-/* One-paragraph usage of a subcommand, for `memslope help NAME` and for
- * usage errors; NULL for an unknown name. Defined in tracer/main.c. */
-const char *command_usage(const char *name);
+/* Each subcommand's option table, beside it: it parses the subcommand's
+ * command line and prints its usage, for --help, usage errors and
+ * `memslope help NAME` alike. */
+extern const struct option_table cmd_record_options;
+extern const struct option_table cmd_report_options;
+extern const struct option_table cmd_gate_options;
+extern const struct option_table cmd_diff_options;
+extern const struct option_table cmd_leaks_options;
+extern const struct option_table cmd_perf_options;
+extern const struct option_table cmd_instruments_options;
 
 #endif

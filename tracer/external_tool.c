@@ -224,28 +224,3 @@ int tool_open_artifact(const char *path, enum artifact_kind kind)
     free(speedscope);
     return result;
 }
-
-int tool_option_value(int argc, char **argv, int *index, const char *long_name,
-                      const char *short_name, const char **value)
-{
-    const char *arg = argv[*index];
-    size_t long_length = strlen(long_name);
-    if (strncmp(arg, long_name, long_length) == 0 && arg[long_length] == '=') {
-        *value = arg + long_length + 1;
-        (*index)++;
-        return 1;
-    }
-    int exact = strcmp(arg, long_name) == 0 || (short_name && strcmp(arg, short_name) == 0);
-    if (!exact && short_name && strncmp(arg, short_name, strlen(short_name)) == 0) {
-        *value = arg + strlen(short_name); /* "-oFILE" */
-        (*index)++;
-        return 1;
-    }
-    if (!exact)
-        return 0;
-    if (*index + 1 >= argc)
-        return -1;
-    *value = argv[*index + 1];
-    *index += 2;
-    return 1;
-}

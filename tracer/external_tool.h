@@ -39,11 +39,4 @@ enum artifact_kind {
  * Returns 0, or -1 when the viewer failed (it said why). */
 int tool_open_artifact(const char *path, enum artifact_kind kind);
 
-/* Command-line option matching for the wrapper commands: argv[*index] is
- * "--name VALUE", "--name=VALUE", or (short_name given) "-o VALUE"/"-oVALUE".
- * Returns 1 and advances *index past the value, 0 when argv[*index] is
- * another option, -1 when the value is missing. */
-int tool_option_value(int argc, char **argv, int *index, const char *long_name,
-                      const char *short_name, const char **value);
-
 #endif

@@ -20,14 +20,6 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* See fuzz_socket_message.c: the command files need it, main.c is not linked. */
-const char *command_usage(const char *name) __attribute__((weak));
-const char *command_usage(const char *name)
-{
-    (void)name;
-    return NULL;
-}
-
 /* The parts of the region the input covers, and how many bytes of each. */
 struct part {
     size_t offset, length;

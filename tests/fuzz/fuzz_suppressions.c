@@ -9,15 +9,6 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* The Makefile links every core object into a fuzz target, and the command
- * files call command_usage() from tracer/main.c, which is not among them. */
-const char *command_usage(const char *name) __attribute__((weak));
-const char *command_usage(const char *name)
-{
-    (void)name;
-    return NULL;
-}
-
 static struct trace_model_module app = {.path = "/srv/app"}, python = {.path = "/usr/bin/python3.11"},
                                  ld = {.path = "/lib64/ld-linux-x86-64.so.2"};
 static struct trace_model_frame frames[] = {

@@ -322,26 +322,6 @@ static void perf_failures_are_told_apart(void **state)
 
 /* ---- the external-tool helpers that memslope perf and instruments share -- */
 
-static void options_take_separate_joined_and_short_values(void **state)
-{
-    (void)state;
-    char *argv[] = {"perf", "--rate", "99", "--rate=500", "-o", "a.json", "-ob.json", "--open", "--rate", NULL};
-    int argc = 9, i = 1;
-    const char *value = NULL;
-    assert_int_equal(tool_option_value(argc, argv, &i, "--rate", NULL, &value), 1);
-    assert_string_equal(value, "99");
-    assert_int_equal(i, 3);
-    assert_int_equal(tool_option_value(argc, argv, &i, "--rate", NULL, &value), 1);
-    assert_string_equal(value, "500");
-    assert_int_equal(tool_option_value(argc, argv, &i, "--output", "-o", &value), 1);
-    assert_string_equal(value, "a.json");
-    assert_int_equal(tool_option_value(argc, argv, &i, "--output", "-o", &value), 1);
-    assert_string_equal(value, "b.json");
-    assert_int_equal(tool_option_value(argc, argv, &i, "--output", "-o", &value), 0); /* --open */
-    i++;
-    assert_int_equal(tool_option_value(argc, argv, &i, "--rate", NULL, &value), -1); /* no value */
-}
-
 static void path_search_finds_executables_only(void **state)
 {
     (void)state;
@@ -392,7 +372,6 @@ int main(void)
         cmocka_unit_test(empty_and_binary_input),
         cmocka_unit_test(stacks_deeper_than_the_cap_keep_the_innermost_frames),
         cmocka_unit_test(perf_failures_are_told_apart),
-        cmocka_unit_test(options_take_separate_joined_and_short_values),
         cmocka_unit_test(path_search_finds_executables_only),
         cmocka_unit_test(exit_codes_as_a_shell_reports_them),
         cmocka_unit_test(captured_output_is_cut_to_the_buffer),
