@@ -21,7 +21,7 @@
 #include <sys/ptrace.h>
 #include <sys/user.h>
 
-#include "../tracer/proc_maps.h"
+#include "../common/proc_maps.h"
 
 #define PREV_INUSE 1u
 #define IS_MMAPPED 2u

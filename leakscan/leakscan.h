@@ -29,7 +29,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../report/trace_format.h"
+#include "../common/trace_format.h"
 
 /* One live heap block. The caller fills address, size and stack_id;
  * leakscan writes category (enum trace_leak_category). Given in any

@@ -17,7 +17,7 @@
 #include <sys/user.h>
 #include <unistd.h>
 
-#include "../tracer/proc_maps.h"
+#include "../common/proc_maps.h"
 
 #define RED_ZONE 128u           /* x86-64 ABI: below SP, still the function's */
 #define TLS_BELOW_FS (16u << 10) /* static TLS blocks sit below the thread pointer */

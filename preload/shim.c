@@ -54,7 +54,7 @@
 #include "freeres.h"
 #include "python_runtime.h"
 #include "ring_writer.h"
-#include "shm_layout.h"
+#include "../common/shm_layout.h"
 #include "shm_region.h"
 #include "stack_table.h"
 

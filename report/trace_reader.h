@@ -24,7 +24,7 @@
 #include <stdint.h>
 #include <uthash.h>
 
-#include "trace_format.h"
+#include "../common/trace_format.h"
 
 /* 32 Mi entries of 24 bytes: 768 MiB. A Python process with 10,000 sites
  * and 3 cases of 200 snapshots rebuilds 6 Mi. */

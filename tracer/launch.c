@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../preload/shm_layout.h"
+#include "../common/shm_layout.h"
 #include "session.h"
 #include "trace_writer.h"
 

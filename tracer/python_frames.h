@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../report/trace_format.h"
+#include "../common/trace_format.h"
 
 struct python_frame_entry;
 

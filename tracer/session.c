@@ -31,11 +31,11 @@
 #include <unistd.h>
 #include <uthash.h>
 
-#include "../preload/shm_layout.h"
+#include "../common/shm_layout.h"
 #include "../leakscan/leakscan.h"
-#include "elf_symbols.h"
+#include "symbols/elf_symbols.h"
 #include "socket_message.h"
-#include "symbolize.h"
+#include "symbols/symbolize.h"
 #include "trace_output.h"
 #include "trace_writer.h"
 

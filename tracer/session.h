@@ -12,7 +12,7 @@
 
 #include "breakpoint.h"
 #include "leak_check.h"
-#include "proc_maps.h"
+#include "../common/proc_maps.h"
 #include "progress.h"
 #include "python_frames.h"
 #include "recorder.h"

@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 
-#include "../preload/shm_layout.h"
+#include "../common/shm_layout.h"
 
 /* Most descriptors one datagram may bring (more are a malformed message,
  * still received whole so that all of them are closed). */

@@ -6,9 +6,9 @@
 #include <string.h>
 #include <uthash.h>
 
-#include "../preload/shm_layout.h"
+#include "../common/shm_layout.h"
 #include "session.h"
-#include "symbolize.h"
+#include "symbols/symbolize.h"
 #include "trace_writer.h"
 
 /* Frames one return address expands to (inlined calls make it several):

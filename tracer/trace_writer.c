@@ -12,7 +12,7 @@
 #include <uthash.h>
 #include <zlib.h>
 
-#include "output_file.h"
+#include "../common/output_file.h"
 
 /* A growable byte buffer holding one section payload being built. */
 struct byte_buffer {

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../report/trace_format.h"
+#include "../common/trace_format.h"
 
 struct trace_writer;
 

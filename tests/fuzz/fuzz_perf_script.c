@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../../tracer/perf_script.h"
+#include "../../tracer/wrappers/perf_script.h"
 
 static void check_invariants(const struct perf_profile *profile)
 {

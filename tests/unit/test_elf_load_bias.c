@@ -18,8 +18,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../tracer/elf_symbols.h"
-#include "../../tracer/proc_maps.h"
+#include "../../tracer/symbols/elf_symbols.h"
+#include "../../common/proc_maps.h"
 
 /* The path and load bias of the object that defines a function of libcmocka. */
 static void cmocka_load(char *path, size_t size, uint64_t *bias)

@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "../../tracer/output_file.h"
+#include "../../common/output_file.h"
 
 static char folder[] = "/tmp/memslope-output-test.XXXXXX";
 

@@ -14,8 +14,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../tracer/external_tool.h"
-#include "../../tracer/perf_script.h"
+#include "../../tracer/wrappers/external_tool.h"
+#include "../../tracer/wrappers/perf_script.h"
 
 /* Tests run from the repository root (make and run-unit.sh do). */
 #define DATA_DIR "tests/unit/data/"

@@ -9,7 +9,7 @@
 #include <cmocka.h>
 
 #include "../../report/report_model.h"
-#include "../../tracer/commands.h"
+#include "../../cli/commands.h"
 #include "test_trace_sample.h"
 
 struct fixture {

@@ -20,7 +20,7 @@
 
 #include <cmocka.h>
 
-#include "../../tracer/symbolize.h"
+#include "../../tracer/symbols/symbolize.h"
 
 #define NOINLINE __attribute__((noinline, noclone))
 

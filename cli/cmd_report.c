@@ -7,12 +7,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../tracer/commands.h"
-#include "../tracer/output_file.h"
-#include "formats.h"
-#include "report_model.h"
-#include "suppressions.h"
-#include "trace_reader.h"
+#include "commands.h"
+#include "../common/output_file.h"
+#include "../report/formats.h"
+#include "../report/report_model.h"
+#include "../report/suppressions.h"
+#include "../report/trace_reader.h"
 
 /* Its own copy of the usage (main.c's is not linked into the unit tests). */
 static const char report_usage[] =

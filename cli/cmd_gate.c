@@ -18,15 +18,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../tracer/commands.h"
-#include "attribution.h"
-#include "diff.h"
-#include "report_model.h"
-#include "site_label.h"
-#include "suppressions.h"
-#include "text_escape.h"
-#include "trace_reader.h"
-#include "units.h"
+#include "commands.h"
+#include "../report/attribution.h"
+#include "../report/diff.h"
+#include "../report/report_model.h"
+#include "../report/site_label.h"
+#include "../report/suppressions.h"
+#include "../report/text_escape.h"
+#include "../report/trace_reader.h"
+#include "../common/units.h"
 
 struct gate_limits {
     int has_growth, has_leaked, has_leaked_blocks, has_peak;

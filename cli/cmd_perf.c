@@ -17,9 +17,9 @@
 #include <unistd.h>
 
 #include "commands.h"
-#include "external_tool.h"
-#include "output_file.h"
-#include "perf_script.h"
+#include "../tracer/wrappers/external_tool.h"
+#include "../common/output_file.h"
+#include "../tracer/wrappers/perf_script.h"
 
 #define DEFAULT_RATE "1000"
 #define PROBE_OUTPUT_SIZE 8192

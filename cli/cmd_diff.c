@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../tracer/commands.h"
-#include "diff.h"
-#include "suppressions.h"
-#include "trace_reader.h"
+#include "commands.h"
+#include "../report/diff.h"
+#include "../report/suppressions.h"
+#include "../report/trace_reader.h"
 
 struct diff_options {
     const char *paths[2]; /* OLD, NEW */

@@ -11,12 +11,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../preload/shm_layout.h"
-#include "../report/units.h"
+#include "../common/shm_layout.h"
+#include "../common/units.h"
 #include "commands.h"
-#include "session.h"
-#include "symbolize.h"
-#include "trace_writer.h"
+#include "../tracer/session.h"
+#include "../tracer/symbols/symbolize.h"
+#include "../tracer/trace_writer.h"
 
 static int usage_error(const char *message, const char *argument)
 {
