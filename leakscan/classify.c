@@ -1069,35 +1069,3 @@ out:
     free_scan(&s);
     return rc;
 }
-
-/* ---- per-site aggregation ------------------------------------------------ */
-
-static int compare_records(const void *a, const void *b)
-{
-    const struct trace_loss_record *x = a, *y = b;
-    if (x->stack_id != y->stack_id)
-        return x->stack_id < y->stack_id ? -1 : 1;
-    return x->category < y->category ? -1 : x->category > y->category;
-}
-
-long leakscan_aggregate(const struct leakscan_block *blocks, size_t block_count, struct trace_loss_record **records)
-{
-    struct trace_loss_record *all = malloc((block_count ? block_count : 1) * sizeof *all);
-    if (!all)
-        return -1;
-    for (size_t i = 0; i < block_count; i++)
-        all[i] = (struct trace_loss_record){.stack_id = blocks[i].stack_id, .category = blocks[i].category,
-                                            .bytes = blocks[i].size, .blocks = 1};
-    qsort(all, block_count, sizeof *all, compare_records);
-    size_t out = 0;
-    for (size_t i = 0; i < block_count; i++) {
-        if (out > 0 && compare_records(&all[out - 1], &all[i]) == 0) {
-            all[out - 1].bytes += all[i].bytes;
-            all[out - 1].blocks++;
-        } else {
-            all[out++] = all[i];
-        }
-    }
-    *records = all;
-    return (long)out;
-}

@@ -9,7 +9,7 @@
  * safe-linked since 2.32: stored = (slot >> 12) ^ next). Non-main arenas
  * live in 64 MiB-aligned heaps starting with heap_info {ar_ptr, prev, size}.
  */
-#include "leakscan.h"
+#include "leakscan_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>

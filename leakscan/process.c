@@ -3,7 +3,7 @@
  * from /proc/PID/maps and the threads' registers, memory through
  * struct leakscan_target, the classification in classify.c.
  */
-#include "leakscan.h"
+#include "leakscan_internal.h"
 
 #include <elf.h>
 #include <errno.h>
