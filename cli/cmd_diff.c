@@ -12,9 +12,7 @@
 #include <string.h>
 
 #include "commands.h"
-#include "../report/diff.h"
-#include "../report/suppressions.h"
-#include "../report/trace_reader.h"
+#include "../report/report.h"
 
 struct diff_options {
     const char *paths[2]; /* OLD, NEW */

@@ -19,13 +19,7 @@
 #include <string.h>
 
 #include "commands.h"
-#include "../report/attribution.h"
-#include "../report/diff.h"
-#include "../report/report_model.h"
-#include "../report/site_label.h"
-#include "../report/suppressions.h"
-#include "../report/text_escape.h"
-#include "../report/trace_reader.h"
+#include "../report/report.h"
 #include "../common/units.h"
 
 struct gate_limits {

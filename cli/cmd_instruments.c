@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "commands.h"
-#include "../tracer/wrappers/external_tool.h"
+#include "../tracer/wrappers/wrappers.h"
 #include "../common/output_file.h"
 
 /* What xcrun exits with when the developer tool (xctrace) is missing:

@@ -17,9 +17,8 @@
 #include <unistd.h>
 
 #include "commands.h"
-#include "../tracer/wrappers/external_tool.h"
+#include "../tracer/wrappers/wrappers.h"
 #include "../common/output_file.h"
-#include "../tracer/wrappers/perf_script.h"
 
 #define DEFAULT_RATE "1000"
 #define PROBE_OUTPUT_SIZE 8192

@@ -15,7 +15,7 @@
 #include "../common/units.h"
 #include "commands.h"
 #include "../tracer/session.h"
-#include "../tracer/symbols/symbolize.h"
+#include "../tracer/symbols/symbols.h"
 #include "../tracer/trace_writer.h"
 
 static int usage_error(const char *message, const char *argument)

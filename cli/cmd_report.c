@@ -9,10 +9,7 @@
 
 #include "commands.h"
 #include "../common/output_file.h"
-#include "../report/formats.h"
-#include "../report/report_model.h"
-#include "../report/suppressions.h"
-#include "../report/trace_reader.h"
+#include "../report/report.h"
 
 /* Its own copy of the usage (main.c's is not linked into the unit tests). */
 static const char report_usage[] =

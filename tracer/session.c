@@ -33,9 +33,8 @@
 
 #include "../common/shm_layout.h"
 #include "../leakscan/leakscan.h"
-#include "symbols/elf_symbols.h"
+#include "symbols/symbols.h"
 #include "socket_message.h"
-#include "symbols/symbolize.h"
 #include "trace_output.h"
 #include "trace_writer.h"
 

@@ -8,7 +8,7 @@
 
 #include "../common/shm_layout.h"
 #include "session.h"
-#include "symbols/symbolize.h"
+#include "symbols/symbols.h"
 #include "trace_writer.h"
 
 /* Frames one return address expands to (inlined calls make it several):
