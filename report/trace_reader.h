@@ -1,5 +1,5 @@
 /*
- * trace_reader.h - reads a trace file (report/trace_format.h) into memory.
+ * trace_reader.h - reads a trace file (common/trace_format.h) into memory.
  *
  * The reader is hardened: any byte string gives either a model or one line
  * naming the file and the problem. Every length, count and id is checked

@@ -1,6 +1,6 @@
 /*
  * socket_message.h - what the shims send on the socket memslope record
- * gives them (SHM_ENV_SOCKET; see preload/shm_layout.h, "Messages on
+ * gives them (SHM_ENV_SOCKET; see common/shm_layout.h, "Messages on
  * SHM_ENV_SOCKET"): region hand-overs and, in no-ptrace mode, the exit
  * check's request. The bytes and descriptors come from the target, so every
  * message is validated; one that does not validate is rejected with a

@@ -1,4 +1,4 @@
-/* trace_writer.c - see trace_writer.h; the format is report/trace_format.h. */
+/* trace_writer.c - see trace_writer.h; the format is common/trace_format.h. */
 #include "trace_writer.h"
 
 #include <errno.h>

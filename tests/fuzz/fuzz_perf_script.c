@@ -1,4 +1,4 @@
-/* Fuzzes the `perf script` parser (tracer/perf_script.h) and both writers:
+/* Fuzzes the `perf script` parser (tracer/wrappers/perf_script.h) and both writers:
  * any bytes must parse without a memory error, give a profile whose indexes
  * are all in range, and convert. */
 #include <stdint.h>

@@ -10,7 +10,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* The Makefile links every core object into a fuzz target, and the command
- * files call command_usage() from tracer/main.c, which is not among them. */
+ * files call command_usage() from cli/main.c, which is not among them. */
 const char *command_usage(const char *name) __attribute__((weak));
 const char *command_usage(const char *name)
 {

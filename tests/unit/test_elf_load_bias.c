@@ -1,5 +1,5 @@
 /*
- * test_elf_load_bias.c - elf_load_bias (tracer/elf_symbols.c) takes a
+ * test_elf_load_bias.c - elf_load_bias (tracer/symbols/elf_symbols.c) takes a
  * library's load bias from its executable mapping, never from another
  * mapping of the same file: the shim's libelf maps a file whole, read-only
  * from offset 0, to read its call-frame information, and that mapping may

@@ -1,5 +1,5 @@
 /* Unit tests of the `perf script` parser and the speedscope and collapsed
- * writers (tracer/perf_script.h), on checked-in perf output
+ * writers (tracer/wrappers/perf_script.h), on checked-in perf output
  * (tests/unit/data/perf_script_*.txt) and on made-up odd input. */
 #include <setjmp.h>
 #include <stdarg.h>

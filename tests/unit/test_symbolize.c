@@ -1,5 +1,5 @@
 /*
- * test_symbolize.c - tracer/symbolize.c and tracer/symbol_store.c against
+ * test_symbolize.c - tracer/symbols/symbolize.c and tracer/symbols/symbol_store.c against
  * this test binary (built with -g -O1, so lines and inlining are known
  * here), libc, and a small library built three ways beside it
  * (tests/unit/symbolize_library.c, the Makefile).
