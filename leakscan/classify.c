@@ -27,12 +27,12 @@
 #include "leakscan.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/error_buffer.h"
 #define REGION_GAP (1ull << 20)   /* a gap this large between blocks starts a new region */
 #define HIT_BATCH 128             /* words resolved together, their loads prefetched */
 #define CHUNK_BYTES (1u << 20)    /* roots and large blocks are read and scanned this much at a time */
@@ -118,16 +118,6 @@ struct scan {
     struct leakscan_stats stats;
     bool gone; /* memory read failed for good */
 };
-
-static void set_error(char *err, size_t err_size, const char *format, ...)
-{
-    if (!err || err_size == 0)
-        return;
-    va_list args;
-    va_start(args, format);
-    vsnprintf(err, err_size, format, args);
-    va_end(args);
-}
 
 const char *leakscan_category_name(uint32_t category)
 {
@@ -243,7 +233,7 @@ static int check_sorted(struct scan *s, char *err, size_t err_size)
 {
     for (size_t i = 1; i < s->count; i++) {
         if (block_end(s, i - 1) > s->blocks[i].address) {
-            set_error(err, err_size,
+            error_printf(err, err_size,
                       "leak scan: heap blocks overlap: 0x%" PRIx64 " (%" PRIu64 " bytes) and 0x%" PRIx64
                       "; the block list is corrupt",
                       s->blocks[i - 1].address, s->blocks[i - 1].size, s->blocks[i].address);
@@ -309,7 +299,7 @@ static int build_index(struct scan *s, char *err, size_t err_size)
     }
     return 0;
 out_of_memory:
-    set_error(err, err_size, "leak scan: out of memory for the index of %zu blocks", s->count);
+    error_printf(err, err_size, "leak scan: out of memory for the index of %zu blocks", s->count);
     return -1;
 }
 
@@ -1038,7 +1028,7 @@ static int alloc_scan(struct scan *s, size_t count, char *err, size_t err_size)
     if (s->state && s->pending && s->pending_words && s->chunk && s->pipeline && cache &&
         alloc_batch(&s->batch, window) == 0 && alloc_batch(&s->leaders, window) == 0)
         return 0;
-    set_error(err, err_size, "leak scan: out of memory for %zu blocks", count);
+    error_printf(err, err_size, "leak scan: out of memory for %zu blocks", count);
     return -1;
 }
 
@@ -1054,7 +1044,7 @@ int leakscan_classify(const struct leakscan_image *image, struct leakscan_block 
         build_index(&s, err, err_size) < 0)
         goto out;
     if (mark_from_roots(&s, image) < 0 || gather_cliques(&s) < 0) {
-        set_error(err, err_size, "the process exited during the leak scan (its memory could not be read any more); "
+        error_printf(err, err_size, "the process exited during the leak scan (its memory could not be read any more); "
                                  "nothing was reported");
         goto out;
     }
