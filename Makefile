@@ -16,7 +16,7 @@ CC ?= cc
 CLANG ?= clang
 B := build
 
-WARN := -Wall -Wextra -Werror
+WARN := -Wall -Wextra -Wshadow -Wmissing-prototypes -Wformat=2 -Werror
 BASE_CFLAGS := -std=gnu11 -g -O2 $(WARN) -D_GNU_SOURCE -DMEMSLOPE_VERSION='"$(VERSION)"'
 CFLAGS ?=
 ALL_CFLAGS = $(BASE_CFLAGS) $(CFLAGS)

@@ -2,6 +2,7 @@
  * [--metric NAME] [--case NAME] [--suppressions FILE]...
  * [--no-default-suppressions]`: 0 success, 1 failure, 2 usage. */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,10 +35,13 @@ struct report_options {
     bool no_default_suppressions;
 };
 
-static int usage_error(const char *format, const char *value)
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *format, ...)
 {
     fputs("memslope report: ", stderr);
-    fprintf(stderr, format, value);
+    va_list args;
+    va_start(args, format);
+    vfprintf(stderr, format, args);
+    va_end(args);
     fputc('\n', stderr);
     fputs(report_usage, stderr);
     return 2;

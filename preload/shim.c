@@ -30,6 +30,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <link.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sched.h>
@@ -1545,6 +1546,12 @@ static void python_hook_free(void *ctx, void *pointer)
 }
 
 /* ---- the marker API ------------------------------------------------------- */
+
+/* include/memslope.h declares these weak, for programs to run without the
+ * shim; declared here as the shim defines them. */
+void memslope_case_begin(const char *name);
+void memslope_iteration(void);
+void memslope_case_end(void);
 
 /* noinline and with a body each: the tracer plants breakpoints on them. */
 SHIM_EXPORT __attribute__((noinline)) void memslope_case_begin(const char *name)

@@ -7,6 +7,8 @@
 
 #include "../../tracer/wrappers/perf_script.h"
 
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
 static void check_invariants(const struct perf_profile *profile)
 {
     for (size_t i = 0; i < profile->node_count; i++) {

@@ -402,7 +402,7 @@ static void test_format_bytes(void **state)
     assert_string_equal(units_format_bytes(3u << 20, b, sizeof b), "3.0 MiB");
     assert_string_equal(units_format_bytes(5ull << 30, b, sizeof b), "5.0 GiB");
     assert_string_equal(units_format_bytes((double)(1ull << 50), b, sizeof b), "1.0 PiB");
-    assert_string_equal(units_format_bytes(UINT64_MAX, b, sizeof b), "16.0 EiB");
+    assert_string_equal(units_format_bytes((double)UINT64_MAX, b, sizeof b), "16.0 EiB");
 }
 
 int main(void)

@@ -20,12 +20,10 @@
 
 #include <cmocka.h>
 
+#include "../../tracer/symbols/symbol_store.h"
 #include "../../tracer/symbols/symbolize.h"
 
 #define NOINLINE __attribute__((noinline, noclone))
-
-/* symbolize.c's demangler; not in symbolize.h, which callers need not see. */
-char *symbolize_demangle(const char *name);
 
 /* What the probed functions record about themselves. */
 struct probe {
