@@ -7,7 +7,7 @@
 
 #define FIRST_CAPACITY 16
 
-int growable_array_reserve(void *items, size_t *capacity, size_t needed, size_t item_size)
+int growable_array_grow(void *items, size_t *capacity, size_t needed, size_t item_size)
 {
     if (needed <= *capacity)
         return 0;
