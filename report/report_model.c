@@ -910,15 +910,6 @@ void report_free(struct report *report)
     memset(report, 0, sizeof *report);
 }
 
-const struct report_process *report_process_of(const struct report *report,
-                                               const struct trace_model_process *process)
-{
-    for (size_t i = 0; i < report->process_count; i++)
-        if (report->processes[i].process == process)
-            return &report->processes[i];
-    return NULL;
-}
-
 const char *report_process_name(const struct trace_model_process *process)
 {
     if (process->info.argc > 0 && *process->info.argv[0])

@@ -134,10 +134,6 @@ int report_build_request(struct report *report, const struct trace_model *model,
                          const struct report_request *request, char *err, size_t err_size);
 void report_free(struct report *report);
 
-/* The report's entry for a process (NULL when it has none). */
-const struct report_process *report_process_of(const struct report *report,
-                                               const struct trace_model_process *process);
-
 /* The name a process goes by in messages: its command's base name
  * (argv[0]), else its executable's. */
 const char *report_process_name(const struct trace_model_process *process);
