@@ -16,14 +16,15 @@ CC ?= cc
 CLANG ?= clang
 B := build
 
-WARN := -Wall -Wextra -Werror
+WARN := -Wall -Wextra -Wshadow -Wmissing-prototypes -Wformat=2 -Werror
 BASE_CFLAGS := -std=gnu11 -g -O2 $(WARN) -D_GNU_SOURCE -DMEMSLOPE_VERSION='"$(VERSION)"'
 CFLAGS ?=
 ALL_CFLAGS = $(BASE_CFLAGS) $(CFLAGS)
 
-# Parts linked into the memslope binary. tracer/main.c holds main(); every
+# Parts linked into the memslope binary. cli/main.c holds main(); every
 # other file is also linked into the unit tests.
-CORE_SRC := $(filter-out tracer/main.c,$(wildcard common/*.c tracer/*.c report/*.c leakscan/*.c))
+CORE_DIRS := common cli tracer tracer/symbols tracer/wrappers report leakscan
+CORE_SRC := $(filter-out cli/main.c,$(wildcard $(CORE_DIRS:%=%/*.c)))
 CORE_OBJ := $(CORE_SRC:%.c=$(B)/obj/%.o)
 CORE_LIBS := -ldw -lelf -lz -lstdc++ -lpthread -lm
 
@@ -66,7 +67,7 @@ $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
-$(MEMSLOPE): $(B)/obj/tracer/main.o $(CORE_OBJ)
+$(MEMSLOPE): $(B)/obj/cli/main.o $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(CORE_LIBS)
 

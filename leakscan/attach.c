@@ -12,7 +12,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,17 +19,8 @@
 #include <sys/ptrace.h>
 #include <sys/wait.h>
 
+#include "../common/error_buffer.h"
 #define MAX_PASSES 1000 /* re-listing /proc/PID/task until it is stable */
-
-static void set_error(char *err, size_t err_size, const char *format, ...)
-{
-    if (!err || err_size == 0)
-        return;
-    va_list args;
-    va_start(args, format);
-    vsnprintf(err, err_size, format, args);
-    va_end(args);
-}
 
 struct stopping {
     struct leakscan_stopped *stopped;
@@ -102,15 +92,15 @@ static int stop_thread(struct stopping *s, pid_t tid, char *err, size_t err_size
         if (errno == ESRCH)
             return 0;
         if (errno == EPERM)
-            set_error(err, err_size, "cannot attach to process %d (thread %d): %s", (int)s->stopped->pid, (int)tid,
+            error_printf(err, err_size, "cannot attach to process %d (thread %d): %s", (int)s->stopped->pid, (int)tid,
                       ptrace_refused_advice());
         else
-            set_error(err, err_size, "cannot attach to process %d (thread %d): %s", (int)s->stopped->pid, (int)tid,
+            error_printf(err, err_size, "cannot attach to process %d (thread %d): %s", (int)s->stopped->pid, (int)tid,
                       strerror(errno));
         return -1;
     }
     if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) < 0 && errno != ESRCH) {
-        set_error(err, err_size, "cannot stop thread %d of process %d: %s", (int)tid, (int)s->stopped->pid,
+        error_printf(err, err_size, "cannot stop thread %d of process %d: %s", (int)tid, (int)s->stopped->pid,
                   strerror(errno));
         ptrace(PTRACE_DETACH, tid, NULL, NULL);
         return -1;
@@ -119,11 +109,11 @@ static int stop_thread(struct stopping *s, pid_t tid, char *err, size_t err_size
     int rc = wait_for_stop(tid, &signal);
     if (rc == 1 && remember(s, tid, signal) < 0) {
         ptrace(PTRACE_DETACH, tid, NULL, (void *)(long)signal);
-        set_error(err, err_size, "out of memory while stopping process %d", (int)s->stopped->pid);
+        error_printf(err, err_size, "out of memory while stopping process %d", (int)s->stopped->pid);
         return -1;
     }
     if (rc < 0)
-        set_error(err, err_size, "waiting for thread %d of process %d to stop failed: %s", (int)tid,
+        error_printf(err, err_size, "waiting for thread %d of process %d to stop failed: %s", (int)tid,
                   (int)s->stopped->pid, strerror(errno));
     return rc;
 }
@@ -136,7 +126,7 @@ static int stop_listed_threads(struct stopping *s, char *err, size_t err_size)
     snprintf(path, sizeof path, "/proc/%d/task", (int)s->stopped->pid);
     DIR *dir = opendir(path);
     if (!dir) {
-        set_error(err, err_size, "process %d exited while it was being stopped", (int)s->stopped->pid);
+        error_printf(err, err_size, "process %d exited while it was being stopped", (int)s->stopped->pid);
         return -1;
     }
     int added = 0;
@@ -161,7 +151,7 @@ int leakscan_stop_process(pid_t pid, struct leakscan_stopped *stopped, char *err
     memset(stopped, 0, sizeof *stopped);
     stopped->pid = pid;
     if (kill(pid, 0) < 0 && errno == ESRCH) {
-        set_error(err, err_size, "no process with pid %d (check the number with ps)", (int)pid);
+        error_printf(err, err_size, "no process with pid %d (check the number with ps)", (int)pid);
         return -1;
     }
     struct stopping s = {.stopped = stopped};
@@ -170,12 +160,12 @@ int leakscan_stop_process(pid_t pid, struct leakscan_stopped *stopped, char *err
         added = stop_listed_threads(&s, err, err_size);
     } while (added > 0 && ++passes < MAX_PASSES);
     if (added == 0 && !is_stopped(&s, pid)) {
-        set_error(err, err_size, "process %d exited while it was being stopped", (int)pid);
+        error_printf(err, err_size, "process %d exited while it was being stopped", (int)pid);
         added = -1;
     }
     if (added != 0) {
         if (added > 0)
-            set_error(err, err_size, "process %d keeps creating threads; could not stop them all", (int)pid);
+            error_printf(err, err_size, "process %d keeps creating threads; could not stop them all", (int)pid);
         leakscan_detach(stopped);
         return -1;
     }

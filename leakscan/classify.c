@@ -27,12 +27,12 @@
 #include "leakscan.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/error_buffer.h"
 #define REGION_GAP (1ull << 20)   /* a gap this large between blocks starts a new region */
 #define HIT_BATCH 128             /* words resolved together, their loads prefetched */
 #define CHUNK_BYTES (1u << 20)    /* roots and large blocks are read and scanned this much at a time */
@@ -118,16 +118,6 @@ struct scan {
     struct leakscan_stats stats;
     bool gone; /* memory read failed for good */
 };
-
-static void set_error(char *err, size_t err_size, const char *format, ...)
-{
-    if (!err || err_size == 0)
-        return;
-    va_list args;
-    va_start(args, format);
-    vsnprintf(err, err_size, format, args);
-    va_end(args);
-}
 
 const char *leakscan_category_name(uint32_t category)
 {
@@ -243,7 +233,7 @@ static int check_sorted(struct scan *s, char *err, size_t err_size)
 {
     for (size_t i = 1; i < s->count; i++) {
         if (block_end(s, i - 1) > s->blocks[i].address) {
-            set_error(err, err_size,
+            error_printf(err, err_size,
                       "leak scan: heap blocks overlap: 0x%" PRIx64 " (%" PRIu64 " bytes) and 0x%" PRIx64
                       "; the block list is corrupt",
                       s->blocks[i - 1].address, s->blocks[i - 1].size, s->blocks[i].address);
@@ -309,7 +299,7 @@ static int build_index(struct scan *s, char *err, size_t err_size)
     }
     return 0;
 out_of_memory:
-    set_error(err, err_size, "leak scan: out of memory for the index of %zu blocks", s->count);
+    error_printf(err, err_size, "leak scan: out of memory for the index of %zu blocks", s->count);
     return -1;
 }
 
@@ -1043,7 +1033,7 @@ static int alloc_scan(struct scan *s, size_t count, char *err, size_t err_size)
     if (s->state && s->pending && s->pending_words && s->chunk && s->pipeline && cache &&
         alloc_batch(&s->batch, window) == 0 && alloc_batch(&s->leaders, window) == 0)
         return 0;
-    set_error(err, err_size, "leak scan: out of memory for %zu blocks", count);
+    error_printf(err, err_size, "leak scan: out of memory for %zu blocks", count);
     return -1;
 }
 
@@ -1059,7 +1049,7 @@ int leakscan_classify(const struct leakscan_image *image, struct leakscan_block 
         build_index(&s, err, err_size) < 0)
         goto out;
     if (mark_from_roots(&s, image) < 0 || gather_cliques(&s) < 0) {
-        set_error(err, err_size, "the process exited during the leak scan (its memory could not be read any more); "
+        error_printf(err, err_size, "the process exited during the leak scan (its memory could not be read any more); "
                                  "nothing was reported");
         goto out;
     }
@@ -1073,36 +1063,4 @@ int leakscan_classify(const struct leakscan_image *image, struct leakscan_block 
 out:
     free_scan(&s);
     return rc;
-}
-
-/* ---- per-site aggregation ------------------------------------------------ */
-
-static int compare_records(const void *a, const void *b)
-{
-    const struct trace_loss_record *x = a, *y = b;
-    if (x->stack_id != y->stack_id)
-        return x->stack_id < y->stack_id ? -1 : 1;
-    return x->category < y->category ? -1 : x->category > y->category;
-}
-
-long leakscan_aggregate(const struct leakscan_block *blocks, size_t block_count, struct trace_loss_record **records)
-{
-    struct trace_loss_record *all = malloc((block_count ? block_count : 1) * sizeof *all);
-    if (!all)
-        return -1;
-    for (size_t i = 0; i < block_count; i++)
-        all[i] = (struct trace_loss_record){.stack_id = blocks[i].stack_id, .category = blocks[i].category,
-                                            .bytes = blocks[i].size, .blocks = 1};
-    qsort(all, block_count, sizeof *all, compare_records);
-    size_t out = 0;
-    for (size_t i = 0; i < block_count; i++) {
-        if (out > 0 && compare_records(&all[out - 1], &all[i]) == 0) {
-            all[out - 1].bytes += all[i].bytes;
-            all[out - 1].blocks++;
-        } else {
-            all[out++] = all[i];
-        }
-    }
-    *records = all;
-    return (long)out;
 }

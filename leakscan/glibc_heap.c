@@ -9,11 +9,10 @@
  * safe-linked since 2.32: stored = (slot >> 12) ^ next). Non-main arenas
  * live in 64 MiB-aligned heaps starting with heap_info {ar_ptr, prev, size}.
  */
-#include "leakscan.h"
+#include "leakscan_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +20,8 @@
 #include <sys/ptrace.h>
 #include <sys/user.h>
 
-#include "../tracer/proc_maps.h"
+#include "../common/error_buffer.h"
+#include "../common/proc_maps.h"
 
 #define PREV_INUSE 1u
 #define IS_MMAPPED 2u
@@ -36,16 +36,6 @@
 #define MAX_ARENA_SEARCH (16u << 20)
 #define WALK_WINDOW (1u << 20)     /* a heap is read this much at a time */
 #define WALK_BACKSPACE 64u         /* a window starts this far before the word that needs it */
-
-static void set_error(char *err, size_t err_size, const char *format, ...)
-{
-    if (!err || err_size == 0)
-        return;
-    va_list args;
-    va_start(args, format);
-    vsnprintf(err, err_size, format, args);
-    va_end(args);
-}
 
 static uint64_t word_at(struct leakscan_target *target, uint64_t address)
 {
@@ -179,11 +169,11 @@ static int push_free(struct walk *w, uint64_t mem)
 static int refuse(struct walk *w, const char *what, uint64_t chunk, uint64_t size)
 {
     if (w->target->gone) {
-        set_error(w->err, w->err_size, "process %d exited during the leak scan; nothing was reported",
+        error_printf(w->err, w->err_size, "process %d exited during the leak scan; nothing was reported",
                   (int)w->target->pid);
         return -1;
     }
-    set_error(w->err, w->err_size,
+    error_printf(w->err, w->err_size,
               "the glibc heap of process %d does not validate: chunk at 0x%" PRIx64 " (size field 0x%" PRIx64
               ") %s; refusing to guess (the process may use another allocator, or a thread may be inside malloc: "
               "try again)",
@@ -483,7 +473,7 @@ static int check_arena_unlocked(struct walk *w, uint64_t arena)
     uint32_t mutex = (uint32_t)word_at(w->target, arena);
     if (mutex == 0)
         return 0;
-    set_error(w->err, w->err_size,
+    error_printf(w->err, w->err_size,
               "process %d was stopped while a thread held the malloc lock of arena 0x%" PRIx64
               "; its heap may be half-updated, so it is not walked: try again",
               (int)w->target->pid, arena);
@@ -500,7 +490,7 @@ int leakscan_walk_glibc_heap(struct leakscan_target *target, const pid_t *tids, 
     if (!w.window)
         goto out;
     if (proc_maps_read(pid, &w.maps) < 0) {
-        set_error(err, err_size, "cannot read /proc/%d/maps: %s", (int)pid, strerror(errno));
+        error_printf(err, err_size, "cannot read /proc/%d/maps: %s", (int)pid, strerror(errno));
         goto out;
     }
     uint64_t main_arena = leakscan_find_main_arena(target, &w.maps);
@@ -513,7 +503,7 @@ int leakscan_walk_glibc_heap(struct leakscan_target *target, const pid_t *tids, 
         if (check_arena_unlocked(&w, w.arenas[i]) < 0)
             goto out;
     if (!main_arena && w.count == 0) {
-        set_error(err, err_size,
+        error_printf(err, err_size,
                   "no glibc malloc heap found in process %d (it uses another allocator, is statically linked "
                   "with a libc memslope does not know, or never called malloc)",
                   (int)pid);
@@ -530,7 +520,7 @@ int leakscan_walk_glibc_heap(struct leakscan_target *target, const pid_t *tids, 
     rc = 0;
 out:
     if (rc < 0 && err && err_size && !err[0])
-        set_error(err, err_size, "out of memory while walking the heap of process %d", (int)pid);
+        error_printf(err, err_size, "out of memory while walking the heap of process %d", (int)pid);
     free(w.blocks);
     free(w.free_mems);
     free(w.arenas);

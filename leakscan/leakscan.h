@@ -3,6 +3,10 @@
  * memcheck's leak checker does (mc_leakcheck.c), on a stopped process or on
  * a synthetic memory image. docs/leakscan.md is the prose version.
  *
+ * This is what the rest of memslope calls; leakscan_internal.h holds what
+ * the files of leakscan/ share among themselves (glibc's malloc_state
+ * offsets, the main arena's search, the roots of one mapping).
+ *
  * The algorithm (leakscan_classify):
  *   - A conservative scan of aligned 8-byte words. A word points to a block
  *     when it equals the block's start (start pointer) or lies strictly
@@ -29,7 +33,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../report/trace_format.h"
+#include "../common/trace_format.h"
 
 /* One live heap block. The caller fills address, size and stack_id;
  * leakscan writes category (enum trace_leak_category). Given in any
@@ -116,18 +120,13 @@ void leakscan_sort_blocks(struct leakscan_block *blocks, size_t block_count);
 /* Sums classified blocks per category. */
 void leakscan_sum(const struct leakscan_block *blocks, size_t block_count, struct leakscan_totals *totals);
 
-/* Aggregates classified blocks per (stack_id, category) into loss records
- * (first_iteration = 0), sorted by stack_id then category. *records is
- * malloc'ed (free it); returns the count, or -1 on allocation failure. */
-long leakscan_aggregate(const struct leakscan_block *blocks, size_t block_count, struct trace_loss_record **records);
-
 /* memcheck's name of a category: "definitely_lost", "indirectly_lost",
  * "possibly_lost", "still_reachable" ("unknown" otherwise). */
 const char *leakscan_category_name(uint32_t category);
 
 /*
  * What memslope's shim tells about the memory of the process it runs in
- * (preload/shm_layout.h); a process without it (`memslope leaks PID`) has
+ * (common/shm_layout.h); a process without it (`memslope leaks PID`) has
  * none of this.
  */
 struct leakscan_shim_memory {
@@ -143,25 +142,6 @@ struct leakscan_shim_memory {
     int64_t tls_offset;
     uint64_t tls_size;
 };
-
-/*
- * The roots inside one writable mapping [mapping.start, mapping.end),
- * besides its threads' stacks and TLS: the mapping minus the memory
- * allocators own in it, that is the allocator ranges the shim reported
- * (owned: sorted by start, disjoint), glibc's arena heaps (heap_info at a
- * 64 MiB-aligned address, checked) and glibc's mmapped chunks (the chunk
- * header before a block, checked), since their free parts hold stale
- * pointers and their blocks are scanned when reached. A mapping holding a
- * block that none of those holds belongs to an allocator memslope does not
- * know: no part of it is a root. blocks: every block, sorted by address
- * (a block of 0 bytes covers its first byte). Appends the root ranges, in address order, to *roots (grown with
- * realloc; *count and *capacity updated). Returns 0, or -1 when out of
- * memory. memory->read only is used (the headers).
- */
-int leakscan_mapping_roots(const struct leakscan_memory *memory, struct leakscan_range mapping,
-                           const struct leakscan_block *blocks, size_t block_count,
-                           const struct leakscan_range *owned, size_t owned_count, struct leakscan_range **roots,
-                           size_t *count, size_t *capacity);
 
 /*
  * Process scan. Every thread of pid must be stopped by the caller (ptrace)
@@ -259,10 +239,11 @@ int leakscan_walk_glibc_heap(struct leakscan_target *target, const pid_t *tids, 
 void leakscan_heap_free(struct leakscan_heap *heap);
 
 /*
- * Shared between the files of leakscan/ (and cmd_leaks): reading another
- * process's memory. Reads go through process_vm_readv (falling back to
- * /proc/PID/mem page by page). Unreadable bytes read as zero. Nothing is
- * kept: the walk and the scan read what they reach, a window at a time.
+ * Reading another process's memory (the heap walk's and the scan's, and
+ * `memslope leaks PID`'s previews of the blocks). Reads go through
+ * process_vm_readv (falling back to /proc/PID/mem page by page).
+ * Unreadable bytes read as zero. Nothing is kept: the walk and the scan
+ * read what they reach, a window at a time.
  */
 struct leakscan_target {
     pid_t pid;
@@ -273,14 +254,9 @@ struct leakscan_target {
 };
 
 void leakscan_target_open(struct leakscan_target *target, pid_t pid);
-/* Reads through mem_fd (a /proc/PID/mem the process opened itself) only. */
-void leakscan_target_open_fd(struct leakscan_target *target, pid_t pid, int mem_fd);
 void leakscan_target_close(struct leakscan_target *target);
 /* leakscan_memory callbacks; context is a struct leakscan_target. */
 int leakscan_target_read(void *context, uint64_t address, void *buffer, size_t length);
-/* process_vm_readv over many ranges at once (IOV_MAX at a time); a range
- * it refuses is read as leakscan_target_read reads. */
-int leakscan_target_read_ranges(void *context, const struct leakscan_range *ranges, size_t count, void *buffer);
 /* leakscan_memory.holds_data from /proc/PID/pagemap (bit 63 present, 62
  * swapped); 1 where the pagemap cannot be read. */
 int leakscan_target_holds_data(void *context, uint64_t address, size_t length);
@@ -289,23 +265,5 @@ int leakscan_target_holds_data(void *context, uint64_t address, size_t length);
 int leakscan_process_target(struct leakscan_target *target, const pid_t *tids, size_t tid_count,
                             struct leakscan_block *blocks, size_t block_count, struct leakscan_totals *totals,
                             struct leakscan_stats *stats, char *err, size_t err_size);
-
-/* glibc's main_arena in the process: found by its contents (every empty bin
- * points at itself, next/system_mem/attached_threads consistent) in the
- * writable file mappings and their anonymous tails. 0 if not found. */
-struct proc_maps;
-uint64_t leakscan_find_main_arena(struct leakscan_target *target, const struct proc_maps *maps);
-
-/* glibc 2.26+ x86-64 struct malloc_state: offsets and size. */
-#define LEAKSCAN_MSTATE_FASTBINS 16u
-#define LEAKSCAN_MSTATE_NFASTBINS 10u
-#define LEAKSCAN_MSTATE_TOP 96u
-#define LEAKSCAN_MSTATE_BINS 112u
-#define LEAKSCAN_MSTATE_NBINS 127u
-#define LEAKSCAN_MSTATE_NEXT 2160u
-#define LEAKSCAN_MSTATE_ATTACHED 2176u
-#define LEAKSCAN_MSTATE_SYSTEM_MEM 2184u
-#define LEAKSCAN_MSTATE_SIZE 2200u
-#define LEAKSCAN_HEAP_MAX (64ull << 20) /* HEAP_MAX_SIZE: arena heaps are aligned to it */
 
 #endif

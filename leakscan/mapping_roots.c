@@ -11,7 +11,7 @@
  * it: whole, minus the memory that allocators own, whose free parts hold
  * stale pointers and whose blocks are scanned when reached.
  */
-#include "leakscan.h"
+#include "leakscan_internal.h"
 
 #include <stdbool.h>
 #include <stdlib.h>

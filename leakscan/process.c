@@ -3,12 +3,11 @@
  * from /proc/PID/maps and the threads' registers, memory through
  * struct leakscan_target, the classification in classify.c.
  */
-#include "leakscan.h"
+#include "leakscan_internal.h"
 
 #include <elf.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +16,9 @@
 #include <sys/user.h>
 #include <unistd.h>
 
-#include "../tracer/proc_maps.h"
+#include "../common/error_buffer.h"
+#include "../common/growable_array.h"
+#include "../common/proc_maps.h"
 
 #define RED_ZONE 128u           /* x86-64 ABI: below SP, still the function's */
 #define TLS_BELOW_FS (16u << 10) /* static TLS blocks sit below the thread pointer */
@@ -28,16 +29,6 @@
 #define SPARSE_MAPPING (1ull << 30)   /* above this, only present pages are scanned */
 #define RESERVATION (256ull << 30)    /* above this, an anonymous mapping is a reservation
                                        * (sanitizer shadow, runtime heaps): not scanned */
-
-static void set_error(char *err, size_t err_size, const char *format, ...)
-{
-    if (!err || err_size == 0)
-        return;
-    va_list args;
-    va_start(args, format);
-    vsnprintf(err, err_size, format, args);
-    va_end(args);
-}
 
 /* ---- growable root lists ------------------------------------------------- */
 
@@ -52,28 +43,16 @@ static int add_range(struct roots *r, uint64_t start, uint64_t end)
 {
     if (end <= start)
         return 0;
-    if (r->count == r->capacity) {
-        size_t capacity = r->capacity ? 2 * r->capacity : 64;
-        struct leakscan_range *grown = realloc(r->ranges, capacity * sizeof *grown);
-        if (!grown)
-            return -1;
-        r->ranges = grown;
-        r->capacity = capacity;
-    }
+    if (growable_array_reserve(&r->ranges, &r->capacity, r->count + 1, sizeof *r->ranges) < 0)
+        return -1;
     r->ranges[r->count++] = (struct leakscan_range){start, end};
     return 0;
 }
 
 static int add_word(struct roots *r, uint64_t word)
 {
-    if (r->word_count == r->word_capacity) {
-        size_t capacity = r->word_capacity ? 2 * r->word_capacity : 64;
-        uint64_t *grown = realloc(r->words, capacity * sizeof *grown);
-        if (!grown)
-            return -1;
-        r->words = grown;
-        r->word_capacity = capacity;
-    }
+    if (growable_array_reserve(&r->words, &r->word_capacity, r->word_count + 1, sizeof *r->words) < 0)
+        return -1;
     r->words[r->word_count++] = word;
     return 0;
 }
@@ -233,7 +212,7 @@ static int read_registers(pid_t tid, struct roots *r, struct thread_state *threa
 {
     struct user_regs_struct regs;
     if (ptrace(PTRACE_GETREGS, tid, NULL, &regs) < 0) {
-        set_error(err, err_size,
+        error_printf(err, err_size,
                   "leak scan: cannot read the registers of thread %d: %s (every thread must be stopped under "
                   "ptrace by the caller)",
                   (int)tid, strerror(errno));
@@ -665,7 +644,7 @@ static int plan_roots(struct scan_plan *plan, struct leakscan_target *target, co
         goto out_of_memory;
     return 0;
 out_of_memory:
-    set_error(err, err_size, "leak scan: out of memory while listing the roots of process %d", (int)target->pid);
+    error_printf(err, err_size, "leak scan: out of memory while listing the roots of process %d", (int)target->pid);
     return -1;
 }
 
@@ -674,7 +653,7 @@ static int plan_scan(struct scan_plan *plan, struct leakscan_target *target, con
                      const struct leakscan_block *blocks, size_t block_count, char *err, size_t err_size)
 {
     if (read_maps_of_a_live_thread(plan, target, tids, tid_count) < 0) {
-        set_error(err, err_size,
+        error_printf(err, err_size,
                   errno == ESRCH || errno == ENOENT
                       ? "process %d exited during the leak scan (/proc/%d/maps: %s); nothing was reported"
                       : "leak scan: cannot read /proc/%d/maps of process %d: %s",
@@ -685,7 +664,7 @@ static int plan_scan(struct scan_plan *plan, struct leakscan_target *target, con
     plan->thread_count = tid_count;
     plan->threads_complete = true;
     if (!plan->threads) {
-        set_error(err, err_size, "leak scan: out of memory for the threads of process %d", (int)target->pid);
+        error_printf(err, err_size, "leak scan: out of memory for the threads of process %d", (int)target->pid);
         return -1;
     }
     for (size_t t = 0; t < tid_count; t++)
@@ -700,13 +679,13 @@ static int plan_handover(struct scan_plan *plan, struct leakscan_target *target,
                          size_t block_count, char *err, size_t err_size)
 {
     if (lseek(handover->maps_fd, 0, SEEK_SET) < 0 || proc_maps_read_fd(handover->maps_fd, &plan->maps) < 0) {
-        set_error(err, err_size,
+        error_printf(err, err_size,
                   "leak scan: cannot read the maps process %d handed over (its /proc/self/maps): %s",
                   (int)target->pid, strerror(errno));
         return -1;
     }
     if (plan->maps.count == 0) {
-        set_error(err, err_size, "leak scan: the maps process %d handed over list no mapping", (int)target->pid);
+        error_printf(err, err_size, "leak scan: the maps process %d handed over list no mapping", (int)target->pid);
         return -1;
     }
     plan->threads = calloc(1, sizeof *plan->threads);
@@ -716,7 +695,7 @@ static int plan_handover(struct scan_plan *plan, struct leakscan_target *target,
     for (size_t i = 0; rc == 0 && i < handover->root_word_count; i++)
         rc = add_word(&plan->roots, handover->root_words[i]);
     if (rc < 0) {
-        set_error(err, err_size, "leak scan: out of memory for the threads of process %d", (int)target->pid);
+        error_printf(err, err_size, "leak scan: out of memory for the threads of process %d", (int)target->pid);
         return -1;
     }
     plan->threads[0].sp = handover->stack_pointer;

@@ -4,7 +4,7 @@
  * ranges in one system call; /proc/PID/mem is the fallback for pages it
  * refuses; bytes neither can read are zero, which points nowhere.
  */
-#include "leakscan.h"
+#include "leakscan_internal.h"
 
 #include <errno.h>
 #include <stdbool.h>

@@ -21,7 +21,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "shm_layout.h"
+#include "../common/shm_layout.h"
 #include "shm_region.h"
 
 /* How often the waiting thread checks that the tracer still exists. */

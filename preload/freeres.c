@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #include "elf_lookup.h"
-#include "shm_layout.h"
+#include "../common/shm_layout.h"
 
 /* The kernel's task flag set when a thread starts exiting (include/linux/sched.h). */
 #define TASK_FLAG_EXITING 0x00000004u

@@ -17,7 +17,7 @@
 
 #include "python_layout.h"
 #include "python_linetable.h"
-#include "shm_layout.h"
+#include "../common/shm_layout.h"
 #include "shm_region.h"
 #include "stack_table.h"
 

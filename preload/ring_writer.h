@@ -36,7 +36,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "shm_layout.h"
+#include "../common/shm_layout.h"
 
 /* Per-thread producer state; lives in a thread-local variable. */
 struct ring_producer {

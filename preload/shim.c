@@ -30,6 +30,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <link.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sched.h>
@@ -54,7 +55,7 @@
 #include "freeres.h"
 #include "python_runtime.h"
 #include "ring_writer.h"
-#include "shm_layout.h"
+#include "../common/shm_layout.h"
 #include "shm_region.h"
 #include "stack_table.h"
 
@@ -1551,6 +1552,12 @@ static void python_hook_free(void *ctx, void *pointer)
 }
 
 /* ---- the marker API ------------------------------------------------------- */
+
+/* include/memslope.h declares these weak, for programs to run without the
+ * shim; declared here as the shim defines them. */
+void memslope_case_begin(const char *name);
+void memslope_iteration(void);
+void memslope_case_end(void);
 
 /* noinline and with a body each: the tracer plants breakpoints on them. */
 SHIM_EXPORT __attribute__((noinline)) void memslope_case_begin(const char *name)

@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "shm_layout.h"
+#include "../common/shm_layout.h"
 
 /* Fills the header of a zeroed region and stores ready = 1 (release).
  * clock_source: enum shm_clock_source of the events to come (set before

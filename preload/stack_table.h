@@ -13,7 +13,7 @@
 
 #include <stdint.h>
 
-#include "shm_layout.h"
+#include "../common/shm_layout.h"
 
 /* Probes before the table counts as full for this stack: long clusters only
  * happen when the table is nearly full, and a bounded probe keeps the

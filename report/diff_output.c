@@ -5,7 +5,7 @@
 
 #include "attribution.h"
 #include "diff.h"
-#include "json_writer.h"
+#include "../common/json_writer.h"
 #include "text_escape.h"
 
 /* --- text ------------------------------------------------------------------------- */

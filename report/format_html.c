@@ -11,7 +11,7 @@
 
 #include "attribution.h"
 #include "html_template.h"
-#include "json_writer.h"
+#include "../common/json_writer.h"
 
 #ifndef MEMSLOPE_VERSION
 #define MEMSLOPE_VERSION "unknown"

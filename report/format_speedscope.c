@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json_writer.h"
+#include "../common/json_writer.h"
 
 #ifndef MEMSLOPE_VERSION
 #define MEMSLOPE_VERSION "unknown"

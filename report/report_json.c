@@ -2,7 +2,7 @@
 #include <stdlib.h>
 
 #include "attribution.h"
-#include "json_writer.h"
+#include "../common/json_writer.h"
 #include "report_model.h"
 #include "suppressions.h"
 

@@ -20,23 +20,6 @@ int report_metric_parse(const char *name, enum report_metric *metric)
     return -1;
 }
 
-const char *report_human_bytes(uint64_t bytes, char *buffer, size_t size)
-{
-    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    if (bytes < 1024) {
-        snprintf(buffer, size, "%" PRIu64 " B", bytes);
-        return buffer;
-    }
-    double value = (double)bytes / 1024;
-    size_t unit = 0;
-    while (value >= 1024 && unit + 1 < sizeof units / sizeof *units) {
-        value /= 1024;
-        unit++;
-    }
-    snprintf(buffer, size, "%.1f %s", value, units[unit]);
-    return buffer;
-}
-
 int report_frame_visible(const struct trace_model_frame *frame)
 {
     return !(frame->flags & TRACE_FRAME_ALLOCATOR);

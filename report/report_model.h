@@ -159,9 +159,6 @@ int report_python_objects_recorded(const struct trace_python *python);
 /* A frame is shown unless it is an allocator entry point. */
 int report_frame_visible(const struct trace_model_frame *frame);
 
-/* Formats bytes in human units ("48 B", "1.5 KiB", "12.0 MiB"). */
-const char *report_human_bytes(uint64_t bytes, char *buffer, size_t size);
-
 /* The text and JSON renderings (report_text.c, report_json.c). */
 void report_write_text(const struct report *report, FILE *out);
 void report_write_json(const struct report *report, FILE *out);

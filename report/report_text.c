@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/units.h"
 #include "attribution.h"
 #include "site_label.h"
 #include "suppressions.h"
@@ -92,9 +93,9 @@ static void write_summary(FILE *out, const struct report *report)
     write_exit(out, p);
     fprintf(out, "; %s allocs, %s frees; %s allocated, peak %s, %s live %s\n",
             with_commas(info->allocations, a, sizeof a), with_commas(info->frees, f, sizeof f),
-            report_human_bytes(info->allocated_bytes, allocated, sizeof allocated),
-            report_human_bytes(info->peak_bytes, peak, sizeof peak),
-            report_human_bytes(info->live_bytes, live, sizeof live),
+            units_format_bytes((double)info->allocated_bytes, allocated, sizeof allocated),
+            units_format_bytes((double)info->peak_bytes, peak, sizeof peak),
+            units_format_bytes((double)info->live_bytes, live, sizeof live),
             info->flags & TRACE_PROC_CHECKPOINT ? "then" : "at exit");
 }
 
@@ -216,7 +217,7 @@ static void write_sampling_note(FILE *out, const struct report *report)
     char rate[32];
     if (report_sample_rate(report))
         fprintf(out, "(~: estimated from allocations sampled every %s on average; totals are exact)\n\n",
-                report_human_bytes(report_sample_rate(report), rate, sizeof rate));
+                units_format_bytes((double)report_sample_rate(report), rate, sizeof rate));
 }
 
 /* Loss records that are lost (still reachable ones are only summed), the
@@ -262,7 +263,7 @@ static const char *bytes_text(uint64_t bytes, const char *mark, char *buffer, si
     if (bytes < 1024)
         snprintf(buffer, size, "%s%s bytes", mark, exact);
     else
-        snprintf(buffer, size, "%s%s bytes (%s)", mark, exact, report_human_bytes(bytes, human, sizeof human));
+        snprintf(buffer, size, "%s%s bytes (%s)", mark, exact, units_format_bytes((double)bytes, human, sizeof human));
     return buffer;
 }
 
@@ -508,8 +509,8 @@ static void write_other_processes(FILE *out, const struct report *report)
         fputs(": ", out);
         write_exit(out, p);
         fprintf(out, "; %s, %s allocated, peak %s\n", plural(p->info.allocations, "allocation", allocations, 48),
-                report_human_bytes(p->info.allocated_bytes, allocated, 32),
-                report_human_bytes(p->info.peak_bytes, peak, 32));
+                units_format_bytes((double)p->info.allocated_bytes, allocated, 32),
+                units_format_bytes((double)p->info.peak_bytes, peak, 32));
         if (entry->exit_leaks)
             write_process_leaks(out, report, entry);
     }

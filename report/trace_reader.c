@@ -11,6 +11,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "../common/growable_array.h"
+
 /* --- arena: the model's immutable data, freed at once ------------------------ */
 
 struct trace_arena {
@@ -39,21 +41,6 @@ static void *arena_alloc(struct trace_model *model, size_t size)
     block->used += size;
     memset(memory, 0, size); /* records are compared whole, padding included */
     return memory;
-}
-
-/* Makes room for one more item in a growable array. */
-static int grow(void *items_ptr, size_t *capacity, size_t count, size_t item_size)
-{
-    void **items = items_ptr;
-    if (count < *capacity)
-        return 0;
-    size_t new_capacity = *capacity ? 2 * *capacity : 16;
-    void *grown = realloc(*items, new_capacity * item_size);
-    if (!grown)
-        return -1;
-    *items = grown;
-    *capacity = new_capacity;
-    return 0;
 }
 
 /* --- the reader's state and errors ------------------------------------------- */
@@ -207,7 +194,8 @@ static int parse_strings(struct reader *reader, struct cursor *cursor)
             return corrupt(reader, "too many strings");
         size_t capacity = model->string_capacity;
         char *copy = arena_alloc(model, (size_t)length + 1);
-        if (!copy || grow(&model->strings, &capacity, model->string_count, sizeof *model->strings) != 0)
+        if (!copy ||
+            growable_array_reserve(&model->strings, &capacity, model->string_count + 1, sizeof *model->strings) != 0)
             return out_of_memory(reader);
         model->string_capacity = (uint32_t)capacity;
         memcpy(copy, bytes, length);
@@ -294,7 +282,7 @@ static int parse_frames(struct reader *reader, struct cursor *cursor)
     for (uint32_t i = 0; i < count; i++) {
         size_t capacity = model->frame_capacity;
         if (model->frame_count >= TRACE_NONE - 1 ||
-            grow(&model->frames, &capacity, model->frame_count, sizeof *model->frames) != 0)
+            growable_array_reserve(&model->frames, &capacity, model->frame_count + 1, sizeof *model->frames) != 0)
             return out_of_memory(reader);
         model->frame_capacity = (uint32_t)capacity;
         if (parse_frame(reader, cursor, &model->frames[model->frame_count]) != 0)
@@ -525,7 +513,8 @@ static int parse_snapshot(struct reader *reader, struct cursor *cursor, int delt
     struct trace_model_process *process = get_process(reader, snapshot.process_id);
     if (!process)
         return -1;
-    if (grow(&process->snapshots, &process->snapshot_capacity, process->snapshot_count, sizeof *process->snapshots) != 0)
+    if (growable_array_reserve(&process->snapshots, &process->snapshot_capacity, process->snapshot_count + 1,
+                               sizeof *process->snapshots) != 0)
         return out_of_memory(reader);
     if (delta) {
         if (parse_delta_entries(reader, cursor, process, &snapshot) != 0)
@@ -553,8 +542,8 @@ static int parse_timeline(struct reader *reader, struct cursor *cursor)
         return -1;
     process->timeline_interval_ns = interval_ns;
     for (uint32_t i = 0; i < count; i++) {
-        if (grow(&process->timeline, &process->timeline_capacity, process->timeline_count,
-                 sizeof *process->timeline) != 0)
+        if (growable_array_reserve(&process->timeline, &process->timeline_capacity, process->timeline_count + 1,
+                                   sizeof *process->timeline) != 0)
             return out_of_memory(reader);
         struct trace_timeline_point *point = &process->timeline[process->timeline_count++];
         point->time_ns = get_u64(cursor);
@@ -567,7 +556,7 @@ static int parse_timeline(struct reader *reader, struct cursor *cursor)
 static int add_warning(struct reader *reader, const char ***warnings, size_t *count, size_t *capacity,
                        const char *message)
 {
-    if (grow(warnings, capacity, *count, sizeof **warnings) != 0)
+    if (growable_array_reserve(warnings, capacity, *count + 1, sizeof **warnings) != 0)
         return out_of_memory(reader);
     (*warnings)[(*count)++] = message;
     return 0;
@@ -638,7 +627,8 @@ static int parse_case(struct reader *reader, struct cursor *cursor)
         process->cases[slot->index] = trace_case;
         return 0;
     }
-    if (grow(&process->cases, &process->case_capacity, process->case_count, sizeof *process->cases) != 0 ||
+    if (growable_array_reserve(&process->cases, &process->case_capacity, process->case_count + 1,
+                               sizeof *process->cases) != 0 ||
         !(slot = arena_alloc(reader->model, sizeof *slot)))
         return out_of_memory(reader);
     memset(slot, 0, sizeof *slot);
@@ -689,7 +679,8 @@ static int parse_leaks(struct reader *reader, struct cursor *cursor)
     struct trace_model_process *process = get_process(reader, leaks.process_id);
     if (!process)
         return -1;
-    if (grow(&process->leaks, &process->leak_capacity, process->leak_count, sizeof *process->leaks) != 0)
+    if (growable_array_reserve(&process->leaks, &process->leak_capacity, process->leak_count + 1,
+                               sizeof *process->leaks) != 0)
         return out_of_memory(reader);
     process->leaks[process->leak_count++] = leaks;
     return 0;
@@ -718,8 +709,8 @@ static int parse_case_sites(struct reader *reader, struct cursor *cursor)
     struct trace_model_process *process = get_process(reader, record.process_id);
     if (!process)
         return -1;
-    if (grow(&process->case_sites, &process->case_sites_capacity, process->case_sites_count,
-             sizeof *process->case_sites) != 0)
+    if (growable_array_reserve(&process->case_sites, &process->case_sites_capacity, process->case_sites_count + 1,
+                               sizeof *process->case_sites) != 0)
         return out_of_memory(reader);
     process->case_sites[process->case_sites_count++] = record;
     return 0;

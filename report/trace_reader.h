@@ -1,5 +1,5 @@
 /*
- * trace_reader.h - reads a trace file (report/trace_format.h) into memory.
+ * trace_reader.h - reads a trace file (common/trace_format.h) into memory.
  *
  * The reader is hardened: any byte string gives either a model or one line
  * naming the file and the problem. Every length, count and id is checked
@@ -24,7 +24,7 @@
 #include <stdint.h>
 #include <uthash.h>
 
-#include "trace_format.h"
+#include "../common/trace_format.h"
 
 /* 32 Mi entries of 24 bytes: 768 MiB. A Python process with 10,000 sites
  * and 3 cases of 200 snapshots rebuilds 6 Mi. */

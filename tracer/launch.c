@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../preload/shm_layout.h"
+#include "../common/shm_layout.h"
 #include "session_internal.h"
 #include "trace_writer.h"
 
@@ -27,62 +28,107 @@ extern char **environ;
     (PTRACE_O_EXITKILL | PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC | PTRACE_O_TRACEEXIT | PTRACE_O_TRACEFORK | \
      PTRACE_O_TRACEVFORK)
 
-/* environ plus LD_PRELOAD (the shim first, then what was there) and the
- * shim's settings; the strings this makes are put in owned[0..4], for the
- * caller to free once the child has exec'd. */
-static char **target_environment(const struct session *session, const char *shim_path, char *owned[5])
+/* The target's environment is environ (less LD_PRELOAD and MEMSLOPE_*)
+ * plus the shim's settings, added in two steps into one array: the tracer
+ * adds up to TRACER_SETTINGS before the fork (no-follow, no-freeres,
+ * LD_PRELOAD, the tracer's pid, the frame limit, the sample rate, the
+ * Python iteration), the child up to CHILD_SETTINGS after it (the socket,
+ * and without ptrace: no-ptrace, no-follow, its own pid), since only the
+ * child knows them; the array is sized for both and the final NULL. */
+#define TRACER_SETTINGS 7
+#define CHILD_SETTINGS 4
+/* The settings the tracer formats (LD_PRELOAD, the tracer's pid, the frame
+ * limit, the sample rate, the Python iteration): freed once the child has
+ * exec'd. */
+#define OWNED_SETTINGS 5
+
+/* What a launch holds until it is done, released in one place whatever
+ * the outcome. A descriptor is -1 once closed or handed over. */
+struct launch {
+    char **env;
+    char *owned[OWNED_SETTINGS];
+    int go[2];      /* the tracer says go ('g', or 'n' without ptrace) */
+    int error[2];   /* the child's errno when exec fails; closed by exec */
+    int sockets[2]; /* the shims' socket: [0] the session's, [1] the child's */
+    pid_t child;    /* -1 until forked; 0 once collected, having never exec'd */
+};
+
+static void close_descriptor(int *fd)
 {
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+}
+
+static void launch_release(struct launch *launch)
+{
+    for (int i = 0; i < OWNED_SETTINGS; i++)
+        free(launch->owned[i]);
+    free(launch->env);
+    for (int i = 0; i < 2; i++) {
+        close_descriptor(&launch->go[i]);
+        close_descriptor(&launch->error[i]);
+        close_descriptor(&launch->sockets[i]);
+    }
+}
+
+/* One NAME=VALUE of the target's environment, malloc'ed; NULL when out
+ * of memory. */
+__attribute__((format(printf, 1, 2))) static char *setting(const char *format, ...)
+{
+    char *text;
+    va_list args;
+    va_start(args, format);
+    int length = vasprintf(&text, format, args);
+    va_end(args);
+    return length < 0 ? NULL : text;
+}
+
+/* environ plus LD_PRELOAD (the shim first, then what was there) and the
+ * shim's settings; the strings it formats go in launch->owned. 0, or -1
+ * when out of memory. */
+static int target_environment(const struct session *session, const char *shim_path, struct launch *launch)
+{
+    static const char preload_prefix[] = "LD_PRELOAD=", memslope_prefix[] = "MEMSLOPE_";
     size_t count = 0;
     while (environ[count])
         count++;
-    char **env = calloc(count + 13, sizeof *env);
+    char **env = launch->env = calloc(count + TRACER_SETTINGS + CHILD_SETTINGS + 1, sizeof *env);
     if (!env)
-        return NULL;
+        return -1;
     size_t n = 0;
     const char *previous_preload = NULL;
     for (size_t i = 0; i < count; i++) {
-        if (strncmp(environ[i], "LD_PRELOAD=", 11) == 0)
-            previous_preload = environ[i] + 11;
-        else if (strncmp(environ[i], "MEMSLOPE_", 9) != 0)
+        if (strncmp(environ[i], preload_prefix, sizeof preload_prefix - 1) == 0)
+            previous_preload = environ[i] + sizeof preload_prefix - 1;
+        else if (strncmp(environ[i], memslope_prefix, sizeof memslope_prefix - 1) != 0)
             env[n++] = environ[i];
     }
-    char *preload = NULL, *tracer = NULL, *frames = NULL, *sample = NULL;
     if (!session->options.follow_children)
         env[n++] = SHM_ENV_NO_FOLLOW "=1";
     if (session->options.no_freeres)
         env[n++] = SHM_ENV_NO_FREERES "=1";
+    char **owned = launch->owned;
     if (previous_preload && *previous_preload)
-        (void)!asprintf(&preload, "LD_PRELOAD=%s:%s", shim_path, previous_preload);
+        owned[0] = setting("LD_PRELOAD=%s:%s", shim_path, previous_preload);
     else
-        (void)!asprintf(&preload, "LD_PRELOAD=%s", shim_path);
-    (void)!asprintf(&tracer, "%s=%d", SHM_ENV_TRACER_PID, (int)getpid());
-    (void)!asprintf(&frames, "%s=%u", SHM_ENV_MAX_FRAMES, session->options.max_frames);
-    (void)!asprintf(&sample, "%s=%llu", SHM_ENV_SAMPLE_RATE, (unsigned long long)session->options.sample_rate);
-    if (!preload || !tracer || !frames || !sample) {
-        free(preload), free(tracer), free(frames), free(sample), free(env);
-        return NULL;
-    }
-    env[n++] = owned[0] = preload;
-    env[n++] = owned[1] = tracer;
-    env[n++] = owned[2] = frames;
-    env[n++] = owned[3] = sample;
-    if (session->options.python_iteration) {
-        if (asprintf(&owned[4], "%s=%s", SHM_ENV_PY_ITERATION, session->options.python_iteration) < 0) {
-            owned[4] = NULL;
-            for (int i = 0; i < 4; i++)
-                free(owned[i]);
-            free(env);
-            return NULL;
-        }
-        env[n++] = owned[4];
-    }
+        owned[0] = setting("LD_PRELOAD=%s", shim_path);
+    owned[1] = setting("%s=%d", SHM_ENV_TRACER_PID, (int)getpid());
+    owned[2] = setting("%s=%u", SHM_ENV_MAX_FRAMES, session->options.max_frames);
+    owned[3] = setting("%s=%llu", SHM_ENV_SAMPLE_RATE, (unsigned long long)session->options.sample_rate);
+    int failed = !owned[0] || !owned[1] || !owned[2] || !owned[3];
+    if (session->options.python_iteration)
+        failed |= !(owned[4] = setting("%s=%s", SHM_ENV_PY_ITERATION, session->options.python_iteration));
+    for (int i = 0; i < OWNED_SETTINGS; i++)
+        if (owned[i])
+            env[n++] = owned[i];
     env[n] = NULL;
-    return env;
+    return failed ? -1 : 0;
 }
 
 /* In the child: wait for the go-ahead, exec, or report errno and die. 'n'
  * instead of 'g' means the tracer could not attach: the shim records
- * anyway, in this process only (see session_run_without_ptrace). */
+ * anyway, in this process only (session_run then runs without ptrace). */
 static void run_child(int go_fd, int error_fd, int region_socket, char *const *command, char **env)
 {
     char go;
@@ -143,92 +189,125 @@ static int write_info(struct session *session)
 }
 
 /* Stops the child that will never exec and collects it. */
-static void abandon_child(pid_t child)
+static void abandon_child(struct launch *launch)
 {
-    kill(child, SIGKILL);
-    waitpid(child, NULL, __WALL);
+    kill(launch->child, SIGKILL);
+    waitpid(launch->child, NULL, __WALL);
+    launch->child = 0;
 }
 
-int session_launch(struct session *session, const char *shim_path)
+/* The environment, the pipes and the socket, then the fork; the child
+ * waits for the go-ahead. 0, or 1 with a message. */
+static int start_child(struct session *session, const char *shim_path, struct launch *launch)
 {
     const char *command = session->options.command[0];
-    char *owned[5] = {NULL, NULL, NULL, NULL, NULL};
-    char **env = target_environment(session, shim_path, owned);
-    int go[2], error[2], sockets[2];
-    if (!env || pipe2(go, O_CLOEXEC) < 0 || pipe2(error, O_CLOEXEC) < 0 ||
-        socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sockets) < 0) {
+    if (target_environment(session, shim_path, launch) < 0 || pipe2(launch->go, O_CLOEXEC) < 0 ||
+        pipe2(launch->error, O_CLOEXEC) < 0 ||
+        socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, launch->sockets) < 0) {
         fprintf(stderr, "memslope: cannot start '%s': %s\n", command, strerror(errno));
         return 1;
     }
     session->start_ns = session_now_ns();
-    pid_t child = fork();
-    if (child < 0) {
+    launch->child = fork();
+    if (launch->child < 0) {
         fprintf(stderr, "memslope: cannot start '%s': fork: %s\n", command, strerror(errno));
         return 1;
     }
-    if (child == 0) {
-        close(go[1]);
-        close(error[0]);
-        close(sockets[0]);
-        run_child(go[0], error[1], sockets[1], session->options.command, env);
+    if (launch->child == 0) {
+        close(launch->go[1]);
+        close(launch->error[0]);
+        close(launch->sockets[0]);
+        run_child(launch->go[0], launch->error[1], launch->sockets[1], session->options.command, launch->env);
     }
-    close(go[0]);
-    close(error[1]);
-    close(sockets[1]);
-    session->region_socket = sockets[0];
-    fcntl(sockets[0], F_SETFL, O_NONBLOCK);
-    session->initial_pid = child;
+    close_descriptor(&launch->go[0]);
+    close_descriptor(&launch->error[1]);
+    close_descriptor(&launch->sockets[1]);
+    session->region_socket = launch->sockets[0];
+    launch->sockets[0] = -1; /* the session's from now on */
+    fcntl(session->region_socket, F_SETFL, O_NONBLOCK);
+    session->initial_pid = launch->child;
+    return 0;
+}
 
-    if (getenv("MEMSLOPE_TEST_NO_PTRACE") || ptrace(PTRACE_SEIZE, child, 0, (void *)(long)SEIZE_OPTIONS) < 0) {
-        if (session->options.iteration_symbol) {
-            abandon_child(child);
-            fprintf(stderr, "memslope: cannot trace '%s': ptrace is not permitted here, and --iteration needs it "
-                            "(run with CAP_SYS_PTRACE, or check kernel.yama.ptrace_scope and the seccomp profile; "
-                            "or mark iterations with the marker API, which works without ptrace)\n", command);
-            return 1;
-        }
-        session->no_ptrace = 1;
-        /* One line; the leak check at exit still runs, from inside the
-         * process (preload/exit_check.c). */
-        fprintf(stderr, "memslope: ptrace is not permitted here: recording without it. Lost: --iteration, "
-                        "children (not followed), snapshots with the world stopped (they follow the event order), "
-                        "the leak check at case ends and at a fatal signal, other threads' registers at the exit "
-                        "check. Run with CAP_SYS_PTRACE to have them.\n");
+/* Seizes the child, or settles for recording without ptrace where it is
+ * not permitted (say so); --iteration needs it. 0, or 1 with a message. */
+static int seize_child(struct session *session, pid_t child)
+{
+    if (ptrace(PTRACE_SEIZE, child, 0, (void *)(long)SEIZE_OPTIONS) == 0)
+        return 0;
+    if (session->options.iteration_symbol) {
+        fprintf(stderr, "memslope: cannot trace '%s': ptrace is not permitted here, and --iteration needs it "
+                        "(run with CAP_SYS_PTRACE, or check kernel.yama.ptrace_scope and the seccomp profile; "
+                        "or mark iterations with the marker API, which works without ptrace)\n",
+                session->options.command[0]);
+        return 1;
     }
+    session->no_ptrace = 1;
+    /* One line; the leak check at exit still runs, from inside the
+     * process (preload/exit_check.c). */
+    fprintf(stderr, "memslope: ptrace is not permitted here: recording without it. Lost: --iteration, "
+                    "children (not followed), snapshots with the world stopped (they follow the event order), "
+                    "the leak check at case ends and at a fatal signal, other threads' registers at the exit "
+                    "check. Run with CAP_SYS_PTRACE to have them.\n");
+    return 0;
+}
 
-    char default_name[4096], err[4096];
-    const char *output = session->options.output;
-    if (!output) {
-        default_output_name(default_name, sizeof default_name, command, child);
-        output = default_name;
+/* The trace file, created before the target runs anything of its own:
+ * an unwritable path is reported with nothing run. *output: the path (-o,
+ * or a default name made in default_name). 0, or 1 with a message. */
+static int create_trace(struct session *session, pid_t child, char *default_name, size_t default_size,
+                        const char **output)
+{
+    char err[4096];
+    *output = session->options.output;
+    if (!*output) {
+        default_output_name(default_name, default_size, session->options.command[0], child);
+        *output = default_name;
     }
-    session->writer = trace_writer_create(output, err, sizeof err);
+    session->writer = trace_writer_create(*output, err, sizeof err);
     if (!session->writer || write_info(session) < 0) {
         fprintf(stderr, "memslope: %s (nothing was run)\n",
                 session->writer ? trace_writer_error(session->writer) : err);
-        abandon_child(child);
         return 1;
     }
+    return 0;
+}
 
-    (void)!write(go[1], session->no_ptrace ? "n" : "g", 1);
-    close(go[1]);
+/* Lets the child exec and waits until it has (the error pipe closes) or
+ * has failed to (its errno arrives, and it exits). 0, or the exit code of
+ * a command that could not run (127 not found, 126 otherwise). */
+static int release_child(struct session *session, struct launch *launch)
+{
+    (void)!write(launch->go[1], session->no_ptrace ? "n" : "g", 1);
+    close_descriptor(&launch->go[1]);
     int exec_error = 0;
     ssize_t n;
     do
-        n = read(error[0], &exec_error, sizeof exec_error);
+        n = read(launch->error[0], &exec_error, sizeof exec_error);
     while (n < 0 && errno == EINTR);
-    close(error[0]);
-    /* The child has exec'd (or failed to): its copy of env is gone. */
-    for (int i = 0; i < 5; i++)
-        free(owned[i]);
-    free(env);
-    if (n == (ssize_t)sizeof exec_error) {
-        waitpid(child, NULL, __WALL);
-        fprintf(stderr, "memslope: cannot run '%s': %s\n", command, strerror(exec_error));
-        trace_writer_remove(session->writer);
-        session->writer = NULL;
-        return exec_error == ENOENT ? 127 : 126;
-    }
-    snprintf(session->output_path, sizeof session->output_path, "%s", output);
-    return 0;
+    if (n != (ssize_t)sizeof exec_error)
+        return 0;
+    waitpid(launch->child, NULL, __WALL);
+    launch->child = 0;
+    fprintf(stderr, "memslope: cannot run '%s': %s\n", session->options.command[0], strerror(exec_error));
+    trace_writer_remove(session->writer);
+    session->writer = NULL;
+    return exec_error == ENOENT ? 127 : 126;
+}
+
+int session_launch(struct session *session, const char *shim_path)
+{
+    struct launch launch = {.go = {-1, -1}, .error = {-1, -1}, .sockets = {-1, -1}, .child = -1};
+    char default_name[4096];
+    const char *output = NULL;
+    int rc = start_child(session, shim_path, &launch);
+    if (rc == 0 && ((rc = seize_child(session, launch.child)) != 0 ||
+                    (rc = create_trace(session, launch.child, default_name, sizeof default_name, &output)) != 0))
+        abandon_child(&launch);
+    if (rc == 0)
+        rc = release_child(session, &launch);
+    if (rc == 0)
+        snprintf(session->output_path, sizeof session->output_path, "%s", output);
+    launch_release(&launch); /* the child has exec'd, or is gone: its copy of env with it */
+    return rc;
 }

@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../report/trace_format.h"
+#include "../common/trace_format.h"
 #include "recorder.h"
 
 struct leak_results {

@@ -8,7 +8,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "../report/report_model.h"
+#include "../common/units.h"
 #include "session_internal.h"
 
 #define PROGRESS_FIRST_NS 500000000ull   /* nothing for a run shorter than this */
@@ -43,7 +43,8 @@ char *progress_format(char *buffer, size_t size, size_t width, double seconds, u
 {
     char count[32], live[32];
     int n = snprintf(buffer, size, "memslope: %.1f s, %s events, %s live", seconds,
-                     with_commas(events, count, sizeof count), report_human_bytes(live_bytes, live, sizeof live));
+                     with_commas(events, count, sizeof count),
+                     units_format_bytes((double)live_bytes, live, sizeof live));
     if (case_name && n >= 0 && (size_t)n < size)
         snprintf(buffer + n, size - (size_t)n, ", case %s iteration %s", case_name,
                  with_commas(iteration, count, sizeof count));

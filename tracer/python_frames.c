@@ -6,7 +6,7 @@
 #include <string.h>
 #include <uthash.h>
 
-#include "../preload/shm_layout.h"
+#include "../common/shm_layout.h"
 
 struct python_frame_entry {
     uint64_t word;

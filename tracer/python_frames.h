@@ -1,7 +1,7 @@
 /*
  * python_frames.h - the Python frames of a process image's backtraces: the
  * frame words the shim writes in place of the interpreter's C frames
- * (preload/shm_layout.h) turned into frames with a qualified name, a file
+ * (common/shm_layout.h) turned into frames with a qualified name, a file
  * and a line, from the code table the shim fills in the shared region.
  *
  * The region is writable by the target, so every index, state, offset and
@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../report/trace_format.h"
+#include "../common/trace_format.h"
 
 struct python_frame_entry;
 

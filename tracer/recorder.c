@@ -6,6 +6,8 @@
 #include <string.h>
 #include <uthash.h>
 
+#include "../common/growable_array.h"
+
 /* The tracer reads the threads' rings one after the other, so a free
  * committed by one thread can be read before the allocation of the same
  * block, committed by another thread an instant earlier (the block went from
@@ -28,22 +30,6 @@ void recorder_init(struct recorder *recorder, uint64_t interval_ns)
     recorder->snapshot_stride = 1;
 }
 
-/* Grows *array (of element_size bytes each) to hold at least needed items. */
-static int ensure_capacity(void **array, size_t *capacity, size_t needed, size_t element_size)
-{
-    if (needed <= *capacity)
-        return 0;
-    size_t grown = *capacity ? *capacity * 2 : 16;
-    while (grown < needed)
-        grown *= 2;
-    void *resized = realloc(*array, grown * element_size);
-    if (!resized)
-        return -1;
-    *array = resized;
-    *capacity = grown;
-    return 0;
-}
-
 #define UNLIKELY_PENDING(recorder) __builtin_expect((recorder)->pending_frees != NULL, 0)
 
 static struct recorder_site *site_for_stack(struct recorder *recorder, uint32_t stack_id,
@@ -64,8 +50,8 @@ static struct recorder_site *site_for_stack(struct recorder *recorder, uint32_t 
     if (index)
         return &recorder->sites[index - 1];
 
-    if (ensure_capacity((void **)&recorder->sites, &recorder->site_capacity, recorder->site_count + 1,
-                        sizeof *recorder->sites) < 0)
+    if (growable_array_reserve(&recorder->sites, &recorder->site_capacity, recorder->site_count + 1,
+                               sizeof *recorder->sites) < 0)
         return NULL;
     struct recorder_site *site = &recorder->sites[recorder->site_count];
     memset(site, 0, sizeof *site);
@@ -98,8 +84,8 @@ static void site_remember_peak(struct recorder *recorder, struct recorder_site *
 
 static void timeline_append(struct recorder *recorder, uint64_t time_ns)
 {
-    if (ensure_capacity((void **)&recorder->timeline, &recorder->timeline_capacity, recorder->timeline_count + 1,
-                        sizeof *recorder->timeline) < 0) {
+    if (growable_array_reserve(&recorder->timeline, &recorder->timeline_capacity, recorder->timeline_count + 1,
+                               sizeof *recorder->timeline) < 0) {
         recorder->out_of_memory = 1;
         return;
     }
@@ -226,8 +212,8 @@ static inline void site_count(struct recorder_site *site, uint64_t size, double 
 /* Notes that a site's live figures moved since the last snapshot. */
 static void touch_slow(struct recorder *recorder, struct recorder_site *site)
 {
-    if (ensure_capacity((void **)&recorder->touched, &recorder->touched_capacity, recorder->touched_count + 1,
-                        sizeof *recorder->touched) < 0) {
+    if (growable_array_reserve(&recorder->touched, &recorder->touched_capacity, recorder->touched_count + 1,
+                               sizeof *recorder->touched) < 0) {
         recorder->touched_all = 1; /* the next snapshot looks at every site */
         return;
     }
@@ -403,8 +389,8 @@ static void snapshot_set_entries(struct recorder_snapshot *snapshot, struct trac
 
 void recorder_snapshot(struct recorder *recorder, uint32_t kind, uint64_t time_ns)
 {
-    if (ensure_capacity((void **)&recorder->snapshots, &recorder->snapshot_capacity, recorder->snapshot_count + 1,
-                        sizeof *recorder->snapshots) < 0) {
+    if (growable_array_reserve(&recorder->snapshots, &recorder->snapshot_capacity, recorder->snapshot_count + 1,
+                               sizeof *recorder->snapshots) < 0) {
         recorder->out_of_memory = 1;
         return;
     }
@@ -444,8 +430,8 @@ void recorder_snapshot(struct recorder *recorder, uint32_t kind, uint64_t time_n
 static void case_open(struct recorder *recorder, uint64_t time_ns, const char *name, size_t name_length,
                       uint32_t flags)
 {
-    if (ensure_capacity((void **)&recorder->cases, &recorder->case_capacity, recorder->case_count + 1,
-                        sizeof *recorder->cases) < 0) {
+    if (growable_array_reserve(&recorder->cases, &recorder->case_capacity, recorder->case_count + 1,
+                               sizeof *recorder->cases) < 0) {
         recorder->out_of_memory = 1;
         return;
     }

@@ -12,7 +12,7 @@
 
 #include <uthash.h>
 
-#include "../report/trace_format.h"
+#include "../common/trace_format.h"
 #include "live_table.h"
 
 struct recorder_site {

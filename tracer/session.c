@@ -31,10 +31,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../preload/shm_layout.h"
+#include "../common/shm_layout.h"
+#include "../leakscan/leakscan.h"
 #include "socket_message.h"
-#include "symbol_cache.h"
-#include "symbolize.h"
+#include "symbols/symbols.h"
 #include "trace_output.h"
 #include "trace_writer.h"
 
@@ -134,18 +134,33 @@ char *read_proc_file(pid_t pid, const char *name, size_t *length)
  * secure-execution mode and ignores LD_PRELOAD. */
 static int read_secure_execution(pid_t pid)
 {
+    uint64_t secure = 0;
+    return process_auxv_value(pid, AT_SECURE, &secure) == 0 && secure != 0;
+}
+
+int process_auxv_value(pid_t pid, uint64_t type, uint64_t *value)
+{
     size_t length = 0;
     char *auxv = read_proc_file(pid, "auxv", &length);
-    int secure = 0;
-    for (size_t i = 0; auxv && i + 16 <= length; i += 16) {
-        uint64_t type, value;
-        memcpy(&type, auxv + i, 8);
-        memcpy(&value, auxv + i + 8, 8);
-        if (type == 23 /* AT_SECURE */)
-            secure = value != 0;
+    int found = -1;
+    for (size_t i = 0; auxv && i + sizeof(Elf64_auxv_t) <= length; i += sizeof(Elf64_auxv_t)) {
+        Elf64_auxv_t entry;
+        memcpy(&entry, auxv + i, sizeof entry);
+        if (entry.a_type == type) {
+            *value = entry.a_un.a_val;
+            found = 0;
+            break;
+        }
     }
     free(auxv);
-    return secure;
+    return found;
+}
+
+int path_is_shim(const char *path)
+{
+    static const char shim_suffix[] = "/libmemslope.so";
+    size_t length = strlen(path);
+    return length >= sizeof shim_suffix - 1 && strcmp(path + length - (sizeof shim_suffix - 1), shim_suffix) == 0;
 }
 
 /* Whether the ELF file at path has no PT_INTERP: nothing loads the shim. */

@@ -17,7 +17,7 @@
 
 #include "breakpoint.h"
 #include "leak_check.h"
-#include "proc_maps.h"
+#include "../common/proc_maps.h"
 #include "progress.h"
 #include "python_frames.h"
 #include "recorder.h"
@@ -139,6 +139,11 @@ void process_merge_maps(struct traced_process *process, struct proc_maps fresh);
 void process_refresh_maps(struct traced_process *process);
 size_t process_drain(struct traced_process *process, int full);
 void process_drain_all(struct session *session, struct traced_process *process);
+/* The value of auxiliary-vector entry type (AT_ENTRY, AT_SECURE; <elf.h>)
+ * of pid: 0, or -1 when it has none or the vector cannot be read. */
+int process_auxv_value(pid_t pid, uint64_t type, uint64_t *value);
+/* Whether a mapping's path is the shim's (ends in /libmemslope.so). */
+int path_is_shim(const char *path);
 int receive_message(struct session *session, struct socket_message *message);
 int map_sent_region(struct socket_message *message, struct shm_consumer *consumer, pid_t *pid);
 void reply_to_exit_check(struct session *session);

@@ -6,6 +6,7 @@
  */
 #include "session_internal.h"
 
+#include <elf.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -14,7 +15,7 @@
 #include <sys/ptrace.h>
 #include <sys/user.h>
 
-#include "elf_symbols.h"
+#include "symbols/symbols.h"
 
 /* ---- --iteration SYMBOL --------------------------------------------------- */
 
@@ -24,16 +25,9 @@ void process_watch_entry(struct session *session, struct traced_process *process
 {
     if (!session->options.iteration_symbol && session->options.leak_check == TRACE_LEAK_CHECK_OFF)
         return;
-    size_t length = 0;
-    char *auxv = read_proc_file(process->pid, "auxv", &length);
-    for (size_t i = 0; auxv && i + 16 <= length; i += 16) {
-        uint64_t type, value;
-        memcpy(&type, auxv + i, 8);
-        memcpy(&value, auxv + i + 8, 8);
-        if (type == 9 /* AT_ENTRY */ && value)
-            breakpoint_plant(process->pid, &process->breakpoints, value, BREAKPOINT_ENTRY);
-    }
-    free(auxv);
+    uint64_t entry = 0;
+    if (process_auxv_value(process->pid, AT_ENTRY, &entry) == 0 && entry)
+        breakpoint_plant(process->pid, &process->breakpoints, entry, BREAKPOINT_ENTRY);
 }
 
 /* Every run-time address of wanted among the image's modules, as
@@ -45,9 +39,7 @@ static size_t find_symbol_addresses(struct traced_process *process, const char *
     listing[0] = '\0';
     for (size_t i = 0; i < process->maps.count; i++) {
         const char *path = process->maps.maps[i].path;
-        size_t length = strlen(path);
-        if ((i > 0 && strcmp(path, process->maps.maps[i - 1].path) == 0) ||
-            (length >= 15 && strcmp(path + length - 15, "/libmemslope.so") == 0))
+        if ((i > 0 && strcmp(path, process->maps.maps[i - 1].path) == 0) || path_is_shim(path))
             continue;
         uint64_t bias;
         struct elf_symbol_match *matches;
@@ -113,8 +105,7 @@ static void watch_markers(struct session *session, struct traced_process *proces
     process_refresh_maps(process);
     for (size_t i = 0; i < process->maps.count; i++) {
         const char *path = process->maps.maps[i].path;
-        size_t length = strlen(path);
-        if (length < 15 || strcmp(path + length - 15, "/libmemslope.so") != 0)
+        if (!path_is_shim(path))
             continue;
         uint64_t bias;
         if (elf_load_bias(&process->maps, path, &bias) < 0)

@@ -17,7 +17,7 @@
 #include <x86intrin.h>
 #endif
 
-#include "../preload/shm_layout.h"
+#include "../common/shm_layout.h"
 
 /* How often slots not known to be active are looked at: a thread's first
  * events wait at most this long (only if its ring fills meanwhile). */

@@ -1,6 +1,6 @@
 /*
  * shm_consumer.h - the tracer's side of the shared-memory ring
- * (preload/shm_layout.h): finds a process image's region, drains every
+ * (common/shm_layout.h): finds a process image's region, drains every
  * thread's ring in time order into a recorder, and wakes producers that wait
  * for room.
  */

@@ -14,7 +14,7 @@
     "; it was ignored and its descriptors closed (a shim of another memslope build, or the program wrote on "  \
     "memslope's socket: run the libmemslope.so installed with this memslope)"
 
-static void reject(char *err, size_t err_size, const char *format, ...)
+__attribute__((format(printf, 3, 4))) static void reject(char *err, size_t err_size, const char *format, ...)
 {
     if (!err || err_size == 0)
         return;

@@ -1,6 +1,6 @@
 /*
  * socket_message.h - what the shims send on the socket memslope record
- * gives them (SHM_ENV_SOCKET; see preload/shm_layout.h, "Messages on
+ * gives them (SHM_ENV_SOCKET; see common/shm_layout.h, "Messages on
  * SHM_ENV_SOCKET"): region hand-overs and, in no-ptrace mode, the exit
  * check's request. The bytes and descriptors come from the target, so every
  * message is validated; one that does not validate is rejected with a
@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 
-#include "../preload/shm_layout.h"
+#include "../common/shm_layout.h"
 
 /* Most descriptors one datagram may bring (more are a malformed message,
  * still received whole so that all of them are closed). */

@@ -6,12 +6,12 @@
 #include <string.h>
 #include <uthash.h>
 
-#include "../preload/shm_layout.h"
+#include "../common/proc_maps.h"
+#include "../common/shm_layout.h"
 #include "leak_check.h"
-#include "proc_maps.h"
 #include "python_frames.h"
 #include "recorder.h"
-#include "symbolize.h"
+#include "symbols/symbols.h"
 #include "trace_writer.h"
 
 /* Frames one return address expands to (inlined calls make it several):

@@ -1,4 +1,4 @@
-/* trace_writer.c - see trace_writer.h; the format is report/trace_format.h. */
+/* trace_writer.c - see trace_writer.h; the format is common/trace_format.h. */
 #include "trace_writer.h"
 
 #include <errno.h>
@@ -12,7 +12,7 @@
 #include <uthash.h>
 #include <zlib.h>
 
-#include "output_file.h"
+#include "../common/output_file.h"
 
 /* A growable byte buffer holding one section payload being built. */
 struct byte_buffer {

@@ -1,5 +1,5 @@
 /*
- * trace_writer.h - appends sections to a trace file (format: report/trace_format.h).
+ * trace_writer.h - appends sections to a trace file (format: common/trace_format.h).
  *
  * The path is opened by output_file.h's rule: a new file created beside it
  * and renamed over it at once (mode 0666 & ~umask, never through another
@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../report/trace_format.h"
+#include "../common/trace_format.h"
 
 struct trace_writer;
 

@@ -51,7 +51,7 @@ PY
 }
 
 echo "== the classification alone, on a synthetic heap in memory (CPU time)"
-cc -O2 -D_GNU_SOURCE -o "$OUT/classify_bench" bench/leakscan/classify_bench.c leakscan/classify.c
+cc -O2 -D_GNU_SOURCE -o "$OUT/classify_bench" bench/leakscan/classify_bench.c leakscan/classify.c common/error_buffer.c
 "$OUT/classify_bench" "$BLOCKS" "$SIZE" 4
 "$OUT/classify_bench" "$((BLOCKS / 4))" "$((SIZE * 4))" 32
 echo "== memslope leaks, full size"

@@ -1,11 +1,13 @@
-/* Fuzzes the `perf script` parser (tracer/perf_script.h) and both writers:
+/* Fuzzes the `perf script` parser (tracer/wrappers/perf_script.h) and both writers:
  * any bytes must parse without a memory error, give a profile whose indexes
  * are all in range, and convert. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../../tracer/perf_script.h"
+#include "../../tracer/wrappers/perf_script.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void check_invariants(const struct perf_profile *profile)
 {

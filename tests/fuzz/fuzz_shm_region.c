@@ -13,7 +13,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "../../preload/shm_layout.h"
+#include "../../common/shm_layout.h"
 #include "../../tracer/python_frames.h"
 #include "../../tracer/recorder.h"
 #include "../../tracer/shm_consumer.h"

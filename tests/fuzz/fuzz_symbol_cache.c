@@ -10,7 +10,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "../../tracer/symbol_cache.h"
+#include "../../tracer/symbols/symbol_cache.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

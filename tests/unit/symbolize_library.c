@@ -16,6 +16,7 @@ NOINLINE static int library_local_function(int x)
     return x * 3 + 1;
 }
 
+void *library_local_function_address(void);
 void *library_local_function_address(void)
 {
     return (void *)&library_local_function;

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../tracer/commands.h"
+#include "../../cli/commands.h"
 
 static const struct option_table *const tables[] = {
     &cmd_record_options, &cmd_report_options, &cmd_gate_options,        &cmd_diff_options,

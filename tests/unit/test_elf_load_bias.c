@@ -1,5 +1,5 @@
 /*
- * test_elf_load_bias.c - elf_load_bias (tracer/elf_symbols.c) takes a
+ * test_elf_load_bias.c - elf_load_bias (tracer/symbols/elf_symbols.c) takes a
  * library's load bias from its executable mapping, never from another
  * mapping of the same file: the shim's libelf maps a file whole, read-only
  * from offset 0, to read its call-frame information, and that mapping may
@@ -18,8 +18,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../tracer/elf_symbols.h"
-#include "../../tracer/proc_maps.h"
+#include "../../tracer/symbols/elf_symbols.h"
+#include "../../common/proc_maps.h"
 
 /* The path and load bias of the object that defines a function of libcmocka. */
 static void cmocka_load(char *path, size_t size, uint64_t *bias)

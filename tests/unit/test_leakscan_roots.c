@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "../../leakscan/leakscan.h"
+#include "../../leakscan/leakscan_internal.h"
 
 #define KIB 1024ull
 #define MIB (1024ull * 1024ull)

@@ -1,4 +1,4 @@
-/* test_output_file.c - the one rule every -o follows (tracer/output_file.h):
+/* test_output_file.c - the one rule every -o follows (common/output_file.h):
  * what each kind of path becomes, where a new file is put, links of one's
  * own followed and another user's refused, a regular file replaced only
  * when published, and a locked file refused to a second exclusive writer. */
@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "../../tracer/output_file.h"
+#include "../../common/output_file.h"
 
 static char folder[] = "/tmp/memslope-output-test.XXXXXX";
 

@@ -1,5 +1,5 @@
 /* Unit tests of the `perf script` parser and the speedscope and collapsed
- * writers (tracer/perf_script.h), on checked-in perf output
+ * writers (tracer/wrappers/perf_script.h), on checked-in perf output
  * (tests/unit/data/perf_script_*.txt) and on made-up odd input. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,8 +14,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../tracer/external_tool.h"
-#include "../../tracer/perf_script.h"
+#include "../../tracer/wrappers/external_tool.h"
+#include "../../tracer/wrappers/perf_script.h"
 
 /* Tests run from the repository root (make and run-unit.sh do). */
 #define DATA_DIR "tests/unit/data/"

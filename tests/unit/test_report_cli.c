@@ -8,8 +8,9 @@
 
 #include <cmocka.h>
 
+#include "../../common/units.h"
 #include "../../report/report_model.h"
-#include "../../tracer/commands.h"
+#include "../../cli/commands.h"
 #include "test_trace_sample.h"
 
 struct fixture {
@@ -391,16 +392,17 @@ static void test_no_temp_files_left(void **state)
     assert_int_equal(system(command), 0);
 }
 
-static void test_human_bytes(void **state)
+static void test_format_bytes(void **state)
 {
     (void)state;
     char b[32];
-    assert_string_equal(report_human_bytes(0, b, sizeof b), "0 B");
-    assert_string_equal(report_human_bytes(1023, b, sizeof b), "1023 B");
-    assert_string_equal(report_human_bytes(1536, b, sizeof b), "1.5 KiB");
-    assert_string_equal(report_human_bytes(3u << 20, b, sizeof b), "3.0 MiB");
-    assert_string_equal(report_human_bytes(5ull << 30, b, sizeof b), "5.0 GiB");
-    assert_string_equal(report_human_bytes(UINT64_MAX, b, sizeof b), "16.0 EiB");
+    assert_string_equal(units_format_bytes(0, b, sizeof b), "0 B");
+    assert_string_equal(units_format_bytes(1023, b, sizeof b), "1023 B");
+    assert_string_equal(units_format_bytes(1536, b, sizeof b), "1.5 KiB");
+    assert_string_equal(units_format_bytes(3u << 20, b, sizeof b), "3.0 MiB");
+    assert_string_equal(units_format_bytes(5ull << 30, b, sizeof b), "5.0 GiB");
+    assert_string_equal(units_format_bytes((double)(1ull << 50), b, sizeof b), "1.0 PiB");
+    assert_string_equal(units_format_bytes((double)UINT64_MAX, b, sizeof b), "16.0 EiB");
 }
 
 int main(void)
@@ -417,7 +419,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_incomplete_trace_still_reports, setup, teardown),
         cmocka_unit_test_setup_teardown(test_marked_cases, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_temp_files_left, setup, teardown),
-        cmocka_unit_test(test_human_bytes),
+        cmocka_unit_test(test_format_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

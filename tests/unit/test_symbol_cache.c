@@ -22,8 +22,8 @@
 #include <cmocka.h>
 #include <zlib.h>
 
-#include "../../report/trace_format.h"
-#include "../../tracer/symbol_cache.h"
+#include "../../common/trace_format.h"
+#include "../../tracer/symbols/symbol_cache.h"
 
 /* The file layout (symbol_cache.c's opening comment). */
 enum {

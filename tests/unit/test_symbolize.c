@@ -1,5 +1,5 @@
 /*
- * test_symbolize.c - tracer/symbolize.c and tracer/symbol_store.c against
+ * test_symbolize.c - tracer/symbols/symbolize.c and tracer/symbols/symbol_store.c against
  * this test binary (built with -g -O1, so lines and inlining are known
  * here), libc, and a small library built three ways beside it
  * (tests/unit/symbolize_library.c, the Makefile).
@@ -20,13 +20,11 @@
 
 #include <cmocka.h>
 
-#include "../../tracer/symbol_cache.h"
-#include "../../tracer/symbolize.h"
+#include "../../tracer/symbols/symbol_cache.h"
+#include "../../tracer/symbols/symbol_store.h"
+#include "../../tracer/symbols/symbolize.h"
 
 #define NOINLINE __attribute__((noinline, noclone))
-
-/* symbolize.c's demangler; not in symbolize.h, which callers need not see. */
-char *symbolize_demangle(const char *name);
 
 /* What the probed functions record about themselves. */
 struct probe {

@@ -13,10 +13,10 @@
 
 #include "../../report/trace_reader.h"
 #include "../../tracer/leak_check.h"
-#include "../../tracer/proc_maps.h"
+#include "../../common/proc_maps.h"
 #include "../../tracer/python_frames.h"
 #include "../../tracer/recorder.h"
-#include "../../tracer/symbolize.h"
+#include "../../tracer/symbols/symbolize.h"
 #include "../../tracer/trace_output.h"
 #include "../../tracer/trace_writer.h"
 

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../common/growable_array.h"
+
 /* A byte range of the input; the parser copies only what it interns. */
 struct span {
     const char *text;
@@ -180,22 +182,6 @@ static int stored_equals(const char *stored, struct span s)
     return s.length > 0 && strnlen(stored, s.length + 1) == s.length && memcmp(stored, s.text, s.length) == 0;
 }
 
-/* Grows *array to hold at least need elements. */
-static int reserve(void **array, size_t *capacity, size_t need, size_t element_size)
-{
-    if (need <= *capacity)
-        return 0;
-    size_t grown = *capacity ? *capacity * 2 : 64;
-    while (grown < need)
-        grown *= 2;
-    void *bigger = realloc(*array, grown * element_size);
-    if (!bigger)
-        return -1;
-    *array = bigger;
-    *capacity = grown;
-    return 0;
-}
-
 /* ---- hash table --------------------------------------------------------- */
 
 typedef int (*entry_equals)(const struct perf_profile *profile, uint32_t index, const void *key);
@@ -302,8 +288,8 @@ static int intern_frame(struct parser *parser, const struct pending_frame *pendi
     struct perf_index *tables = parser->index;
     if (profile->frame_count >= PERF_NO_NODE - 1)
         return -1;
-    if (reserve((void **)&profile->frames, &tables->frames_capacity, profile->frame_count + 1,
-                sizeof *profile->frames) != 0)
+    if (growable_array_reserve(&profile->frames, &tables->frames_capacity, profile->frame_count + 1,
+                               sizeof *profile->frames) != 0)
         return -1;
     uint64_t hash = hash_span(hash_span(hash_span(FNV_OFFSET, pending->function), pending->module),
                               pending->file);
@@ -332,8 +318,8 @@ static int intern_node(struct parser *parser, uint32_t parent, uint32_t frame, u
     struct perf_index *tables = parser->index;
     if (profile->node_count >= PERF_NO_NODE - 1)
         return -1;
-    if (reserve((void **)&profile->nodes, &tables->nodes_capacity, profile->node_count + 1,
-                sizeof *profile->nodes) != 0)
+    if (growable_array_reserve(&profile->nodes, &tables->nodes_capacity, profile->node_count + 1,
+                               sizeof *profile->nodes) != 0)
         return -1;
     struct perf_node key = {parent, frame};
     uint64_t hash = fnv1a(FNV_OFFSET, &key, sizeof key);
@@ -376,8 +362,8 @@ static int intern_thread(struct parser *parser, long pid, long tid, struct span 
     struct perf_index *tables = parser->index;
     if (profile->thread_count >= PERF_NO_NODE - 1)
         return -1;
-    if (reserve((void **)&profile->threads, &tables->threads_capacity, profile->thread_count + 1,
-                sizeof *profile->threads) != 0)
+    if (growable_array_reserve(&profile->threads, &tables->threads_capacity, profile->thread_count + 1,
+                               sizeof *profile->threads) != 0)
         return -1;
     struct thread_key key = {pid, tid};
     uint64_t hash = fnv1a(FNV_OFFSET, &key, sizeof key);
@@ -412,8 +398,8 @@ static void fill_inlined_modules(struct pending_frame *frames, size_t count)
 static int add_sample(struct parser *parser, uint32_t node)
 {
     struct perf_profile *profile = parser->profile;
-    if (reserve((void **)&profile->samples, &parser->index->samples_capacity,
-                profile->sample_count + 1, sizeof *profile->samples) != 0)
+    if (growable_array_reserve(&profile->samples, &parser->index->samples_capacity,
+                               profile->sample_count + 1, sizeof *profile->samples) != 0)
         return -1;
     profile->samples[profile->sample_count++] = (struct perf_sample){parser->thread, node};
     profile->threads[parser->thread].samples++;
@@ -506,8 +492,8 @@ static int push_frame(struct parser *parser, struct span text, uint64_t ip)
         parser->stack_truncated = 1;
         return 0;
     }
-    if (reserve((void **)&parser->pending, &parser->pending_capacity, parser->depth + 1,
-                sizeof *parser->pending) != 0)
+    if (growable_array_reserve(&parser->pending, &parser->pending_capacity, parser->depth + 1,
+                               sizeof *parser->pending) != 0)
         return -1;
     parse_frame_text(text, ip, &parser->pending[parser->depth++]);
     return 0;

@@ -11,11 +11,11 @@
 #include <unistd.h>
 
 #include "../common/options.h"
-#include "../preload/shm_layout.h"
-#include "../report/trace_format.h"
-#include "../report/units.h"
+#include "../common/shm_layout.h"
+#include "../common/trace_format.h"
+#include "../common/units.h"
+#include "../tracer/session.h"
 #include "commands.h"
-#include "session.h"
 
 /* [MODULE:]QUALNAME as --iteration py: takes it: a dotted module name and a
  * qualified name ("Bench.run", "outer.<locals>.inner"), each shorter than

@@ -22,8 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../report/trace_format.h"
-#include "proc_maps.h"
+#include "../../common/trace_format.h"
+#include "../../common/proc_maps.h"
 
 /* --- the recording's store ------------------------------------------------ */
 

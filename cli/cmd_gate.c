@@ -17,16 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/options.h"
-#include "../tracer/commands.h"
-#include "attribution.h"
-#include "diff.h"
-#include "report_model.h"
-#include "site_label.h"
-#include "suppressions.h"
-#include "text_escape.h"
-#include "trace_reader.h"
-#include "units.h"
+#include "commands.h"
+#include "../report/report.h"
+#include "../common/units.h"
 
 struct gate_limits {
     int has_growth, has_leaked, has_leaked_blocks, has_peak;

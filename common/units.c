@@ -84,10 +84,10 @@ int units_parse_count(const char *text, uint64_t *count)
 
 const char *units_format_bytes(double bytes, char *buffer, size_t size)
 {
-    static const char *const names[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int unit = 0;
+    static const char *const names[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    size_t unit = 0;
     double magnitude = fabs(bytes);
-    while (magnitude >= 1024.0 && unit < 4) {
+    while (magnitude >= 1024.0 && unit + 1 < sizeof names / sizeof *names) {
         magnitude /= 1024.0;
         bytes /= 1024.0;
         unit++;

@@ -202,8 +202,7 @@ const char *symbol_store_intern(struct symbol_store *store, const char *text)
     return entry->text;
 }
 
-/* A demangled copy of a C++ (Itanium ABI) name, to free(); NULL when name is
- * not mangled. Not static: the unit test checks it directly. */
+/* See symbol_store.h. */
 char *symbolize_demangle(const char *name)
 {
     if (!name || strncmp(name, "_Z", 2) != 0)

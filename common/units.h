@@ -14,7 +14,7 @@ int units_parse_size(const char *text, uint64_t *bytes);
 int units_parse_duration(const char *text, uint64_t *nanoseconds);
 int units_parse_count(const char *text, uint64_t *count);
 
-/* "48 B", "1.5 KiB", "12.0 MiB" into buffer; returns buffer. */
+/* "48 B", "1.5 KiB", "12.0 MiB" (up to EiB) into buffer; returns buffer. */
 const char *units_format_bytes(double bytes, char *buffer, size_t size);
 
 #endif

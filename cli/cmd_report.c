@@ -2,18 +2,16 @@
  * [--metric NAME] [--case NAME] [--suppressions FILE]...
  * [--no-default-suppressions]`: 0 success, 1 failure, 2 usage. */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "../common/options.h"
-#include "../tracer/commands.h"
-#include "../tracer/output_file.h"
-#include "formats.h"
-#include "report_model.h"
-#include "suppressions.h"
-#include "trace_reader.h"
+#include "../common/output_file.h"
+#include "../report/report.h"
+#include "commands.h"
 
 enum report_format {
     FORMAT_TEXT, FORMAT_JSON, FORMAT_SPEEDSCOPE, FORMAT_COLLAPSED, FORMAT_HTML, FORMAT_PPROF, FORMAT_SUPPRESSIONS

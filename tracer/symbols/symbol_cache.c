@@ -41,7 +41,7 @@
 #include <uthash.h>
 #include <zlib.h>
 
-#include "../report/trace_format.h"
+#include "../../common/trace_format.h"
 
 static const char magic[8] = {'M', 'S', 'L', 'S', 'Y', 'M', 'C', '1'};
 #define FORMAT_VERSION 1u

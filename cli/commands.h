@@ -1,6 +1,6 @@
 /*
  * commands.h - the subcommands of the memslope CLI, one file each (as perf
- * does). tracer/main.c dispatches argv[1] to these; each gets argv from the
+ * does). cli/main.c dispatches argv[1] to these; each gets argv from the
  * subcommand name on (argv[0] == "record", ...) and returns the process exit
  * status: 0 success, 1 failure, 2 usage (record: the target's status).
  */
@@ -9,13 +9,13 @@
 
 #include "../common/options.h"
 
-int cmd_record(int argc, char **argv);      /* tracer/cmd_record.c */
-int cmd_report(int argc, char **argv);      /* report/cmd_report.c */
-int cmd_gate(int argc, char **argv);        /* report/cmd_gate.c */
-int cmd_diff(int argc, char **argv);        /* report/cmd_diff.c */
-int cmd_leaks(int argc, char **argv);       /* tracer/cmd_leaks.c */
-int cmd_perf(int argc, char **argv);        /* tracer/cmd_perf.c */
-int cmd_instruments(int argc, char **argv); /* tracer/cmd_instruments.c */
+int cmd_record(int argc, char **argv);      /* cli/cmd_record.c */
+int cmd_report(int argc, char **argv);      /* cli/cmd_report.c */
+int cmd_gate(int argc, char **argv);        /* cli/cmd_gate.c */
+int cmd_diff(int argc, char **argv);        /* cli/cmd_diff.c */
+int cmd_leaks(int argc, char **argv);       /* cli/cmd_leaks.c */
+int cmd_perf(int argc, char **argv);        /* cli/cmd_perf.c */
+int cmd_instruments(int argc, char **argv); /* cli/cmd_instruments.c */
 
 /* Each subcommand's option table, beside it: it parses the subcommand's
  * command line and prints its usage, for --help, usage errors and

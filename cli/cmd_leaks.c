@@ -21,7 +21,7 @@
 
 #include "../common/options.h"
 #include "../leakscan/leakscan.h"
-#include "../report/json_writer.h"
+#include "../common/json_writer.h"
 
 #define PREVIEW_BYTES 32u
 #define GROUPS_SHOWN 10

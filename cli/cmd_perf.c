@@ -8,6 +8,7 @@
  * The raw perf.data is kept beside the output for `perf report`.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,9 +20,8 @@
 
 #include "../common/options.h"
 #include "commands.h"
-#include "external_tool.h"
-#include "output_file.h"
-#include "perf_script.h"
+#include "../tracer/wrappers/wrappers.h"
+#include "../common/output_file.h"
 
 #define DEFAULT_RATE "1000"
 #define PROBE_OUTPUT_SIZE 8192
@@ -294,12 +294,14 @@ static const char *command_basename(const char *command)
     return slash && slash[1] ? slash + 1 : command;
 }
 
-static char *format_path(const char *format, const char *a, long b)
+__attribute__((format(printf, 1, 2))) static char *format_path(const char *format, ...)
 {
     char *path = NULL;
-    if (asprintf(&path, format, a, b) < 0)
-        return NULL;
-    return path;
+    va_list args;
+    va_start(args, format);
+    int length = vasprintf(&path, format, args);
+    va_end(args);
+    return length < 0 ? NULL : path;
 }
 
 static char *with_suffix(const char *path, const char *suffix)

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "proc_maps.h"
+#include "../../common/proc_maps.h"
 
 struct elf_symbol_match {
     uint64_t value;  /* st_value: the address in the file's own address space */

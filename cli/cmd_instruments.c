@@ -19,8 +19,8 @@
 
 #include "../common/options.h"
 #include "commands.h"
-#include "external_tool.h"
-#include "output_file.h"
+#include "../tracer/wrappers/wrappers.h"
+#include "../common/output_file.h"
 
 /* What xcrun exits with when the developer tool (xctrace) is missing:
  * EX_CONFIG, as with only the Command Line Tools installed. */

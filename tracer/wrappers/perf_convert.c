@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../report/json_writer.h"
+#include "../../common/json_writer.h"
 
 #ifndef MEMSLOPE_VERSION
 #define MEMSLOPE_VERSION "unknown"

@@ -120,7 +120,7 @@ enum trace_frame_flags {
     /* A Python frame that stands in place of the interpreter's C frame which
      * ran it: function is the code object's qualified name, file and line
      * its source; module_id is TRACE_NONE, address is the shim's frame word
-     * (see preload/python_frames.h) and module_offset the bytecode offset. */
+     * (see tracer/python_frames.h) and module_offset the bytecode offset. */
     TRACE_FRAME_PYTHON = 1u << 2,
 };
 

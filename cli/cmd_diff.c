@@ -10,11 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/options.h"
-#include "../tracer/commands.h"
-#include "diff.h"
-#include "suppressions.h"
-#include "trace_reader.h"
+#include "commands.h"
+#include "../report/report.h"
 
 struct diff_options {
     const char *paths[2]; /* OLD, NEW */

@@ -1,0 +1,57 @@
+/*
+ * leakscan_internal.h - what the files of leakscan/ share among themselves
+ * and the rest of memslope does not call: glibc's malloc_state layout, the
+ * main arena's search, the roots of one mapping, the target's handed-over
+ * and many-range reads. The interface is leakscan.h; unit tests include
+ * this header to test the pieces alone.
+ */
+#ifndef MEMSLOPE_LEAKSCAN_INTERNAL_H
+#define MEMSLOPE_LEAKSCAN_INTERNAL_H
+
+#include "leakscan.h"
+
+/*
+ * The roots inside one writable mapping [mapping.start, mapping.end),
+ * besides its threads' stacks and TLS: the mapping minus the memory
+ * allocators own in it, that is the allocator ranges the shim reported
+ * (owned: sorted by start, disjoint), glibc's arena heaps (heap_info at a
+ * 64 MiB-aligned address, checked) and glibc's mmapped chunks (the chunk
+ * header before a block, checked), since their free parts hold stale
+ * pointers and their blocks are scanned when reached. A mapping holding a
+ * block that none of those holds belongs to an allocator memslope does not
+ * know: no part of it is a root. blocks: every block, sorted by address
+ * (a block of 0 bytes covers its first byte). Appends the root ranges, in address order, to *roots (grown with
+ * realloc; *count and *capacity updated). Returns 0, or -1 when out of
+ * memory. memory->read only is used (the headers).
+ */
+int leakscan_mapping_roots(const struct leakscan_memory *memory, struct leakscan_range mapping,
+                           const struct leakscan_block *blocks, size_t block_count,
+                           const struct leakscan_range *owned, size_t owned_count, struct leakscan_range **roots,
+                           size_t *count, size_t *capacity);
+
+/* Reads through mem_fd (a /proc/PID/mem the process opened itself) only. */
+void leakscan_target_open_fd(struct leakscan_target *target, pid_t pid, int mem_fd);
+
+/* process_vm_readv over many ranges at once (IOV_MAX at a time); a range
+ * it refuses is read as leakscan_target_read reads. */
+int leakscan_target_read_ranges(void *context, const struct leakscan_range *ranges, size_t count, void *buffer);
+
+/* glibc's main_arena in the process: found by its contents (every empty bin
+ * points at itself, next/system_mem/attached_threads consistent) in the
+ * writable file mappings and their anonymous tails. 0 if not found. */
+struct proc_maps;
+uint64_t leakscan_find_main_arena(struct leakscan_target *target, const struct proc_maps *maps);
+
+/* glibc 2.26+ x86-64 struct malloc_state: offsets and size. */
+#define LEAKSCAN_MSTATE_FASTBINS 16u
+#define LEAKSCAN_MSTATE_NFASTBINS 10u
+#define LEAKSCAN_MSTATE_TOP 96u
+#define LEAKSCAN_MSTATE_BINS 112u
+#define LEAKSCAN_MSTATE_NBINS 127u
+#define LEAKSCAN_MSTATE_NEXT 2160u
+#define LEAKSCAN_MSTATE_ATTACHED 2176u
+#define LEAKSCAN_MSTATE_SYSTEM_MEM 2184u
+#define LEAKSCAN_MSTATE_SIZE 2200u
+#define LEAKSCAN_HEAP_MAX (64ull << 20) /* HEAP_MAX_SIZE: arena heaps are aligned to it */
+
+#endif
