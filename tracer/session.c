@@ -306,11 +306,31 @@ void process_merge_maps(struct traced_process *process, struct proc_maps fresh)
     old->count = count;
 }
 
+/* Whether maps, read from the image's pid, still describe this image: its
+ * region (a memfd of its own, with its inode) is mapped there. An exec the
+ * loop has not handled yet leaves the pid with the next program's maps,
+ * which would name this image's frames after the next program's functions
+ * where the two load at the same addresses (without ASLR). An image whose
+ * region is not found yet cannot be told apart: its maps are taken. */
+static int maps_are_this_image(const struct traced_process *process, const struct proc_maps *maps)
+{
+    if (!process->shm.base || !process->shm.inode)
+        return 1;
+    for (size_t i = 0; i < maps->count; i++)
+        if (maps->maps[i].inode == process->shm.inode && strstr(maps->maps[i].path, "memslope"))
+            return 1;
+    return 0;
+}
+
 void process_refresh_maps(struct traced_process *process)
 {
     struct proc_maps fresh;
-    if (proc_maps_read(process->pid, &fresh) == 0)
+    if (proc_maps_read(process->pid, &fresh) != 0)
+        return;
+    if (maps_are_this_image(process, &fresh))
         process_merge_maps(process, fresh);
+    else
+        proc_maps_free(&fresh);
 }
 
 /* New sites: their Python frames are named now, while the region that
