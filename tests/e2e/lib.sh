@@ -23,6 +23,9 @@
 #                                    denies ptrace and process_vm_readv/writev)
 #   report_json TRACE JSON           memslope report TRACE --format json > JSON,
 #                                    must exit 0 and print valid JSON
+#   report_format OUT TRACE FORMAT [OPTION...]
+#                                    memslope report -o $WORK/OUT; sets RC; a
+#                                    format it does not know fails the test
 #   jget JSON EXPR                   python expression over the report `d`,
 #                                    e.g. jget r.json 'd["totals"]["frees"]';
 #                                    prints MISSING if a key is absent
@@ -279,6 +282,22 @@ record_and_report() {
     record "$WORK/$_name.trace" "$@"
     [ -f "$WORK/$_name.trace" ] || fail "memslope record wrote no trace at $WORK/$_name.trace (exit $REC_RC)"
     report_json "$WORK/$_name.trace" "$WORK/$_name.json"
+}
+
+# report_format OUT TRACE FORMAT [OPTION...]: memslope report ... -o $WORK/OUT;
+# sets RC. A format memslope does not know fails the test.
+report_format() {
+    _out=$WORK/$1 _trace=$2 _format=$3
+    shift 3
+    log "\$ memslope report $_trace --format $_format $* -o $_out"
+    timeout -k 5 60 "$MEMSLOPE" report "$_trace" --format "$_format" "$@" -o "$_out" 2>"$_out.err"
+    RC=$?
+    log "  -> exit $RC"
+    [ -s "$_out.err" ] && sed 's/^/    | /' "$_out.err" | head -n 10
+    if grep -q "unknown format" "$_out.err"; then
+        fail "memslope report does not know --format $_format"
+    fi
+    return 0
 }
 
 # jget JSON EXPR: the value (JSON for containers, plain for numbers/strings).

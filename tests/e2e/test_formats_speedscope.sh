@@ -9,25 +9,9 @@ need_memslope
 need_fixture demo_leak growth_cases
 need_python
 
-# report_to OUT TRACE FORMAT [OPTION...]: memslope report ... -o $WORK/OUT;
-# sets RC. Skips while cmd_report does not know the format yet.
-report_to() {
-    _out=$WORK/$1 _trace=$2 _format=$3
-    shift 3
-    log "\$ memslope report $_trace --format $_format $* -o $_out"
-    timeout -k 5 60 "$MEMSLOPE" report "$_trace" --format "$_format" "$@" -o "$_out" 2>"$_out.err"
-    RC=$?
-    log "  -> exit $RC"
-    [ -s "$_out.err" ] && sed 's/^/    | /' "$_out.err" | head -n 10
-    if grep -q "unknown format" "$_out.err"; then
-        skip "memslope report does not offer --format $_format yet (report/cmd_report.c must wire report/formats.h)"
-    fi
-    return 0
-}
-
 LEAK=$(fixture_line demo_leak.c DEMO-LEAK)
 record "$WORK/demo.trace" -- "$FIXTURES/demo_leak"
-report_to demo.speedscope.json "$WORK/demo.trace" speedscope
+report_format demo.speedscope.json "$WORK/demo.trace" speedscope
 expect_eq "report --format speedscope exit" 0 "$RC"
 
 if "$PY" "$E2E_DIR/check_speedscope.py" demo "$WORK/demo.speedscope.json" "$LEAK"; then
@@ -43,7 +27,7 @@ expect_eq "speedscope to stdout is the same document" same \
 
 # growth_cases: four cases, each a root frame; growth once the model has it.
 record "$WORK/growth.trace" -- "$FIXTURES/growth_cases"
-report_to growth.speedscope.json "$WORK/growth.trace" speedscope
+report_format growth.speedscope.json "$WORK/growth.trace" speedscope
 expect_eq "growth_cases speedscope exit" 0 "$RC"
 report_json "$WORK/growth.trace" "$WORK/growth.json"
 GROWTH_KNOWN=$(jget "$WORK/growth.json" '[c["growth"] is not None for c in d["cases"] if c["name"] == "leaky"][0]')
