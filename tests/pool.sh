@@ -7,10 +7,15 @@
 # order they end. START keeps its output and status in files of its own;
 # FINISH reads them, so whatever it prints about one item stays together.
 pool_run() {
-    local jobs=$1 start=$2 finish=$3 pid
+    local jobs=$1 start=$2 finish=$3 pid item
     shift 3
     local -A running=()
     [ "$jobs" -ge 1 ] 2>/dev/null || jobs=1
+    # wait -p came with bash 5.1; an older bash runs one item at a time.
+    if [ "${BASH_VERSINFO[0]}${BASH_VERSINFO[1]}" -lt 51 ]; then
+        for item in "$@"; do "$start" "$item"; "$finish" "$item"; done
+        return
+    fi
     while [ $# -gt 0 ] || [ ${#running[@]} -gt 0 ]; do
         while [ $# -gt 0 ] && [ ${#running[@]} -lt "$jobs" ]; do
             "$start" "$1" &
