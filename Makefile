@@ -200,12 +200,12 @@ e2e: all fixtures
 fuzz-smoke: $(FUZZ_BIN)
 	@./tests/fuzz/run.sh smoke $(FUZZ_BIN)
 
-# Builds everything on every core unless -j says otherwise, then runs every
-# suite, even after one failed; each prints one line unless a test fails,
-# and the last line sums up.
+# Builds everything on every core unless -j says otherwise, silently unless
+# V=1, then runs every suite, even after one failed; each prints one line
+# unless a test fails, and the last line sums up.
 BUILD_JOBS = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(CORES))
 check: deps
-	@$(MAKE) -s --no-print-directory $(BUILD_JOBS) all fixtures $(UNIT_BIN) $(FUZZ_BIN)
+	@$(MAKE) $(if $(filter 1,$(V)),,-s) --no-print-directory $(BUILD_JOBS) all fixtures $(UNIT_BIN) $(FUZZ_BIN)
 	@start=$$(date +%s) failed=""; \
 	./tests/run-unit.sh $(UNIT_BIN) || failed="$$failed unit"; \
 	./tests/e2e/run.sh || failed="$$failed e2e"; \
