@@ -7,7 +7,8 @@
 #   MEMSLOPE  path of the memslope binary     FIXTURES  built fixtures folder
 #   WORK      a scratch folder of its own (removed when it passes)
 # and may source tests/e2e/lib.sh for helpers. A test's output is kept in
-# $WORK/.log and printed whole only when it fails. Select with
+# $WORK/.log and printed whole only when it fails. A test that must run
+# with no other beside it says so in a "# e2e: alone (why)" line. Select with
 # E2E_FILTER=glob; E2E_VERBOSE=1 also names every test that passed.
 cd "$(dirname "$0")/../.." || exit 2
 root=$(pwd)
@@ -77,8 +78,14 @@ save_durations() {
 start=$(date +%s)
 mapfile -t tests < <(selected)
 [ ${#tests[@]} -gt 0 ] || { echo "e2e: no test matches E2E_FILTER='${E2E_FILTER:-}'" >&2; exit 2; }
+# A test with a "# e2e: alone" line (saying why) runs after the others, by itself.
+together=() alone=()
+for name in "${tests[@]}"; do
+    if grep -q '^# e2e: alone' "tests/e2e/$name.sh"; then alone+=("$name"); else together+=("$name"); fi
+done
 : >"$results/.durations"
-pool_run "$jobs" start_test finish_test "${tests[@]}"
+pool_run "$jobs" start_test finish_test "${together[@]}"
+pool_run 1 start_test finish_test "${alone[@]}"
 save_durations
 echo "e2e: $passed passed, $failed failed, $skipped skipped in $(($(date +%s) - start))s ($jobs at a time)${failures:+; failed:$failures}"
 [ "$failed" -eq 0 ]
