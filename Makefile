@@ -2,8 +2,10 @@
 #
 #   make            memslope and libmemslope.so into build/
 #   make deps       install the Debian packages the build and the tests need
+#   make build-deps install only those the build needs
 #   make check      unit tests (ASan+UBSan), end-to-end tests, a short fuzz run
 #   make demo       record a bundled fixture and print its report
+#   V=1             show every command (compile lines are short otherwise)
 #   make install PREFIX=DIR
 #   make bench      overhead benchmarks (bench/README.md)
 #
@@ -59,49 +61,62 @@ FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(B)/fuzz/%)
 FUZZ_CORE_OBJ := $(CORE_SRC:%.c=$(B)/fuzz-obj/%.o)
 FUZZ_FLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
 
-.PHONY: all deps check unit e2e fuzz-smoke demo install bench clean fixtures
+# Commands as kbuild shows them: "  CC      build/obj/x.o" by default, the
+# whole command with V=1, nothing with make -s.
+V ?= 0
+Q := $(if $(filter 1,$(V)),,@)
+ifeq ($(V),1)
+quiet =
+else ifneq ($(findstring s,$(firstword -$(MAKEFLAGS))),)
+quiet = @
+else
+quiet = @printf '  %-7s %s\n' '$(1)' '$(2)';
+endif
+CORES := $(shell nproc 2>/dev/null || echo 1)
+
+.PHONY: all deps build-deps check unit e2e fuzz-smoke demo demo-run install bench clean fixtures
 all: $(MEMSLOPE) $(SHIM) $(B)/include/memslope.h $(B)/lib/memslope/python/memslope.py \
     $(B)/share/memslope/default.supp
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+	$(call quiet,CC,$@)$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
 $(MEMSLOPE): $(B)/obj/cli/main.o $(CORE_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $^ $(CORE_LIBS)
+	$(call quiet,LD,$@)$(CC) $(ALL_CFLAGS) -o $@ $^ $(CORE_LIBS)
 
 $(B)/shim-obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(SHIM_CFLAGS) -MMD -MP -c $< -o $@
+	$(call quiet,CC,$@)$(CC) $(ALL_CFLAGS) $(SHIM_CFLAGS) -MMD -MP -c $< -o $@
 
 $(SHIM): $(SHIM_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -o $@ $^ $(SHIM_LIBS) -Wl,-z,now -Wl,-z,nodelete
+	$(call quiet,LD,$@)$(CC) -shared -o $@ $^ $(SHIM_LIBS) -Wl,-z,now -Wl,-z,nodelete
 
 $(B)/include/memslope.h: include/memslope.h
 	@mkdir -p $(dir $@)
-	cp $< $@
+	$(call quiet,CP,$@)cp $< $@
 
 $(B)/lib/memslope/python/memslope.py: python/memslope.py
 	@mkdir -p $(dir $@)
-	cp $< $@
+	$(call quiet,CP,$@)cp $< $@
 
 # The default suppressions, found at ../share/memslope/ from the binary.
 $(B)/share/memslope/default.supp: report/default.supp
 	@mkdir -p $(dir $@)
-	cp $< $@
+	$(call quiet,CP,$@)cp $< $@
 
 $(B)/san-obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(SAN_FLAGS) -O1 -MMD -MP -c $< -o $@
+	$(call quiet,CC,$@)$(CC) $(ALL_CFLAGS) $(SAN_FLAGS) -O1 -MMD -MP -c $< -o $@
 
 $(B)/libcore-san.a: $(SAN_CORE_OBJ)
-	rm -f $@ && ar rcs $@ $^
+	$(call quiet,AR,$@)rm -f $@ && ar rcs $@ $^
 
 $(B)/unit/%: tests/unit/%.c $(B)/libcore-san.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(SAN_FLAGS) -O1 -o $@ $< $(B)/libcore-san.a $(CORE_LIBS) -lunwind -lcmocka
+	$(call quiet,LD,$@)$(CC) $(ALL_CFLAGS) $(SAN_FLAGS) -O1 -o $@ $< $(B)/libcore-san.a $(CORE_LIBS) -lunwind -lcmocka
 
 # test_symbolize loads one small library built three ways: its debug info
 # in a separate file found through .gnu_debuglink, only MiniDebugInfo, and
@@ -112,33 +127,33 @@ $(B)/unit/test_symbolize: $(SYMTEST_LIBS)
 
 $(B)/unit/libsymtest-full.so: tests/unit/symbolize_library.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -O1 -fPIC -shared -Wl,--build-id -o $@ $<
+	$(call quiet,LD,$@)$(CC) $(ALL_CFLAGS) -O1 -fPIC -shared -Wl,--build-id -o $@ $<
 
 $(B)/unit/libsymtest-debuglink.so: $(B)/unit/libsymtest-full.so
-	objcopy --only-keep-debug $< $@.debug
-	strip --strip-all -o $@ $<
-	objcopy --add-gnu-debuglink=$@.debug $@
+	$(call quiet,OBJCOPY,$@)objcopy --only-keep-debug $< $@.debug
+	$(Q)strip --strip-all -o $@ $<
+	$(Q)objcopy --add-gnu-debuglink=$@.debug $@
 
 $(B)/unit/libsymtest-minidebuginfo.so: $(B)/unit/libsymtest-full.so tests/unit/make-minidebuginfo.sh
-	tests/unit/make-minidebuginfo.sh $< $@
+	$(call quiet,GEN,$@)tests/unit/make-minidebuginfo.sh $< $@
 
 $(B)/unit/libsymtest-nobuildid.so: tests/unit/symbolize_library.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -O1 -fPIC -shared -Wl,--build-id=none -o $@ $<
+	$(call quiet,LD,$@)$(CC) $(ALL_CFLAGS) -O1 -fPIC -shared -Wl,--build-id=none -o $@ $<
 
 $(B)/fixtures/%: fixtures/%.c include/memslope.h
 	@mkdir -p $(dir $@)
-	$(CC) $(FIXTURE_CFLAGS) -o $@ $< -ldl
+	$(call quiet,CC,$@)$(CC) $(FIXTURE_CFLAGS) -o $@ $< -ldl
 
 $(B)/fixtures/%: fixtures/%.cpp
 	@mkdir -p $(dir $@)
-	$(CXX) -g -O0 -pthread -Iinclude -o $@ $<
+	$(call quiet,CXX,$@)$(CXX) -g -O0 -pthread -Iinclude -o $@ $<
 
 # A C++ library that fixtures/dlopen_cxx.c loads with RTLD_LOCAL.
 FIXTURE_LIBS := $(B)/fixtures/libcxx_local.so
 $(B)/fixtures/libcxx_local.so: fixtures/lib/cxx_local.cpp
 	@mkdir -p $(dir $@)
-	$(CXX) -g -O0 -shared -fPIC -o $@ $<
+	$(call quiet,CXX,$@)$(CXX) -g -O0 -shared -fPIC -o $@ $<
 
 # The example Python extension (fixtures/python), built for the system
 # interpreter the Python tests and the walkthrough use; python3-dev (make
@@ -150,27 +165,32 @@ PY_EXTENSION := $(if $(PY_INCLUDES),$(B)/fixtures/python/leakdemo$(PY_EXT_SUFFIX
 
 $(B)/fixtures/python/leakdemo$(PY_EXT_SUFFIX): fixtures/python/leakdemo.c
 	@mkdir -p $(dir $@)
-	$(CC) -shared -fPIC -g -O0 -Wall -Wextra -Werror $(PY_INCLUDES) -o $@ $<
-	cp fixtures/python/bench_leakdemo.py $(dir $@)
+	$(call quiet,CC,$@)$(CC) -shared -fPIC -g -O0 -Wall -Wextra -Werror $(PY_INCLUDES) -o $@ $<
+	$(Q)cp fixtures/python/bench_leakdemo.py $(dir $@)
 
 fixtures: $(FIXTURE_BIN) $(FIXTURE_LIBS) $(PY_EXTENSION)
 
 $(B)/fuzz-obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CLANG) $(BASE_CFLAGS) -Wno-unused-command-line-argument $(FUZZ_FLAGS) -O1 -MMD -MP -c $< -o $@
+	$(call quiet,CLANG,$@)$(CLANG) $(BASE_CFLAGS) -Wno-unused-command-line-argument $(FUZZ_FLAGS) -O1 -MMD -MP -c $< -o $@
 
 $(B)/libcore-fuzz.a: $(FUZZ_CORE_OBJ)
-	rm -f $@ && ar rcs $@ $^
+	$(call quiet,AR,$@)rm -f $@ && ar rcs $@ $^
 
 # Through an archive: a target pulls in only the objects it needs.
 $(B)/fuzz/%: tests/fuzz/%.c $(B)/libcore-fuzz.a
 	@mkdir -p $(dir $@)
-	$(CLANG) $(BASE_CFLAGS) -fsanitize=fuzzer,address,undefined -O1 -o $@ $^ $(CORE_LIBS)
+	$(call quiet,LD,$@)$(CLANG) $(BASE_CFLAGS) -fsanitize=fuzzer,address,undefined -O1 -o $@ $^ $(CORE_LIBS)
 
 # --- set-up and tests --------------------------------------------------------
 
+# Missing Debian packages, after apt-get update: every one the build and the
+# tests use (deps), or only those the build needs (build-deps).
 deps:
-	./tests/install-deps.sh
+	@./tests/install-deps.sh all
+
+build-deps:
+	@./tests/install-deps.sh build
 
 unit: $(UNIT_BIN)
 	@./tests/run-unit.sh $(UNIT_BIN)
@@ -181,14 +201,26 @@ e2e: all fixtures
 fuzz-smoke: $(FUZZ_BIN)
 	@./tests/fuzz/run.sh smoke $(FUZZ_BIN)
 
+# Builds everything on every core unless -j says otherwise, silently unless
+# V=1, then runs every suite, even after one failed; each prints one line
+# unless a test fails, and the last line sums up.
+BUILD_JOBS = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(CORES))
 check: deps
-	$(MAKE) all fixtures
-	$(MAKE) unit
-	$(MAKE) e2e
-	$(MAKE) fuzz-smoke
+	@$(MAKE) $(if $(filter 1,$(V)),,-s) --no-print-directory $(BUILD_JOBS) all fixtures $(UNIT_BIN) $(FUZZ_BIN)
+	@start=$$(date +%s) failed=""; \
+	./tests/run-unit.sh $(UNIT_BIN) || failed="$$failed unit"; \
+	./tests/e2e/run.sh || failed="$$failed e2e"; \
+	./tests/fuzz/run.sh smoke $(FUZZ_BIN) || failed="$$failed fuzz"; \
+	secs=$$(($$(date +%s) - start)); \
+	if [ -z "$$failed" ]; then echo "check: unit, e2e and fuzz passed in $${secs}s"; \
+	else echo "check: FAILED:$$failed (in $${secs}s)"; exit 1; fi
 
-demo: deps
-	$(MAKE) all fixtures
+# Only what the demo needs: no test tool, no other fixture. It builds in a
+# second make, once build-deps has installed the compilers.
+demo: build-deps
+	@$(MAKE) --no-print-directory demo-run
+
+demo-run: all $(B)/fixtures/demo_leak
 	./$(MEMSLOPE) record -o $(B)/demo.trace -- ./$(B)/fixtures/demo_leak
 	./$(MEMSLOPE) report $(B)/demo.trace
 

@@ -4,6 +4,8 @@
 # and gets, from tests/e2e/run.sh (or the defaults below when it runs alone
 # from the repository root): MEMSLOPE, FIXTURES, WORK.
 #
+# The python checks they call are tests/e2e/*.py.
+#
 # Contract (tests/e2e/run.sh): exit 0 pass, 77 skip (reason as the last line),
 # anything else fail. Checks made with expect_eq and friends do not stop the
 # test: every mismatch is printed, and `finish` exits 1 if there was any, so
@@ -21,6 +23,9 @@
 #                                    denies ptrace and process_vm_readv/writev)
 #   report_json TRACE JSON           memslope report TRACE --format json > JSON,
 #                                    must exit 0 and print valid JSON
+#   report_format OUT TRACE FORMAT [OPTION...]
+#                                    memslope report -o $WORK/OUT; sets RC; a
+#                                    format it does not know fails the test
 #   jget JSON EXPR                   python expression over the report `d`,
 #                                    e.g. jget r.json 'd["totals"]["frees"]';
 #                                    prints MISSING if a key is absent
@@ -60,6 +65,8 @@ export MEMSLOPE FIXTURES WORK
 XDG_CACHE_HOME=$WORK/xdg-cache
 export XDG_CACHE_HOME
 SRC_FIXTURES=${SRC_FIXTURES:-$(pwd)/fixtures}
+# This folder, where the python checks (tests/e2e/*.py) are.
+E2E_DIR=$(cd "$(dirname "$0")" && pwd)
 RECORD_TIMEOUT=${RECORD_TIMEOUT:-60}
 # The interpreter itself, resolved once: wrappers such as pyenv's shims cost
 # a large fraction of a second per call, and the tests call python often.
@@ -284,24 +291,25 @@ record_and_report() {
     report_json "$WORK/$_name.trace" "$WORK/$_name.json"
 }
 
+# report_format OUT TRACE FORMAT [OPTION...]: memslope report ... -o $WORK/OUT;
+# sets RC. A format memslope does not know fails the test.
+report_format() {
+    _out=$WORK/$1 _trace=$2 _format=$3
+    shift 3
+    log "\$ memslope report $_trace --format $_format $* -o $_out"
+    timeout -k 5 60 "$MEMSLOPE" report "$_trace" --format "$_format" "$@" -o "$_out" 2>"$_out.err"
+    RC=$?
+    log "  -> exit $RC"
+    [ -s "$_out.err" ] && sed 's/^/    | /' "$_out.err" | head -n 10
+    if grep -q "unknown format" "$_out.err"; then
+        fail "memslope report does not know --format $_format"
+    fi
+    return 0
+}
+
 # jget JSON EXPR: the value (JSON for containers, plain for numbers/strings).
 jget() {
-    "$PY" - "$1" "$2" <<'EOF'
-import json, sys
-d = json.load(open(sys.argv[1]))
-try:
-    v = eval(sys.argv[2], {"d": d, "len": len, "sum": sum, "any": any, "all": all,
-                           "sorted": sorted, "isinstance": isinstance})
-except (KeyError, IndexError, TypeError) as e:
-    print("MISSING")
-    sys.exit(0)
-if isinstance(v, float) and v.is_integer():
-    v = int(v)
-if isinstance(v, (dict, list, bool)) or v is None:
-    print(json.dumps(v, sort_keys=True))
-else:
-    print(v)
-EOF
+    "$PY" "$E2E_DIR/jget.py" "$1" "$2"
 }
 
 # _sites JSON FIELD FUNC LINE MODE: MODE "inner" (innermost frame is FUNC at
@@ -309,54 +317,7 @@ EOF
 # match with or without their parameter list ("make_widget" matches
 # "make_widget(long)").
 _sites() {
-    "$PY" - "$@" <<'EOF'
-import json, sys
-path, field, func, line, mode = sys.argv[1:6]
-d = json.load(open(path))
-def fmatch(name):
-    if not isinstance(name, str):
-        return False
-    return name == func or name.startswith(func + "(")
-def frame_str(f):
-    return "%s (%s:%s)" % (f.get("function"), f.get("file"), f.get("line"))
-try:
-    sites = d["cases"][0]["sites"]
-except (KeyError, IndexError, TypeError):
-    print("none")
-    print("  the report has no cases[0].sites", file=sys.stderr)
-    sys.exit(0)
-total, n = 0, 0
-for s in sites:
-    frames = s.get("frames") or []
-    if mode == "inner":
-        ok = bool(frames) and fmatch(frames[0].get("function")) and str(frames[0].get("line")) == line
-    else:
-        ok = any(fmatch(f.get("function")) for f in frames)
-    if ok:
-        n += 1
-        v = s.get(field)
-        if v is None:
-            print("MISSING")
-            print("  site has no field %r: %s" % (field, json.dumps(s)[:300]), file=sys.stderr)
-            sys.exit(0)
-        total += v
-if n == 0:
-    print("none")
-    print("  no site with %s %s%s; the report's sites (innermost frames first):" %
-          ("innermost frame" if mode == "inner" else "a frame", func,
-           ":" + line if mode == "inner" else ""), file=sys.stderr)
-    for s in sites[:15]:
-        fr = s.get("frames") or []
-        print("    allocations=%s allocated_bytes=%s live_bytes=%s  %s" % (
-            s.get("allocations"), s.get("allocated_bytes"), s.get("live_bytes"),
-            " <- ".join(frame_str(f) for f in fr[:4])), file=sys.stderr)
-    if len(sites) > 15:
-        print("    ... %d sites in all" % len(sites), file=sys.stderr)
-else:
-    if isinstance(total, float) and total.is_integer():
-        total = int(total)
-    print(total)
-EOF
+    "$PY" "$E2E_DIR/report_sites.py" "$@"
 }
 
 site_get() { _sites "$1" "$2" "$3" "$4" inner; }
@@ -386,49 +347,7 @@ expect_site() {
 # first, allocator frames left out. Reads the file as docs/trace-format.md
 # describes it.
 trace_stacks() {
-    "$PY" - "$1" <<'EOF'
-import struct, sys
-data = open(sys.argv[1], "rb").read()
-if data[:8] != b"MEMSLOPE":
-    sys.exit("not a memslope trace: " + sys.argv[1])
-strings, modules, frames, exes, stacks = {0: ""}, {}, {}, {}, []
-pos = 16
-while pos + 16 <= len(data):
-    kind, _, length = struct.unpack_from("<IIQ", data, pos)
-    p, o = data[pos + 16:pos + 16 + length], 0
-    pos += 16 + length + 4
-    def take(fmt):
-        global o
-        values = struct.unpack_from("<" + fmt, p, o)
-        o += struct.calcsize("<" + fmt)
-        return values
-    if kind == 1:
-        first, count = take("II")
-        for i in range(count):
-            (n,) = take("I")
-            strings[first + i] = p[o:o + n].decode("utf-8", "replace")
-            o += n
-    elif kind == 3:
-        module_id, path, _ = take("III")
-        modules[module_id] = strings[path].rsplit("/", 1)[-1]
-    elif kind == 4:
-        first, count = take("II")
-        for i in range(count):
-            module_id, function, _, _, _, _, flags = take("IIIIQQI")
-            frames[first + i] = (modules.get(module_id, "?"), strings[function], flags)
-    elif kind == 5:
-        process_id, _, _, exe = take("IIII")
-        exes[process_id] = strings[exe].rsplit("/", 1)[-1]
-    elif kind == 6:
-        process_id, count = take("II")
-        for i in range(count):
-            _, depth = take("II")
-            ids = take("I" * depth)
-            stacks.append((process_id, [frames[f] for f in ids]))
-for process_id, stack in stacks:
-    print("%d\t%s\t%s" % (process_id, exes.get(process_id, "?"),
-                          ";".join("%s:%s" % (m, f) for m, f, flags in stack if not flags & 2)))
-EOF
+    "$PY" "$E2E_DIR/trace_stacks.py" "$1"
 }
 
 # --- valgrind ------------------------------------------------------------------
@@ -463,20 +382,7 @@ vg_log() {
 }
 
 vg_figures() {
-    "$PY" - "$1" <<'EOF'
-import re, sys
-t = open(sys.argv[1]).read()
-def num(s): return int(s.replace(",", ""))
-m = re.search(r"total heap usage: ([\d,]+) allocs, ([\d,]+) frees, ([\d,]+) bytes allocated", t)
-if not m:
-    print("valgrind log %s has no 'total heap usage' line" % sys.argv[1], file=sys.stderr)
-    sys.exit(1)
-out = [num(m.group(i)) for i in (1, 2, 3)]
-for kind in ("definitely lost", "indirectly lost", "possibly lost", "still reachable"):
-    k = re.search(kind + r": ([\d,]+) bytes in ([\d,]+) blocks", t)
-    out += [num(k.group(1)), num(k.group(2))] if k else [0, 0]
-print(" ".join(map(str, out)))
-EOF
+    "$PY" "$E2E_DIR/vg_figures.py" "$1"
 }
 
 # vg_totals LOG: sets VG_ALLOCS VG_FREES VG_BYTES VG_DEF_BYTES VG_DEF_BLOCKS

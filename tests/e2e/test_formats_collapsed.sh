@@ -9,22 +9,6 @@ need_memslope
 need_fixture demo_leak growth_cases
 need_python
 
-# report_to OUT TRACE FORMAT [OPTION...]: memslope report ... -o $WORK/OUT;
-# sets RC. Skips while cmd_report does not know the format yet.
-report_to() {
-    _out=$WORK/$1 _trace=$2 _format=$3
-    shift 3
-    log "\$ memslope report $_trace --format $_format $* -o $_out"
-    timeout -k 5 60 "$MEMSLOPE" report "$_trace" --format "$_format" "$@" -o "$_out" 2>"$_out.err"
-    RC=$?
-    log "  -> exit $RC"
-    [ -s "$_out.err" ] && sed 's/^/    | /' "$_out.err" | head -n 10
-    if grep -q "unknown format" "$_out.err"; then
-        skip "memslope report does not offer --format $_format yet (report/cmd_report.c must wire report/formats.h)"
-    fi
-    return 0
-}
-
 # Every line: frames separated by ';', none empty, then a space and a count.
 expect_collapsed_lines() {
     expect_eq "$1: lines end in a count" 0 "$(grep -cvE '^[^; ][^;]*(;[^;]+)* [0-9]+$' "$2")"
@@ -34,14 +18,14 @@ expect_collapsed_lines() {
 LEAK=$(fixture_line demo_leak.c DEMO-LEAK)
 record "$WORK/demo.trace" -- "$FIXTURES/demo_leak"
 
-report_to leaked.folded "$WORK/demo.trace" collapsed --metric leaked
+report_format leaked.folded "$WORK/demo.trace" collapsed --metric leaked
 expect_eq "--metric leaked exit" 0 "$RC"
 expect_collapsed_lines "leaked" "$WORK/leaked.folded"
 expect_match "leaky_site leaks 4800 bytes, root first" "^(.*;)?main;handle_request;leaky_site 4800\$" "$WORK/leaked.folded"
 expect_eq "leaked total" 4800 "$(awk '{ s += $NF } END { print s }' "$WORK/leaked.folded")"
 
 for metric in peak allocated temporary; do
-    report_to "$metric.folded" "$WORK/demo.trace" collapsed --metric "$metric"
+    report_format "$metric.folded" "$WORK/demo.trace" collapsed --metric "$metric"
     expect_eq "--metric $metric exit" 0 "$RC"
     expect_collapsed_lines "$metric" "$WORK/$metric.folded"
 done
@@ -55,7 +39,7 @@ expect_eq "handle_request's two calling lines are one frame: three stacks under 
 expect_eq "... and one path to it" 1 "$(sed 's/;handle_request;.*//' "$WORK/allocated.folded" | sort -u | wc -l | tr -d ' ')"
 
 # Growth without iterations: an error naming the problem, and no file.
-report_to growth.folded "$WORK/demo.trace" collapsed --metric growth
+report_format growth.folded "$WORK/demo.trace" collapsed --metric growth
 expect_eq "--metric growth without iterations exits 1" 1 "$RC"
 expect_match "the message says why" "growth" "$WORK/growth.folded.err"
 expect_eq "no output file" absent "$([ -e "$WORK/growth.folded" ] && echo present || echo absent)"
@@ -63,7 +47,7 @@ expect_eq "no temporary file left" "" "$(ls -A "$WORK" | grep '\.tmp$')"
 
 # Cases become root frames.
 record "$WORK/growth.trace" -- "$FIXTURES/growth_cases"
-report_to cases.folded "$WORK/growth.trace" collapsed --metric leaked
+report_format cases.folded "$WORK/growth.trace" collapsed --metric leaked
 expect_eq "growth_cases --metric leaked exit" 0 "$RC"
 expect_collapsed_lines "growth_cases leaked" "$WORK/cases.folded"
 expect_match "case leaky leaks 4800 at leak_48" '^\[case leaky\];.*;main;leak_48 4800$' "$WORK/cases.folded"
@@ -71,7 +55,7 @@ expect_match "case leaky leaks 4800 at leak_48" '^\[case leaky\];.*;main;leak_48
 # Growth per iteration, once the model estimates it (leaky: 48 B at leak_48).
 report_json "$WORK/growth.trace" "$WORK/growth.json"
 if [ "$(jget "$WORK/growth.json" '[c["growth"] is not None for c in d["cases"] if c["name"] == "leaky"][0]')" = true ]; then
-    report_to growth_cases.folded "$WORK/growth.trace" collapsed --metric growth
+    report_format growth_cases.folded "$WORK/growth.trace" collapsed --metric growth
     expect_eq "growth_cases --metric growth exit" 0 "$RC"
     expect_collapsed_lines "growth_cases growth" "$WORK/growth_cases.folded"
     expect_match "case leaky grows 48 B per iteration at leak_48" '^\[case leaky\];.*;leak_48 48$' "$WORK/growth_cases.folded"

@@ -12,24 +12,8 @@ need_memslope
 need_fixture demo_leak growth_cases session_leak
 need_chromium
 
-# report_to OUT TRACE FORMAT [OPTION...]: memslope report ... -o $WORK/OUT;
-# sets RC. Skips while cmd_report does not know the format yet.
-report_to() {
-    _out=$WORK/$1 _trace=$2 _format=$3
-    shift 3
-    log "\$ memslope report $_trace --format $_format $* -o $_out"
-    timeout -k 5 60 "$MEMSLOPE" report "$_trace" --format "$_format" "$@" -o "$_out" 2>"$_out.err"
-    RC=$?
-    log "  -> exit $RC"
-    [ -s "$_out.err" ] && sed 's/^/    | /' "$_out.err" | head -n 10
-    if grep -q "unknown format" "$_out.err"; then
-        skip "memslope report does not offer --format $_format yet (report/cmd_report.c must wire report/formats.h)"
-    fi
-    return 0
-}
-
 record "$WORK/demo.trace" -- "$FIXTURES/demo_leak"
-report_to demo.html "$WORK/demo.trace" html
+report_format demo.html "$WORK/demo.trace" html
 expect_eq "report --format html exit" 0 "$RC"
 expect_no_match "nothing loaded from the network" '(src|href)=["'"'"']?(https?:)?//' "$WORK/demo.html"
 
@@ -63,7 +47,7 @@ MAKE=$(fixture_line session_leak.c SL-MAKE)
 USER1=$(fixture_line session_leak.c SL-USER-1)
 ADMIN=$(fixture_line session_leak.c SL-ADMIN)
 record "$WORK/s.trace" -- "$FIXTURES/session_leak" 1
-report_to s.html "$WORK/s.trace" html
+report_format s.html "$WORK/s.trace" html
 browse labels "file://$WORK/s.html" --dump-dom
 expect_quiet_console labels
 expect_match "label: make_session <- open_user" \
@@ -86,7 +70,7 @@ expect_match "callers on top by default: _start first" '<body[^>]* data-flame-fi
 
 # Several cases: a chart per case.
 record "$WORK/growth.trace" -- "$FIXTURES/growth_cases"
-report_to growth.html "$WORK/growth.trace" html
+report_format growth.html "$WORK/growth.trace" html
 expect_eq "growth_cases html exit" 0 "$RC"
 browse growth "file://$WORK/growth.html" --dump-dom
 expect_quiet_console growth

@@ -8,22 +8,6 @@ need_fixture demo_leak growth_cases
 command -v go >/dev/null 2>&1 || skip "go is not installed (apt-get install golang-go; make deps installs it)"
 export HOME="${HOME:-$WORK}" GOCACHE="$WORK/gocache" PPROF_TMPDIR="$WORK"
 
-# report_to OUT TRACE FORMAT [OPTION...]: memslope report ... -o $WORK/OUT;
-# sets RC. Skips while cmd_report does not know the format yet.
-report_to() {
-    _out=$WORK/$1 _trace=$2 _format=$3
-    shift 3
-    log "\$ memslope report $_trace --format $_format $* -o $_out"
-    timeout -k 5 60 "$MEMSLOPE" report "$_trace" --format "$_format" "$@" -o "$_out" 2>"$_out.err"
-    RC=$?
-    log "  -> exit $RC"
-    [ -s "$_out.err" ] && sed 's/^/    | /' "$_out.err" | head -n 10
-    if grep -q "unknown format" "$_out.err"; then
-        skip "memslope report does not offer --format $_format yet (report/cmd_report.c must wire report/formats.h)"
-    fi
-    return 0
-}
-
 # pprof OUT [OPTION...] PROFILE: go tool pprof, output in $WORK/OUT.
 pprof() {
     _out=$WORK/$1
@@ -37,7 +21,7 @@ pprof() {
 
 LEAK=$(fixture_line demo_leak.c DEMO-LEAK)
 record "$WORK/demo.trace" -- "$FIXTURES/demo_leak"
-report_to demo.pb.gz "$WORK/demo.trace" pprof
+report_format demo.pb.gz "$WORK/demo.trace" pprof
 expect_eq "report --format pprof exit" 0 "$RC"
 expect_eq "gzip magic" 1f8b "$(od -An -tx1 -N2 "$WORK/demo.pb.gz" | tr -d ' \n')"
 
@@ -60,7 +44,7 @@ pprof lines.txt -top -lines -unit=B "$WORK/demo.pb.gz"
 expect_match "-lines names demo_leak.c:$LEAK" "leaky_site [^ ]*demo_leak\.c:$LEAK" "$WORK/lines.txt"
 
 record "$WORK/growth.trace" -- "$FIXTURES/growth_cases"
-report_to growth.pb.gz "$WORK/growth.trace" pprof
+report_format growth.pb.gz "$WORK/growth.trace" pprof
 expect_eq "growth_cases pprof exit" 0 "$RC"
 pprof growth_raw.txt -raw "$WORK/growth.pb.gz"
 expect_match "growth/bytes sample type (the cases have iterations)" '^alloc_objects/count .* growth/bytes' "$WORK/growth_raw.txt"

@@ -1,9 +1,9 @@
 /* test_formats.c - the flame-graph formats (report/formats.h) on the sample
  * trace (test_trace_sample.h), with growth figures set by hand where the
- * model has none: collapsed stacks compared exactly, speedscope checked
- * against the schema's required members and index ranges by python3, pprof
- * decoded by a small python protobuf reader, the HTML page's embedded data
- * parsed back, and the protobuf encoder's bytes. */
+ * model has none: collapsed stacks compared exactly; speedscope checked
+ * against the schema's required members and index ranges, pprof decoded by a
+ * small protobuf reader, the HTML page's embedded data parsed back, all by
+ * python3 (tests/unit/check_formats.py); and the protobuf encoder's bytes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -171,48 +171,19 @@ static void write_file(struct fixture *f, int (*writer)(const struct report *, F
         fail_msg("writer failed: %s", err);
 }
 
-/* Runs python3 with f->out as sys.argv[1] and `d` bound by the prelude. */
-static void check_python(const struct fixture *f, const char *prelude, const char *checks)
+/* Runs the function CHECK of tests/unit/check_formats.py on f->out. */
+static void check_python(const struct fixture *f, const char *check)
 {
-    char script_path[200], command[500];
-    snprintf(script_path, sizeof script_path, "%s/check.py", f->dir);
-    FILE *script = fopen(script_path, "w");
-    assert_non_null(script);
-    fprintf(script, "import sys, json, gzip\n%s\n%s\n", prelude, checks);
-    fclose(script);
-    snprintf(command, sizeof command, "python3 '%s' '%s'", script_path, f->out);
+    char command[500];
+    snprintf(command, sizeof command, "python3 tests/unit/check_formats.py %s '%s'", check, f->out);
     assert_int_equal(system(command), 0);
 }
-
-static const char speedscope_checks[] =
-    "assert d['$schema'] == 'https://www.speedscope.app/file-format-schema.json'\n"
-    "assert d['exporter'].startswith('memslope@')\n"
-    "frames = d['shared']['frames']\n"
-    "assert all(isinstance(fr['name'], str) for fr in frames)\n"
-    "for p in d['profiles']:\n"
-    "    assert p['type'] == 'sampled' and p['unit'] in ('bytes', 'none')\n"
-    "    assert len(p['samples']) == len(p['weights']) > 0\n"
-    "    assert all(0 <= i < len(frames) for s in p['samples'] for i in s)\n"
-    "    assert p['startValue'] == 0 and abs(p['endValue'] - sum(p['weights'])) < 1e-9\n"
-    "assert 0 <= d['activeProfileIndex'] < len(d['profiles'])\n"
-    "names = [p['name'] for p in d['profiles']]\n"
-    "byname = {p['name']: p for p in d['profiles']}\n"
-    "leak = byname['leaked']\n"
-    "assert leak['weights'] == [480]\n"
-    "stack = [frames[i] for i in leak['samples'][0]]\n"
-    "assert [fr['name'] for fr in stack] == ['main', 'leaky_site'], stack\n"
-    "assert stack[1]['file'] == 'leak.c' and stack[1]['line'] == 6\n"
-    "assert byname['allocations']['unit'] == 'none' and sum(byname['allocations']['weights']) == 1000\n"
-    "assert sum(byname['allocated bytes']['weights']) == 48000\n";
 
 static void test_speedscope_without_growth(void **state)
 {
     struct fixture *f = *state;
     write_file(f, report_write_speedscope);
-    check_python(f, "d = json.load(open(sys.argv[1]))", speedscope_checks);
-    check_python(f, "d = json.load(open(sys.argv[1]))",
-                 "assert [p['name'] for p in d['profiles']] == ['leaked', 'live at peak', 'allocated bytes', "
-                 "'allocations']\nassert d['activeProfileIndex'] == 0\n");
+    check_python(f, "speedscope_without_growth");
 }
 
 static void test_speedscope_one_frame_per_function(void **state)
@@ -220,13 +191,7 @@ static void test_speedscope_one_frame_per_function(void **state)
     struct fixture *f = *state;
     second_caller_line(f);
     write_file(f, report_write_speedscope);
-    check_python(f, "d = json.load(open(sys.argv[1]))",
-                 "frames = d['shared']['frames']\n"
-                 "assert [fr['name'] for fr in frames].count('main') == 1, frames\n"
-                 "main = [fr for fr in frames if fr['name'] == 'main'][0]\n"
-                 "assert main['file'] == 'leak.c' and main['line'] == 12\n"
-                 "p = [p for p in d['profiles'] if p['name'] == 'allocated bytes'][0]\n"
-                 "assert len(set(tuple(s) for s in p['samples'])) == 1 and sum(p['weights']) == 48000\n");
+    check_python(f, "speedscope_one_frame_per_function");
 }
 
 static void test_speedscope_growth_is_active(void **state)
@@ -234,73 +199,14 @@ static void test_speedscope_growth_is_active(void **state)
     struct fixture *f = *state;
     set_growth(f, 48);
     write_file(f, report_write_speedscope);
-    check_python(f, "d = json.load(open(sys.argv[1]))", speedscope_checks);
-    check_python(f, "d = json.load(open(sys.argv[1]))",
-                 "p = d['profiles'][d['activeProfileIndex']]\n"
-                 "assert p['name'] == 'growth per iteration' and p['weights'] == [48] and p['unit'] == 'bytes'\n");
+    check_python(f, "speedscope_growth_is_active");
 }
-
-/* A protobuf reader just big enough for profile.proto: fields as (number, value) lists. */
-static const char pprof_prelude[] =
-    "def varint(b, i):\n"
-    "    v = s = 0\n"
-    "    while True:\n"
-    "        c = b[i]; i += 1; v |= (c & 0x7f) << s; s += 7\n"
-    "        if c < 0x80: return v, i\n"
-    "def fields(b):\n"
-    "    i, out = 0, []\n"
-    "    while i < len(b):\n"
-    "        key, i = varint(b, i)\n"
-    "        if key & 7 == 0: v, i = varint(b, i)\n"
-    "        elif key & 7 == 2:\n"
-    "            n, i = varint(b, i); v = b[i:i + n]; i += n\n"
-    "        else: raise ValueError('wire type %d' % (key & 7))\n"
-    "        out.append((key >> 3, v))\n"
-    "    return out\n"
-    "def packed(b):\n"
-    "    i, out = 0, []\n"
-    "    while i < len(b):\n"
-    "        v, i = varint(b, i); out.append(v - (1 << 64) if v >= 1 << 63 else v)\n"
-    "    return out\n"
-    "def one(fs, n, default=0): return next((v for k, v in fs if k == n), default)\n"
-    "top = fields(gzip.open(sys.argv[1]).read())\n"
-    "strings = [v.decode() for k, v in top if k == 6]\n"
-    "types = [strings[one(fields(v), 1)] + '/' + strings[one(fields(v), 2)] for k, v in top if k == 1]\n"
-    "samples = [fields(v) for k, v in top if k == 2]\n"
-    "locations = {one(l, 1): l for l in (fields(v) for k, v in top if k == 4)}\n"
-    "functions = {one(fn, 1): fn for fn in (fields(v) for k, v in top if k == 5)}\n"
-    "mappings = [fields(v) for k, v in top if k == 3]\n"
-    "def total(name):\n"
-    "    col = types.index(name)\n"
-    "    return sum(packed(one(s, 2, b''))[col] for s in samples)\n"
-    "def leaf(s):\n"
-    "    loc = locations[packed(one(s, 1, b''))[0]]\n"
-    "    line = fields(one(loc, 4))\n"
-    "    fn = functions[one(line, 1)]\n"
-    "    return strings[one(fn, 2)], strings[one(fn, 4)], one(line, 2)\n";
 
 static void test_pprof_decodes(void **state)
 {
     struct fixture *f = *state;
     write_file(f, report_write_pprof);
-    check_python(f, pprof_prelude,
-                 "assert strings[0] == ''\n"
-                 "assert types == ['alloc_objects/count', 'alloc_space/bytes', 'inuse_objects/count', "
-                 "'inuse_space/bytes', 'leaked_objects/count', 'leaked_space/bytes'], types\n"
-                 "assert total('alloc_objects/count') == 1000 and total('alloc_space/bytes') == 48000\n"
-                 "assert total('inuse_space/bytes') == 480 and total('leaked_space/bytes') == 480\n"
-                 "assert strings[one(top, 14)] == 'leaked_space'\n"
-                 "leaks = [s for s in samples if packed(one(s, 2, b''))[types.index('leaked_space/bytes')]]\n"
-                 "assert [leaf(s) for s in leaks] == [('leaky_site', 'leak.c', 6)], [leaf(s) for s in leaks]\n"
-                 "assert any(strings[one(m, 5)] == '/path/bench' and strings[one(m, 6)] == 'abcdef01' "
-                 "for m in mappings)\n"
-                 "assert all(one(l, 2) in range(0, len(mappings) + 1) for l in locations.values())\n"
-                 /* helper is inlined into the unsymbolized frame: one Location, two Lines, innermost first */
-                 "inlined = [l for l in locations.values() if len([v for k, v in l if k == 4]) == 2]\n"
-                 "assert len(inlined) == 1, locations\n"
-                 "assert [strings[one(functions[one(fields(v), 1)], 2)] for k, v in inlined[0] if k == 4] == "
-                 "['helper', '[unknown]']\n"
-                 "assert one(inlined[0], 3) == 0xdeadbeef\n");
+    check_python(f, "pprof_decodes");
 }
 
 static void test_pprof_one_function_per_caller(void **state)
@@ -308,15 +214,7 @@ static void test_pprof_one_function_per_caller(void **state)
     struct fixture *f = *state;
     second_caller_line(f);
     write_file(f, report_write_pprof);
-    check_python(f, pprof_prelude,
-                 "names = [strings[one(fn, 2)] for fn in functions.values()]\n"
-                 "assert names.count('main') == 1 and names.count('leaky_site') == 1, names\n"
-                 "main = [fn for fn in functions.values() if strings[one(fn, 2)] == 'main'][0]\n"
-                 "assert one(main, 5) == 12\n"
-                 /* the Locations keep the lines each call was made from */
-                 "lines = sorted(one(fields(v), 2) for l in locations.values() for k, v in l if k == 4\n"
-                 "               and one(fields(v), 1) == one(main, 1))\n"
-                 "assert lines == [12, 13], lines\n");
+    check_python(f, "pprof_one_function_per_caller");
 }
 
 static void test_pprof_growth_column(void **state)
@@ -324,10 +222,7 @@ static void test_pprof_growth_column(void **state)
     struct fixture *f = *state;
     set_growth(f, 48);
     write_file(f, report_write_pprof);
-    check_python(f, pprof_prelude,
-                 "assert 'growth/bytes' in types\n"
-                 "assert total('growth/bytes') == 48\n"
-                 "assert strings[one(top, 14)] == 'growth'\n");
+    check_python(f, "pprof_growth_column");
 }
 
 static void test_html_embeds_data_safely(void **state)
@@ -336,22 +231,7 @@ static void test_html_embeds_data_safely(void **state)
     f->model.frames[2].function = "</script><script>alert(1)</script>";
     set_growth(f, 48);
     write_file(f, report_write_html);
-    check_python(f,
-                 "page = open(sys.argv[1]).read()\n"
-                 "start = page.index('<script type=\"application/json\" id=\"memslope-data\">')\n"
-                 "body = page[start:].split('>', 1)[1].split('</script>', 1)[0]\n"
-                 "d = json.loads(body)",
-                 "assert page.startswith('<!DOCTYPE html>')\n"
-                 "assert 'alert(1)</script>' not in page\n"
-                 "names = [fr[0] for fr in d['frames']]\n"
-                 "assert 'leaky_site' in names and '</script><script>alert(1)</script>' in names\n"
-                 "site = [s for s in d['cases'][0]['sites'] if d['frames'][s['stack'][-1]][0] == 'leaky_site'][0]\n"
-                 "assert site['leaked'] == 480 and site['growth'] == 48\n"
-                 "assert d['cases'][0]['growth'] == 48\n"
-                 "import re\n"
-                 "urls = set(re.findall(r'(?:src|href)\\s*=\\s*[\"\\']?(?:https?:)?//', page))\n"
-                 "assert not urls, urls\n"
-                 "assert 'https://' not in page.replace('http://www.w3.org/2000/svg', '')\n");
+    check_python(f, "html_embeds_data_safely");
 }
 
 static void test_protobuf_encoding(void **state)

@@ -95,28 +95,77 @@ static void render(const struct trace_model *model)
     report_free(&report);
 }
 
+/* The file cut after its first cut bytes: an error for less than the file
+ * header, else every complete section and a note that the rest is missing. */
+static void check_cut(const struct fixture *f, size_t cut)
+{
+    struct trace_model model;
+    char err[256];
+    unsigned char *copy = malloc(cut + 1); /* exact size, so ASan sees any over-read */
+    memcpy(copy, f->data, cut);
+    int rc = trace_read_buffer(copy, cut, "cut", &model, err, sizeof err);
+    if (cut < TRACE_FILE_HEADER_SIZE) {
+        assert_int_equal(rc, -1);
+        assert_non_null(strstr(err, "cut: "));
+    } else {
+        if (rc != 0)
+            fail_msg("cut at %zu: %s", cut, err);
+        assert_true(model.incomplete);
+        assert_int_equal(model.section_count, sections_before(f->data, f->size, cut));
+        render(&model);
+        trace_model_free(&model);
+    }
+    free(copy);
+}
+
 static void test_cut_at_every_offset(void **state)
 {
     struct fixture *f = *state;
-    for (size_t cut = 0; cut < f->size; cut++) {
-        struct trace_model model;
-        char err[256];
-        unsigned char *copy = malloc(cut + 1); /* exact size, so ASan sees any over-read */
-        memcpy(copy, f->data, cut);
-        int rc = trace_read_buffer(copy, cut, "cut", &model, err, sizeof err);
-        if (cut < TRACE_FILE_HEADER_SIZE) {
-            assert_int_equal(rc, -1);
-            assert_non_null(strstr(err, "cut: "));
-        } else {
-            if (rc != 0)
-                fail_msg("cut at %zu: %s", cut, err);
-            assert_true(model.incomplete);
-            assert_int_equal(model.section_count, sections_before(f->data, f->size, cut));
-            render(&model);
-            trace_model_free(&model);
-        }
-        free(copy);
+    for (size_t cut = 0; cut < f->size; cut++)
+        check_cut(f, cut);
+}
+
+/* A real recording (growth_cases, kept as a seed of the trace reader's fuzz
+ * target), too long to cut everywhere under ASan: cut in its first and last
+ * bytes, and at the start, in the header, in the payload and in the crc of
+ * every section. */
+#define RECORDING "tests/fuzz/corpus/trace_reader/seed-growth-cases"
+
+static int setup_recording(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    f->data = slurp(RECORDING, &f->size);
+    if (!f->data || f->size < 64)
+        fail_msg("cannot read %s (run the unit tests from the repository root)", RECORDING);
+    *state = f;
+    return 0;
+}
+
+static int teardown_recording(void **state)
+{
+    struct fixture *f = *state;
+    free(f->data);
+    free(f);
+    return 0;
+}
+
+static void test_cut_recording_at_section_edges(void **state)
+{
+    struct fixture *f = *state;
+    size_t cuts = 0;
+    for (size_t cut = 0; cut < 64; cut++, cuts++)
+        check_cut(f, cut);
+    for (size_t at = 16; at + 16 <= f->size;) {
+        size_t end = at + 16 + le(f->data + at + 8, 8) + 4;
+        const size_t edges[] = {at, at + 1, at + 16, at + 17, end - 4, end - 1};
+        for (size_t i = 0; i < sizeof edges / sizeof *edges; i++)
+            if (edges[i] > 64 && edges[i] < f->size - 40)
+                check_cut(f, edges[i]), cuts++;
+        at = end;
     }
+    for (size_t cut = f->size - 40; cut < f->size; cut++, cuts++)
+        check_cut(f, cut);
+    assert_true(cuts > 300); /* the recording has dozens of sections */
 }
 
 static void test_every_byte_flipped(void **state)
@@ -274,6 +323,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_every_byte_flipped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cut_at_every_offset, setup_deltas, teardown),
         cmocka_unit_test_setup_teardown(test_every_byte_flipped, setup_deltas, teardown),
+        cmocka_unit_test_setup_teardown(test_cut_recording_at_section_edges, setup_recording, teardown_recording),
         cmocka_unit_test_setup_teardown(test_foreign_files, setup, teardown),
         cmocka_unit_test_setup_teardown(test_crc_mismatch, setup, teardown),
         cmocka_unit_test(test_valid_crc_bad_contents),
