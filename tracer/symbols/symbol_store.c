@@ -803,6 +803,12 @@ static int find_own_build_id(struct dl_phdr_info *info, size_t size, void *hex)
     return 1; /* the first object is the program: stop there */
 }
 
+void symbol_store_own_build_id(char hex[SYMBOL_CACHE_MAX_BUILD_ID + 1])
+{
+    hex[0] = '\0';
+    dl_iterate_phdr(find_own_build_id, hex);
+}
+
 /* What resolves frames: this program (its build-id, else its file's
  * identity) and libdw. A cache file from another is not used: a change in
  * either may change the frames. */
@@ -810,7 +816,7 @@ static char *cache_producer(void)
 {
     char build_id[SYMBOL_CACHE_MAX_BUILD_ID + 1] = "", text[512];
     struct stat status;
-    dl_iterate_phdr(find_own_build_id, build_id);
+    symbol_store_own_build_id(build_id);
     if (!build_id[0] && stat("/proc/self/exe", &status) == 0)
         snprintf(build_id, sizeof build_id, "file %llx:%llx:%llx:%llx.%09ld", (unsigned long long)status.st_dev,
                  (unsigned long long)status.st_ino, (unsigned long long)status.st_size,

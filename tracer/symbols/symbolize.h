@@ -24,6 +24,7 @@
 
 #include "../../common/trace_format.h"
 #include "../../common/proc_maps.h"
+#include "symbol_cache.h"
 
 /* --- the recording's store ------------------------------------------------ */
 
@@ -53,6 +54,9 @@ int symbol_store_save_cache(struct symbol_store *store, char *err, size_t err_si
 
 /* The cache's folder, or NULL when the store has none. */
 const char *symbol_store_cache_directory(struct symbol_store *store);
+/* The running program's GNU build-id, as hex read from its loaded note
+ * (dl_iterate_phdr), or "" when it has none. */
+void symbol_store_own_build_id(char hex[SYMBOL_CACHE_MAX_BUILD_ID + 1]);
 
 /* What the store has done so far, for tests and measurements. */
 struct symbol_store_stats {
