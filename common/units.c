@@ -1,6 +1,7 @@
 /* units.c - see units.h. */
 #include "units.h"
 
+#include <inttypes.h>
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -96,5 +97,19 @@ const char *units_format_bytes(double bytes, char *buffer, size_t size)
         snprintf(buffer, size, "%.0f B", bytes);
     else
         snprintf(buffer, size, "%.1f %s", bytes, names[unit]);
+    return buffer;
+}
+
+const char *units_format_count(uint64_t value, char *buffer, size_t size)
+{
+    char digits[32];
+    int n = snprintf(digits, sizeof digits, "%" PRIu64, value);
+    size_t out = 0;
+    for (int i = 0; i < n && out + 2 < size; i++) {
+        if (i > 0 && (n - i) % 3 == 0)
+            buffer[out++] = ',';
+        buffer[out++] = digits[i];
+    }
+    buffer[out] = '\0';
     return buffer;
 }

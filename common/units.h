@@ -16,5 +16,7 @@ int units_parse_count(const char *text, uint64_t *count);
 
 /* "48 B", "1.5 KiB", "12.0 MiB" (up to EiB) into buffer; returns buffer. */
 const char *units_format_bytes(double bytes, char *buffer, size_t size);
+/* 1234567 -> "1,234,567", as memcheck prints counts; returns buffer. */
+const char *units_format_count(uint64_t value, char *buffer, size_t size);
 
 #endif

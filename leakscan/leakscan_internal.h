@@ -54,4 +54,26 @@ uint64_t leakscan_find_main_arena(struct leakscan_target *target, const struct p
 #define LEAKSCAN_MSTATE_SIZE 2200u
 #define LEAKSCAN_HEAP_MAX (64ull << 20) /* HEAP_MAX_SIZE: arena heaps are aligned to it */
 
+/* A block's end in a list sorted by address: a block of 0 bytes covers its
+ * first byte, as the scan's lookups take it. */
+static inline uint64_t leakscan_block_end(const struct leakscan_block *block)
+{
+    return block->address + (block->size ? block->size : 1);
+}
+
+/* Index of the first block of the sorted list that ends after address. */
+static inline size_t leakscan_first_block_ending_after(const struct leakscan_block *blocks, size_t count,
+                                                       uint64_t address)
+{
+    size_t low = 0, high = count;
+    while (low < high) {
+        size_t mid = low + (high - low) / 2;
+        if (leakscan_block_end(&blocks[mid]) <= address)
+            low = mid + 1;
+        else
+            high = mid;
+    }
+    return low;
+}
+
 #endif

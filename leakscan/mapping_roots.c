@@ -100,27 +100,6 @@ static size_t first_ending_after(const struct leakscan_range *ranges, size_t cou
     return low;
 }
 
-/* A block's end; a block of 0 bytes covers its first byte, as the scan's
- * lookups take it. */
-static uint64_t block_end(const struct leakscan_block *block)
-{
-    return block->address + (block->size ? block->size : 1);
-}
-
-/* Index of the first block (sorted by address) that ends after address. */
-static size_t first_block_ending_after(const struct leakscan_block *blocks, size_t count, uint64_t address)
-{
-    size_t low = 0, high = count;
-    while (low < high) {
-        size_t mid = low + (high - low) / 2;
-        if (block_end(&blocks[mid]) <= address)
-            low = mid + 1;
-        else
-            high = mid;
-    }
-    return low;
-}
-
 /* Appends the parts of the sorted ranges that lie in mapping, clipped. */
 static int clip_into(struct range_list *out, const struct leakscan_range *ranges, size_t count,
                      struct leakscan_range mapping)
@@ -178,7 +157,7 @@ static int find_owned(const struct leakscan_memory *memory, struct leakscan_rang
     /* A heap that merged with the mapping before it starts inside it; one
      * that holds no block matters only at the mapping's start (reads of a
      * large mapping are saved). */
-    size_t first_block = first_block_ending_after(blocks, block_count, mapping.start);
+    size_t first_block = leakscan_first_block_ending_after(blocks, block_count, mapping.start);
     bool holds_blocks = first_block < block_count && blocks[first_block].address < mapping.end;
     uint64_t first_aligned = (mapping.start + LEAKSCAN_HEAP_MAX - 1) / LEAKSCAN_HEAP_MAX * LEAKSCAN_HEAP_MAX;
     uint64_t last = holds_blocks ? mapping.end : mapping.start + 1;
@@ -191,10 +170,10 @@ static int find_owned(const struct leakscan_memory *memory, struct leakscan_rang
     size_t known = found->count;
     for (size_t i = first_block; i < block_count && blocks[i].address < mapping.end; i++) {
         struct range_list known_part = {found->ranges, known, known};
-        if (inside(&known_part, blocks[i].address, block_end(&blocks[i])))
+        if (inside(&known_part, blocks[i].address, leakscan_block_end(&blocks[i])))
             continue;
         struct leakscan_range chunk;
-        if (!glibc_mmapped_chunk(memory, mapping, blocks[i].address, block_end(&blocks[i]), &chunk))
+        if (!glibc_mmapped_chunk(memory, mapping, blocks[i].address, leakscan_block_end(&blocks[i]), &chunk))
             return 0;
         if (append(found, chunk.start, chunk.end) < 0)
             return -1;

@@ -59,32 +59,12 @@ static int add_word(struct roots *r, uint64_t word)
 
 /* ---- blocks by address --------------------------------------------------- */
 
-/* End of a block in the sorted list (a zero-size block occupies one byte). */
-static uint64_t extent_end(const struct leakscan_block *block)
-{
-    return block->address + (block->size ? block->size : 1);
-}
-
-/* Index of the first block (of the list sorted by address) that ends after address. */
-static size_t first_ending_after(const struct leakscan_block *extents, size_t count, uint64_t address)
-{
-    size_t low = 0, high = count;
-    while (low < high) {
-        size_t mid = low + (high - low) / 2;
-        if (extent_end(&extents[mid]) <= address)
-            low = mid + 1;
-        else
-            high = mid;
-    }
-    return low;
-}
-
 /* Bytes of blocks inside [start, end). */
 static uint64_t block_bytes_in(const struct leakscan_block *extents, size_t count, uint64_t start, uint64_t end)
 {
     uint64_t bytes = 0;
-    for (size_t i = first_ending_after(extents, count, start); i < count && extents[i].address < end; i++) {
-        uint64_t block_end = extent_end(&extents[i]);
+    for (size_t i = leakscan_first_block_ending_after(extents, count, start); i < count && extents[i].address < end; i++) {
+        uint64_t block_end = leakscan_block_end(&extents[i]);
         bytes += (block_end < end ? block_end : end) - (extents[i].address > start ? extents[i].address : start);
     }
     return bytes;
@@ -115,11 +95,11 @@ static int add_range_around_blocks(struct roots *r, const struct leakscan_block 
                                    uint64_t start, uint64_t end)
 {
     uint64_t at = start;
-    for (size_t i = first_ending_after(extents, count, start); i < count && extents[i].address < end; i++) {
+    for (size_t i = leakscan_first_block_ending_after(extents, count, start); i < count && extents[i].address < end; i++) {
         if (extents[i].address > at && add_range(r, at, extents[i].address) < 0)
             return -1;
-        if (extent_end(&extents[i]) > at)
-            at = extent_end(&extents[i]);
+        if (leakscan_block_end(&extents[i]) > at)
+            at = leakscan_block_end(&extents[i]);
     }
     return add_range(r, at, end);
 }

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../common/units.h"
 #include "attribution.h"
 #include "diff.h"
 #include "../common/json_writer.h"
@@ -10,30 +11,16 @@
 
 /* --- text ------------------------------------------------------------------------- */
 
-static const char *with_commas(uint64_t value, char *buffer, size_t size)
-{
-    char digits[32];
-    int n = snprintf(digits, sizeof digits, "%" PRIu64, value);
-    size_t out = 0;
-    for (int i = 0; i < n && out + 2 < size; i++) {
-        if (i > 0 && (n - i) % 3 == 0)
-            buffer[out++] = ',';
-        buffer[out++] = digits[i];
-    }
-    buffer[out] = '\0';
-    return buffer;
-}
-
 /* "9,600 -> 14,400 (+4,800)", or "9,600" when equal. */
 static const char *change_text(uint64_t old_value, uint64_t new_value, char *buffer, size_t size)
 {
     char a[32], b[32], d[32];
     if (old_value == new_value)
-        snprintf(buffer, size, "%s", with_commas(new_value, b, sizeof b));
+        snprintf(buffer, size, "%s", units_format_count(new_value, b, sizeof b));
     else
-        snprintf(buffer, size, "%s -> %s (%c%s)", with_commas(old_value, a, sizeof a),
-                 with_commas(new_value, b, sizeof b), new_value > old_value ? '+' : '-',
-                 with_commas(new_value > old_value ? new_value - old_value : old_value - new_value, d, sizeof d));
+        snprintf(buffer, size, "%s -> %s (%c%s)", units_format_count(old_value, a, sizeof a),
+                 units_format_count(new_value, b, sizeof b), new_value > old_value ? '+' : '-',
+                 units_format_count(new_value > old_value ? new_value - old_value : old_value - new_value, d, sizeof d));
     return buffer;
 }
 

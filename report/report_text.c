@@ -16,21 +16,6 @@ enum { TOP_SITES = 10, FRAMES_SHOWN = 5, COMMAND_WIDTH = 24, OTHER_PROCESS_RECOR
 static const char *const category_names[TRACE_LEAK_CATEGORIES] = {"definitely lost", "indirectly lost",
                                                                    "possibly lost", "still reachable"};
 
-/* 1234567 -> "1,234,567", as memcheck prints counts. */
-static const char *with_commas(uint64_t value, char *buffer, size_t size)
-{
-    char digits[32];
-    int n = snprintf(digits, sizeof digits, "%" PRIu64, value);
-    size_t out = 0;
-    for (int i = 0; i < n && out + 2 < size; i++) {
-        if (i > 0 && (n - i) % 3 == 0)
-            buffer[out++] = ',';
-        buffer[out++] = digits[i];
-    }
-    buffer[out] = '\0';
-    return buffer;
-}
-
 /* The command as typed, with a long program path cut to its base name. */
 static void write_command(FILE *out, const struct report *report)
 {
@@ -61,7 +46,7 @@ static void write_command(FILE *out, const struct report *report)
 static const char *plural(uint64_t count, const char *word, char *buffer, size_t size)
 {
     char digits[32];
-    snprintf(buffer, size, "%s %s%s", with_commas(count, digits, sizeof digits), word, count == 1 ? "" : "s");
+    snprintf(buffer, size, "%s %s%s", units_format_count(count, digits, sizeof digits), word, count == 1 ? "" : "s");
     return buffer;
 }
 
@@ -92,7 +77,7 @@ static void write_summary(FILE *out, const struct report *report)
     fputs(": ", out);
     write_exit(out, p);
     fprintf(out, "; %s allocs, %s frees; %s allocated, peak %s, %s live %s\n",
-            with_commas(info->allocations, a, sizeof a), with_commas(info->frees, f, sizeof f),
+            units_format_count(info->allocations, a, sizeof a), units_format_count(info->frees, f, sizeof f),
             units_format_bytes((double)info->allocated_bytes, allocated, sizeof allocated),
             units_format_bytes((double)info->peak_bytes, peak, sizeof peak),
             units_format_bytes((double)info->live_bytes, live, sizeof live),
@@ -189,10 +174,10 @@ static void write_leak_summary(FILE *out, const struct trace_leaks *leaks, const
     char bytes[32], blocks[32];
     fputs("LEAK SUMMARY:\n", out);
     for (int c = 0; c < TRACE_LEAK_CATEGORIES; c++)
-        fprintf(out, "   %15s: %s bytes in %s blocks\n", category_names[c], with_commas(leaks->bytes[c], bytes, 32),
-                with_commas(leaks->blocks[c], blocks, 32));
-    fprintf(out, "   %15s: %s bytes in %s blocks\n", "suppressed", with_commas(suppressed->bytes, bytes, 32),
-            with_commas(suppressed->blocks, blocks, 32));
+        fprintf(out, "   %15s: %s bytes in %s blocks\n", category_names[c], units_format_count(leaks->bytes[c], bytes, 32),
+                units_format_count(leaks->blocks[c], blocks, 32));
+    fprintf(out, "   %15s: %s bytes in %s blocks\n", "suppressed", units_format_count(suppressed->bytes, bytes, 32),
+            units_format_count(suppressed->blocks, blocks, 32));
 }
 
 /* Which suppressions took what (memcheck -v's "used_suppression" lines). */
@@ -202,8 +187,8 @@ static void write_used_suppressions(FILE *out, const struct report *report)
     for (size_t i = 0; i < report->used_suppression_count; i++) {
         const struct report_used_suppression *used = &report->used_suppressions[i];
         const char *file = strrchr(used->suppression->file, '/');
-        fprintf(out, "   used suppression: %s bytes in %s blocks: ", with_commas(used->amount.bytes, bytes, 32),
-                with_commas(used->amount.blocks, blocks, 32));
+        fprintf(out, "   used suppression: %s bytes in %s blocks: ", units_format_count(used->amount.bytes, bytes, 32),
+                units_format_count(used->amount.blocks, blocks, 32));
         text_put(out, used->suppression->name);
         fputs(" (", out);
         text_put(out, file ? file + 1 : used->suppression->file);
@@ -236,7 +221,7 @@ static void write_loss_records(FILE *out, const struct report *report, const str
     const char *mark = report_estimate_mark(report);
     for (size_t i = 0; i < n && i < limit; i++) {
         fprintf(out, "%s%s%s bytes in %s%s blocks are %s in loss record %zu of %zu\n", indent, mark,
-                with_commas(lost[i]->bytes, bytes, 32), mark, with_commas(lost[i]->blocks, blocks, 32),
+                units_format_count(lost[i]->bytes, bytes, 32), mark, units_format_count(lost[i]->blocks, blocks, 32),
                 category_names[lost[i]->category], i + 1, n);
         write_stack(out, report, process, lost[i]->stack_id, indent);
         fputc('\n', out);
@@ -259,7 +244,7 @@ static void write_loss_records(FILE *out, const struct report *report, const str
 static const char *bytes_text(uint64_t bytes, const char *mark, char *buffer, size_t size)
 {
     char exact[32], human[32];
-    with_commas(bytes, exact, sizeof exact);
+    units_format_count(bytes, exact, sizeof exact);
     if (bytes < 1024)
         snprintf(buffer, size, "%s%s bytes", mark, exact);
     else
@@ -365,18 +350,18 @@ static const char *site_figure(const struct report *report, const struct report_
         snprintf(buffer, size, "%s%.1f B/iteration", mark, site->growth.bytes_per_iteration);
         break;
     case REPORT_METRIC_LEAKED:
-        snprintf(buffer, size, "%s%s B in %s%s", mark, with_commas(site->leaked_bytes, bytes, sizeof bytes), mark,
+        snprintf(buffer, size, "%s%s B in %s%s", mark, units_format_count(site->leaked_bytes, bytes, sizeof bytes), mark,
                  plural(site->leaked_blocks, "block", count, sizeof count));
         break;
     case REPORT_METRIC_PEAK:
-        snprintf(buffer, size, "%s%s B", mark, with_commas(site->peak_live_bytes, bytes, sizeof bytes));
+        snprintf(buffer, size, "%s%s B", mark, units_format_count(site->peak_live_bytes, bytes, sizeof bytes));
         break;
     case REPORT_METRIC_ALLOCATED:
-        snprintf(buffer, size, "%s%s B in %s%s", mark, with_commas(site->allocated_bytes, bytes, sizeof bytes), mark,
+        snprintf(buffer, size, "%s%s B in %s%s", mark, units_format_count(site->allocated_bytes, bytes, sizeof bytes), mark,
                  plural(site->allocations, "allocation", count, sizeof count));
         break;
     case REPORT_METRIC_TEMPORARY:
-        snprintf(buffer, size, "%s%s of %s%s freed", mark, with_commas(site->frees, bytes, sizeof bytes), mark,
+        snprintf(buffer, size, "%s%s of %s%s freed", mark, units_format_count(site->frees, bytes, sizeof bytes), mark,
                  plural(site->allocations, "allocation", count, sizeof count));
         break;
     }
@@ -484,11 +469,11 @@ static void write_process_leaks(FILE *out, const struct report *report, const st
     fputs("  leaks at exit:", out);
     for (int c = 0; c < TRACE_LEAK_CATEGORIES; c++)
         fprintf(out, "%s %s: %s bytes in %s blocks", c == 2 ? ",\n                " : c ? "," : "",
-                category_names[c], with_commas(leaks->bytes[c], bytes, 32), with_commas(leaks->blocks[c], blocks, 32));
+                category_names[c], units_format_count(leaks->bytes[c], bytes, 32), units_format_count(leaks->blocks[c], blocks, 32));
     if (entry->exit_suppressed.blocks)
         fprintf(out, ",\n                 suppressed: %s bytes in %s blocks",
-                with_commas(entry->exit_suppressed.bytes, bytes, 32),
-                with_commas(entry->exit_suppressed.blocks, blocks, 32));
+                units_format_count(entry->exit_suppressed.bytes, bytes, 32),
+                units_format_count(entry->exit_suppressed.blocks, blocks, 32));
     fputs("\n\n", out);
     write_loss_records(out, report, entry->process, leaks, OTHER_PROCESS_RECORDS, "  ");
 }

@@ -1,4 +1,5 @@
 /* suppressions.c - see suppressions.h. */
+#include "../common/growable_array.h"
 #include "suppressions.h"
 
 #include <errno.h>
@@ -141,14 +142,8 @@ static int append_string(char ***strings, size_t *count, char *string)
 
 static int add_suppression(struct suppressions *set, const struct suppression *s)
 {
-    if (set->count == set->capacity) {
-        size_t capacity = set->capacity ? 2 * set->capacity : 16;
-        struct suppression *grown = realloc(set->items, capacity * sizeof *grown);
-        if (!grown)
-            return -1;
-        set->items = grown;
-        set->capacity = capacity;
-    }
+    if (growable_array_reserve(&set->items, &set->capacity, set->count + 1, sizeof *set->items) < 0)
+        return -1;
     set->items[set->count++] = *s;
     return 0;
 }

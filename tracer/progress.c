@@ -24,30 +24,16 @@ void progress_init(struct progress_line *progress, int quiet, uint64_t now_ns)
     progress->next_ns = now_ns + PROGRESS_FIRST_NS;
 }
 
-static const char *with_commas(uint64_t value, char *buffer, size_t size)
-{
-    char digits[32];
-    int n = snprintf(digits, sizeof digits, "%" PRIu64, value);
-    size_t out = 0;
-    for (int i = 0; i < n && out + 2 < size; i++) {
-        if (i > 0 && (n - i) % 3 == 0)
-            buffer[out++] = ',';
-        buffer[out++] = digits[i];
-    }
-    buffer[out] = '\0';
-    return buffer;
-}
-
 char *progress_format(char *buffer, size_t size, size_t width, double seconds, uint64_t events, uint64_t live_bytes,
                       const char *case_name, uint64_t iteration)
 {
     char count[32], live[32];
     int n = snprintf(buffer, size, "memslope: %.1f s, %s events, %s live", seconds,
-                     with_commas(events, count, sizeof count),
+                     units_format_count(events, count, sizeof count),
                      units_format_bytes((double)live_bytes, live, sizeof live));
     if (case_name && n >= 0 && (size_t)n < size)
         snprintf(buffer + n, size - (size_t)n, ", case %s iteration %s", case_name,
-                 with_commas(iteration, count, sizeof count));
+                 units_format_count(iteration, count, sizeof count));
     /* One column short of the width: a full line would wrap on some terminals. */
     if (width > 1 && strlen(buffer) > width - 1)
         buffer[width - 1] = '\0';

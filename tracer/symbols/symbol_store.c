@@ -16,6 +16,7 @@
  * libdw. The frames resolved with libdw are added to the cache at the end
  * of the recording (symbol_store_save_cache).
  */
+#include "../../common/growable_array.h"
 #include "symbol_store.h"
 
 #include <elfutils/libdw.h>
@@ -933,14 +934,8 @@ static const char *symbol_at(struct stored_module *module, uint64_t pc)
 
 static int push_frame(struct frame_list *frames, const struct trace_frame *frame)
 {
-    if (frames->count == frames->capacity) {
-        size_t capacity = frames->capacity ? 2 * frames->capacity : 8;
-        struct trace_frame *grown = realloc(frames->items, capacity * sizeof *grown);
-        if (!grown)
-            return -1;
-        frames->items = grown;
-        frames->capacity = capacity;
-    }
+    if (growable_array_reserve(&frames->items, &frames->capacity, frames->count + 1, sizeof *frames->items) < 0)
+        return -1;
     frames->items[frames->count++] = *frame;
     return 0;
 }
