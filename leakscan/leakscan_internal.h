@@ -76,4 +76,19 @@ static inline size_t leakscan_first_block_ending_after(const struct leakscan_blo
     return low;
 }
 
+/* Index of the first range (sorted by start, disjoint) that ends after address. */
+static inline size_t leakscan_first_range_ending_after(const struct leakscan_range *ranges, size_t count,
+                                                       uint64_t address)
+{
+    size_t low = 0, high = count;
+    while (low < high) {
+        size_t mid = low + (high - low) / 2;
+        if (ranges[mid].end <= address)
+            low = mid + 1;
+        else
+            high = mid;
+    }
+    return low;
+}
+
 #endif

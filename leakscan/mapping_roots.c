@@ -86,25 +86,11 @@ static bool glibc_mmapped_chunk(const struct leakscan_memory *memory, struct lea
     return true;
 }
 
-/* Index of the first range that ends after address. */
-static size_t first_ending_after(const struct leakscan_range *ranges, size_t count, uint64_t address)
-{
-    size_t low = 0, high = count;
-    while (low < high) {
-        size_t mid = low + (high - low) / 2;
-        if (ranges[mid].end <= address)
-            low = mid + 1;
-        else
-            high = mid;
-    }
-    return low;
-}
-
 /* Appends the parts of the sorted ranges that lie in mapping, clipped. */
 static int clip_into(struct range_list *out, const struct leakscan_range *ranges, size_t count,
                      struct leakscan_range mapping)
 {
-    for (size_t i = first_ending_after(ranges, count, mapping.start); i < count && ranges[i].start < mapping.end;
+    for (size_t i = leakscan_first_range_ending_after(ranges, count, mapping.start); i < count && ranges[i].start < mapping.end;
          i++) {
         uint64_t start = ranges[i].start > mapping.start ? ranges[i].start : mapping.start;
         uint64_t end = ranges[i].end < mapping.end ? ranges[i].end : mapping.end;
@@ -140,7 +126,7 @@ static void normalise(struct range_list *list)
 
 static bool inside(const struct range_list *owned, uint64_t start, uint64_t end)
 {
-    size_t i = first_ending_after(owned->ranges, owned->count, start);
+    size_t i = leakscan_first_range_ending_after(owned->ranges, owned->count, start);
     return i < owned->count && owned->ranges[i].start <= start && end <= owned->ranges[i].end;
 }
 

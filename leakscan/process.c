@@ -70,19 +70,6 @@ static uint64_t block_bytes_in(const struct leakscan_block *extents, size_t coun
     return bytes;
 }
 
-/* Index of the first range (sorted by start, disjoint) that ends after address. */
-static size_t first_range_ending_after(const struct leakscan_range *ranges, size_t count, uint64_t address)
-{
-    size_t low = 0, high = count;
-    while (low < high) {
-        size_t mid = low + (high - low) / 2;
-        if (ranges[mid].end <= address)
-            low = mid + 1;
-        else
-            high = mid;
-    }
-    return low;
-}
 
 static int compare_ranges(const void *a, const void *b)
 {
@@ -516,7 +503,7 @@ static int add_tls_roots(struct scan_plan *plan)
         uint64_t end = map->end - fs > TLS_ABOVE_FS ? fs + TLS_ABOVE_FS : map->end;
         if (add_range_around_blocks(&plan->roots, plan->extents, plan->extent_count, start, end) < 0)
             return -1;
-        for (size_t k = first_range_ending_after(plan->owned, plan->owned_count, start);
+        for (size_t k = leakscan_first_range_ending_after(plan->owned, plan->owned_count, start);
              k < plan->owned_count && plan->owned[k].start < end; k++)
             if (exclude_range(&plan->roots, plan->owned[k].start, plan->owned[k].end) < 0)
                 return -1;
