@@ -724,13 +724,22 @@ static void scan_words(struct scan *s, struct pipeline *p, const uint64_t *words
     }
 }
 
-/* Scans the aligned words inside [start, end), CHUNK_BYTES at a time. */
-static int scan_range(struct scan *s, uint64_t start, uint64_t end, bool prior_definite, size_t clique)
+/* Scans the aligned words inside [start, end), CHUNK_BYTES at a time. A
+ * block's chunk none of whose pages holds data is skipped: a heap block is
+ * the process's private memory, so a page it never touched reads as zeros.
+ * Roots are read whole: a shared mapping's page that another process wrote
+ * holds data without being in this process's page table. */
+static int scan_range(struct scan *s, uint64_t start, uint64_t end, bool prior_definite, size_t clique,
+                      bool is_block)
 {
     uint64_t at = (start + 7) & ~7ull, stop = end & ~7ull;
     while (at < stop) {
-        size_t length = stop - at < CHUNK_BYTES ? (size_t)(stop - at) : CHUNK_BYTES;
-        if (s->memory->holds_data && !s->memory->holds_data(s->memory->context, at, length)) {
+        /* Chunks end on CHUNK_BYTES boundaries, so no two share a page:
+         * reading one maps the zero page in for its untouched pages, which
+         * must not make the next chunk look touched. */
+        uint64_t room = CHUNK_BYTES - at % CHUNK_BYTES;
+        size_t length = stop - at < room ? (size_t)(stop - at) : (size_t)room;
+        if (is_block && s->memory->holds_data && !s->memory->holds_data(s->memory->context, at, length)) {
             s->stats.untouched_bytes += length; /* zeros: they point nowhere */
             at += length;
             continue;
@@ -755,7 +764,7 @@ static int scan_block(struct scan *s, const struct batch *b, size_t k, size_t cl
     if (n == 0)
         return 0;
     if (s->memory->view || b->bytes > WINDOW_BYTES)
-        return scan_range(s, words.start, words.end, prior_definite, clique);
+        return scan_range(s, words.start, words.end, prior_definite, clique, true);
     scan_words(s, s->pipeline, (const uint64_t *)(b->window + b->offsets[k]), n, prior_definite, clique);
     return 0;
 }
@@ -913,7 +922,7 @@ static int mark_from_roots(struct scan *s, const struct leakscan_image *image)
         if (root->end <= root->start)
             continue;
         s->stats.root_bytes += root->end - root->start;
-        if (scan_range(s, root->start, root->end, true, NO_CLIQUE) < 0)
+        if (scan_range(s, root->start, root->end, true, NO_CLIQUE, false) < 0)
             return -1;
     }
     scan_words(s, s->pipeline, image->root_words, image->root_word_count, true, NO_CLIQUE);

@@ -129,8 +129,6 @@ static int read_direct(struct leakscan_target *target, uint64_t address, uint8_t
  * chunk is one pread of 2 KiB. */
 #define PAGEMAP_BATCH 512u
 #define PAGEMAP_HOLDS_DATA (3ull << 62) /* present, or swapped out */
-/* Reads this long or longer skip the pages that hold no data. */
-#define SPARSE_READ_MIN (64u << 10)
 
 /* Pagemap entries of pages [first, first + n), n <= PAGEMAP_BATCH; -1
  * when the pagemap cannot be read (then every page is read). */
@@ -149,43 +147,9 @@ static int read_pagemap(struct leakscan_target *target, uint64_t first, size_t n
     return pread(target->pagemap_fd, entries, (size_t)want, (off_t)(first * sizeof *entries)) == want ? 0 : -1;
 }
 
-/* Reads the pages of [address, address + length) that hold data; the
- * others are zeros. Reading a page never touched would map the zero page
- * into the target (and page tables for it), which a later scan would take
- * for data: an untouched 4 GiB block would then cost 4 GiB of reads at
- * every scan after the first. */
-static int read_present(struct leakscan_target *target, uint64_t address, uint8_t *buffer, size_t length)
-{
-    uint64_t end = address + length, at = address, entries[PAGEMAP_BATCH];
-    while (at < end) {
-        uint64_t page = at / PAGE;
-        size_t n = (end - 1) / PAGE - page + 1 < PAGEMAP_BATCH ? (size_t)((end - 1) / PAGE - page + 1) : PAGEMAP_BATCH;
-        if (read_pagemap(target, page, n, entries) < 0)
-            return read_direct(target, at, buffer + (at - address), (size_t)(end - at));
-        for (size_t k = 0; k < n;) {
-            bool holds = entries[k] & PAGEMAP_HOLDS_DATA;
-            size_t j = k + 1;
-            while (j < n && ((entries[j] & PAGEMAP_HOLDS_DATA) != 0) == holds)
-                j++;
-            uint64_t from = (page + k) * PAGE > at ? (page + k) * PAGE : at;
-            uint64_t to = (page + j) * PAGE < end ? (page + j) * PAGE : end;
-            if (!holds)
-                memset(buffer + (from - address), 0, (size_t)(to - from));
-            else if (read_direct(target, from, buffer + (from - address), (size_t)(to - from)) < 0)
-                return -1;
-            k = j;
-        }
-        at = (page + n) * PAGE;
-    }
-    return 0;
-}
-
 int leakscan_target_read(void *context, uint64_t address, void *buffer, size_t length)
 {
-    struct leakscan_target *target = context;
-    if (length < SPARSE_READ_MIN || target->handed_over)
-        return read_direct(target, address, buffer, length);
-    return read_present(target, address, buffer, length);
+    return read_direct(context, address, buffer, length);
 }
 
 int leakscan_target_holds_data(void *context, uint64_t address, size_t length)
