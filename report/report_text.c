@@ -529,6 +529,14 @@ static void write_leaks(FILE *out, const struct report *report)
 
 void report_write_text(const struct report *report, FILE *out)
 {
+    if (report->model->process_count == 0) {
+        /* A header and no image: there is no command, exit or case to
+         * describe, and made-up ones would read as a real process. */
+        fputs("No process was recorded: the trace holds no process image (it was cut short before the first\n"
+              "one ended or was checkpointed).\n", out);
+        write_warning_list(out, report->model->warnings, report->model->warning_count);
+        return;
+    }
     write_summary(out, report);
     write_python(out, report->primary);
     fputc('\n', out);

@@ -23,6 +23,9 @@ gate_expect() {
 record demo.trace -- "$FIXTURES/demo_leak"
 head -c 16 demo.trace >header.trace
 gate_expect "a header-only trace" 2 'header\.trace is incomplete .*cut short' header.trace --max-leaked 0
+"$MEMSLOPE" report header.trace >header.txt 2>/dev/null
+expect_match "a header-only trace: the text report says nothing was recorded" "No process was recorded" header.txt
+expect_no_match "a header-only trace: no made-up process" 'unknown command|^Case' header.txt
 
 # memslope killed while it records: whatever the trace holds, it is partial.
 "$MEMSLOPE" record --quiet -o killed.trace -- sleep 20 >/dev/null 2>&1 &
