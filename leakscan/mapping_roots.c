@@ -11,6 +11,7 @@
  * it: whole, minus the memory that allocators own, whose free parts hold
  * stale pointers and whose blocks are scanned when reached.
  */
+#include "../common/growable_array.h"
 #include "leakscan_internal.h"
 
 #include <stdbool.h>
@@ -31,14 +32,8 @@ static int append(struct range_list *list, uint64_t start, uint64_t end)
 {
     if (end <= start)
         return 0;
-    if (list->count == list->capacity) {
-        size_t capacity = list->capacity ? 2 * list->capacity : 16;
-        struct leakscan_range *grown = realloc(list->ranges, capacity * sizeof *grown);
-        if (!grown)
-            return -1;
-        list->ranges = grown;
-        list->capacity = capacity;
-    }
+    if (growable_array_reserve(&list->ranges, &list->capacity, list->count + 1, sizeof *list->ranges) < 0)
+        return -1;
     list->ranges[list->count++] = (struct leakscan_range){start, end};
     return 0;
 }

@@ -76,17 +76,6 @@ static void write_entry(FILE *out, const struct report *report, const struct tra
     fputs("}\n", out);
 }
 
-static int compare_records(const void *left, const void *right)
-{
-    const struct trace_loss_record *a = *(const struct trace_loss_record *const *)left;
-    const struct trace_loss_record *b = *(const struct trace_loss_record *const *)right;
-    if (a->bytes != b->bytes)
-        return a->bytes < b->bytes ? 1 : -1;
-    if (a->category != b->category)
-        return a->category < b->category ? -1 : 1;
-    return a->stack_id < b->stack_id ? -1 : a->stack_id > b->stack_id;
-}
-
 static bool already_listed(const struct trace_loss_record **records, size_t count, const struct trace_loss_record *r)
 {
     for (size_t i = 0; i < count; i++)
@@ -115,7 +104,7 @@ static const struct trace_loss_record **lost_records(const struct report *report
                 records[(*count)++] = &leaks->records[i];
     }
     if (records)
-        qsort(records, *count, sizeof *records, compare_records);
+        qsort(records, *count, sizeof *records, report_compare_loss_records);
     return records;
 }
 

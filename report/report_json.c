@@ -272,17 +272,6 @@ static void write_python(struct json_writer *json, const struct trace_model_proc
  * has a thousand of them, with deep stacks. */
 #define JSON_LOSS_RECORDS 100
 
-static int compare_records(const void *left, const void *right)
-{
-    const struct trace_loss_record *a = *(const struct trace_loss_record *const *)left;
-    const struct trace_loss_record *b = *(const struct trace_loss_record *const *)right;
-    if (a->bytes != b->bytes)
-        return a->bytes < b->bytes ? 1 : -1;
-    if (a->category != b->category)
-        return a->category < b->category ? -1 : 1;
-    return a->stack_id < b->stack_id ? -1 : a->stack_id > b->stack_id;
-}
-
 static void write_loss_records(struct json_writer *json, const struct report *report,
                                const struct report_process *entry)
 {
@@ -293,7 +282,7 @@ static void write_loss_records(struct json_writer *json, const struct report *re
         if (leaks->records[i].category == TRACE_LEAK_DEFINITE || leaks->records[i].category == TRACE_LEAK_INDIRECT)
             lost[n++] = &leaks->records[i];
     if (lost)
-        qsort(lost, n, sizeof *lost, compare_records);
+        qsort(lost, n, sizeof *lost, report_compare_loss_records);
     json_key(json, "loss_records");
     json_array_begin(json);
     for (size_t i = 0; i < n && i < JSON_LOSS_RECORDS; i++) {

@@ -944,3 +944,14 @@ int report_python_objects_recorded(const struct trace_python *python)
 {
     return python->allocator == TRACE_PYTHON_WRAPPED || python->allocator == TRACE_PYTHON_MALLOC;
 }
+
+int report_compare_loss_records(const void *left, const void *right)
+{
+    const struct trace_loss_record *a = *(const struct trace_loss_record *const *)left;
+    const struct trace_loss_record *b = *(const struct trace_loss_record *const *)right;
+    if (a->bytes != b->bytes)
+        return a->bytes < b->bytes ? 1 : -1;
+    if (a->category != b->category)
+        return a->category < b->category ? -1 : 1;
+    return a->stack_id < b->stack_id ? -1 : a->stack_id > b->stack_id;
+}

@@ -134,6 +134,10 @@ int report_build_request(struct report *report, const struct trace_model *model,
                          const struct report_request *request, char *err, size_t err_size);
 void report_free(struct report *report);
 
+/* qsort order of pointers to loss records: largest first, then by
+ * category and stack, so equal sizes come out the same in every run. */
+int report_compare_loss_records(const void *left, const void *right);
+
 /* The name a process goes by in messages: its command's base name
  * (argv[0]), else its executable's. */
 const char *report_process_name(const struct trace_model_process *process);

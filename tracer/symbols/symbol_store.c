@@ -1049,14 +1049,8 @@ static int add_code_ranges(struct cu_function_index *index, Dwarf_Die *function)
 {
     Dwarf_Addr base, low, high;
     for (ptrdiff_t offset = 0; (offset = dwarf_ranges(function, offset, &base, &low, &high)) > 0;) {
-        if (index->count == index->capacity) {
-            size_t capacity = index->capacity ? 2 * index->capacity : 64;
-            struct code_range *grown = realloc(index->ranges, capacity * sizeof *grown);
-            if (!grown)
-                return -1;
-            index->ranges = grown;
-            index->capacity = capacity;
-        }
+        if (growable_array_reserve(&index->ranges, &index->capacity, index->count + 1, sizeof *index->ranges) < 0)
+            return -1;
         if (low < high)
             index->ranges[index->count++] = (struct code_range){.low = low, .high = high, .function = *function};
     }
