@@ -106,6 +106,7 @@ struct session {
     int warmups_running;           /* images with a symbolizer warm-up not yet ended (at most 1) */
     struct symbol_store *symbols;  /* shared by every image's symbolizer (symbolize.h); the caller's */
     struct progress_line progress; /* the status line on a terminal (progress.h) */
+    int priority_raised;           /* the drain loop runs above the target (raise_priority) */
 };
 
 /* Sleep between drains while the target runs and reports nothing. */
