@@ -460,14 +460,16 @@ static void raise_priority(struct session *session)
         session->priority_raised = 1;
 }
 
-static void lower_priority(struct session *session)
+/* Returns whether it was raised (and is now back at the target's). */
+static int lower_priority(struct session *session)
 {
     if (!session->priority_raised)
-        return;
+        return 0;
     errno = 0;
     int nice_now = getpriority(PRIO_PROCESS, 0);
     if (errno == 0 && setpriority(PRIO_PROCESS, 0, nice_now + TRACER_PRIORITY_BOOST) == 0)
         session->priority_raised = 0;
+    return 1;
 }
 
 static void process_maybe_warm_up(struct session *session, struct traced_process *process, uint64_t now)
@@ -483,9 +485,10 @@ static void process_maybe_warm_up(struct session *session, struct traced_process
         return;
     /* A thread starts at its creator's priority: the warm-up, background
      * work, starts at the target's. */
-    lower_priority(session);
+    int was_raised = lower_priority(session);
     process->warmup = symbolizer_warmup_start(session->symbols, &process->maps, addresses, count);
-    raise_priority(session);
+    if (was_raised)
+        raise_priority(session);
     free(addresses);
     if (process->warmup)
         session->warmups_running++;
