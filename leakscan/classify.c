@@ -166,9 +166,22 @@ static void heap_sort(struct leakscan_block *b, size_t n)
     }
 }
 
-/* Introsort: quicksort on the median of three, heapsort for short runs
- * and past a depth limit. In place: qsort would take a second copy of the
- * list (24 bytes a block) for its merge sort. */
+/* Short runs: insertion sort, a few compares a block where heapsort's
+ * sift-downs cost a fifth of a Python driver's leak check (perf). */
+static void insertion_sort(struct leakscan_block *b, size_t n)
+{
+    for (size_t i = 1; i < n; i++) {
+        struct leakscan_block moving = b[i];
+        size_t j = i;
+        for (; j > 0 && b[j - 1].address > moving.address; j--)
+            b[j] = b[j - 1];
+        b[j] = moving;
+    }
+}
+
+/* Introsort: quicksort on the median of three, insertion sort for short
+ * runs, heapsort past a depth limit. In place: qsort would take a second
+ * copy of the list (24 bytes a block) for its merge sort. */
 static void sort_by_address(struct leakscan_block *b, size_t n, unsigned depth)
 {
     while (n > 16) {
@@ -204,7 +217,7 @@ static void sort_by_address(struct leakscan_block *b, size_t n, unsigned depth)
             n = j + 1;
         }
     }
-    heap_sort(b, n);
+    insertion_sort(b, n);
 }
 
 static bool is_sorted(const struct leakscan_block *blocks, size_t count)

@@ -302,6 +302,57 @@ static void test_unsorted_input(void **state)
     free(m);
 }
 
+/* leakscan_sort_blocks on the shapes that take each of its paths: short
+ * runs (insertion sort), long random ones (quicksort), and inputs that
+ * defeat a median of three (heapsort past the depth limit), with equal
+ * addresses too; the result must be ordered and a permutation. */
+static void check_sorts(struct leakscan_block *blocks, size_t n)
+{
+    uint64_t sum = 0, sum_after = 0;
+    for (size_t i = 0; i < n; i++) {
+        blocks[i].stack_id = (uint32_t)i;
+        sum += blocks[i].address * 31 + i;
+    }
+    leakscan_sort_blocks(blocks, n);
+    for (size_t i = 0; i < n; i++) {
+        sum_after += blocks[i].address * 31 + blocks[i].stack_id;
+        if (i > 0)
+            assert_true(blocks[i - 1].address <= blocks[i].address);
+    }
+    assert_true(sum == sum_after);
+}
+
+static void test_sort_blocks(void **state)
+{
+    (void)state;
+    enum { MAX = 20000 };
+    struct leakscan_block *blocks = calloc(MAX, sizeof *blocks);
+    assert_non_null(blocks);
+    uint64_t rng = 0x9e3779b97f4a7c15ull;
+    for (size_t n = 0; n <= 40; n++) {
+        for (size_t i = 0; i < n; i++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            blocks[i].address = 0x1000 + (rng >> 40) % 64 * 16; /* repeats likely */
+        }
+        check_sorts(blocks, n);
+    }
+    for (size_t i = 0; i < MAX; i++) { /* random */
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        blocks[i].address = rng >> 16;
+    }
+    check_sorts(blocks, MAX);
+    for (size_t i = 0; i < MAX; i++) /* descending */
+        blocks[i].address = (MAX - i) * 32;
+    check_sorts(blocks, MAX);
+    for (size_t i = 0; i < MAX; i++) /* organ pipe: up, then down */
+        blocks[i].address = (i < MAX / 2 ? i : MAX - i) * 48;
+    check_sorts(blocks, MAX);
+    for (size_t i = 0; i < MAX; i++) /* all equal */
+        blocks[i].address = 0x7000;
+    check_sorts(blocks, MAX);
+    free(blocks);
+}
+
 static void test_overlapping_blocks_are_refused(void **state)
 {
     (void)state;
@@ -452,6 +503,7 @@ int main(void)
         cmocka_unit_test(test_length64_and_newarray_heuristics),
         cmocka_unit_test(test_stdstring_heuristic),
         cmocka_unit_test(test_unsorted_input),
+        cmocka_unit_test(test_sort_blocks),
         cmocka_unit_test(test_overlapping_blocks_are_refused),
         cmocka_unit_test(test_no_blocks),
         cmocka_unit_test(test_random_graphs_match_naive_memcheck),
