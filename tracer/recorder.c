@@ -14,10 +14,18 @@
  * one to the other between the two reads). Such a free waits here; the
  * allocation it belongs to arrives in a later drain with an earlier stamp,
  * and the two cancel out. Frees of blocks allocated before recording began
- * wait here for ever (there are a handful). */
+ * wait here for ever (there are a handful).
+ *
+ * Only an allocation from another ring cancels one: the ring of the free
+ * holds its thread's events in program order, so an allocation there came
+ * after the free, whatever its stamp says (stamps repeat while one thread
+ * records, and a block the recording never saw allocated, freed, then
+ * handed out again at once by the thread cache, has the same stamp as its
+ * free: cancelling hid the new block, and its leak). */
 struct pending_free {
     uint64_t address;
     uint64_t time_ns;
+    uint32_t source; /* the ring of the free */
     UT_hash_handle hh;
 };
 
@@ -233,7 +241,7 @@ static int cancels_pending_free(struct recorder *recorder, struct recorder_site 
 {
     struct pending_free *pending;
     HASH_FIND(hh, recorder->pending_frees, &address, sizeof address, pending);
-    if (!pending || pending->time_ns < time_ns)
+    if (!pending || pending->time_ns < time_ns || pending->source == recorder->source)
         return 0;
     HASH_DEL(recorder->pending_frees, pending);
     free(pending);
@@ -298,8 +306,10 @@ void recorder_free_block(struct recorder *recorder, uint64_t time_ns, uint64_t a
             pending->address = address;
             HASH_ADD(hh, recorder->pending_frees, address, sizeof pending->address, pending);
         }
-        if (pending)
+        if (pending) {
             pending->time_ns = time_ns;
+            pending->source = recorder->source;
+        }
         return;
     }
     struct recorder_site *site = &recorder->sites[block.site];

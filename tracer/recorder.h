@@ -72,6 +72,11 @@ struct case_site_counter {
 struct recorder {
     struct live_table live;
     struct pending_free *pending_frees; /* uthash by address */
+    /* The ring the events being applied come from (shm_consumer sets it
+     * for each run of one ring): a free read before its allocation waits
+     * for an allocation from another ring, since one from the same ring
+     * came after the free (recorder.c, struct pending_free). */
+    uint32_t source;
     struct case_site_counter *case_sites; /* uthash by key */
     struct recorder_site *sites;
     size_t site_count, site_capacity;

@@ -217,6 +217,7 @@ static void apply_event(struct shm_consumer *consumer, struct recorder *recorder
 struct ring_cursor {
     struct shm_thread_slot *slot;
     uint64_t position, end;
+    uint32_t index; /* the slot's, as the recorder's source */
 };
 
 static void refresh_active_slots(struct shm_consumer *consumer)
@@ -269,6 +270,7 @@ static size_t consume_run(struct shm_consumer *consumer, struct recorder *record
                           uint64_t time, uint64_t until, int tsc)
 {
     size_t consumed = 0;
+    recorder->source = cursor->index;
     for (;;) {
         /* a copy: the target may write over its ring while the bounds of
          * the copied fields are checked */
@@ -340,7 +342,7 @@ size_t shm_consumer_drain(struct shm_consumer *consumer, struct recorder *record
         uint64_t position = slot->read_pos;
         if (end - position > SHM_RING_EVENTS) /* corrupted by the target: skip what cannot be real */
             position = end - SHM_RING_EVENTS;
-        cursors[count++] = (struct ring_cursor){slot, position, end};
+        cursors[count++] = (struct ring_cursor){slot, position, end, consumer->active_slots[i]};
     }
     size_t consumed = merge_cursors(consumer, recorder, cursors, count, tsc);
     if (clock_now > consumer->drain_floor)

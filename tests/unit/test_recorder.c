@@ -44,8 +44,10 @@ static void free_read_before_its_allocation(void **state)
     (void)state;
     struct recorder r;
     recorder_init(&r, 0);
+    r.source = 1;
     recorder_free_block(&r, 20, 0x3000);         /* A: free, stamped 20 */
     assert_int_equal(r.unmatched_frees, 1);
+    r.source = 2;
     recorder_alloc(&r, 15, 0x3000, 32, 1, lookup, NULL); /* B: allocated at 15 */
     assert_int_equal(r.unmatched_frees, 0);
     assert_int_equal(r.allocations, 1);
@@ -70,6 +72,30 @@ static void old_free_does_not_cancel_a_later_allocation(void **state)
     recorder_alloc(&r, 9, 0x5000, 24, 1, lookup, NULL);
     assert_int_equal(r.live_blocks, 1);
     assert_int_equal(r.live_bytes, 24);
+    assert_int_equal(r.unmatched_frees, 1);
+    recorder_free(&r);
+}
+
+/* One thread frees a block the recording never saw allocated, and its
+ * next allocation gets the address back with the same (repeated) stamp:
+ * that is a new live block, not the free's own allocation read late. */
+static void same_ring_allocation_does_not_cancel_a_free(void **state)
+{
+    (void)state;
+    struct recorder r;
+    recorder_init(&r, 0);
+    r.source = 3;
+    recorder_free_block(&r, 5, 0x5000);
+    recorder_alloc(&r, 5, 0x5000, 40, 1, lookup, NULL);
+    assert_int_equal(r.live_blocks, 1);
+    assert_int_equal(r.live_bytes, 40);
+    assert_int_equal(r.unmatched_frees, 1);
+    r.source = 4; /* another thread's allocation of the address, stamped no later, still would */
+    recorder_free_block(&r, 6, 0x5000);
+    recorder_free_block(&r, 9, 0x6000);
+    r.source = 3;
+    recorder_alloc(&r, 8, 0x6000, 16, 1, lookup, NULL);
+    assert_int_equal(r.live_blocks, 0);
     assert_int_equal(r.unmatched_frees, 1);
     recorder_free(&r);
 }
@@ -296,7 +322,9 @@ static void open_case_live_blocks(void **state)
     assert_int_equal(recorder_open_case_live_blocks(&r), 2);
     recorder_free_block(&r, 6, 0x2000);
     assert_int_equal(recorder_open_case_live_blocks(&r), 1);
-    recorder_free_block(&r, 8, 0x4000); /* read before its allocation */
+    r.source = 1;
+    recorder_free_block(&r, 8, 0x4000); /* read before its allocation, from another thread's ring */
+    r.source = 0;
     recorder_alloc(&r, 7, 0x4000, 16, 2, lookup, NULL);
     assert_int_equal(recorder_open_case_live_blocks(&r), 1);
     recorder_free_block(&r, 9, 0x3000);
@@ -388,6 +416,7 @@ int main(void)
         cmocka_unit_test(in_order),
         cmocka_unit_test(free_read_before_its_allocation),
         cmocka_unit_test(old_free_does_not_cancel_a_later_allocation),
+        cmocka_unit_test(same_ring_allocation_does_not_cancel_a_free),
         cmocka_unit_test(reuse_read_before_the_free),
         cmocka_unit_test(iteration_snapshots_are_thinned_evenly),
         cmocka_unit_test(snapshots_hold_what_changed),
