@@ -227,6 +227,12 @@ static void delete_slot(struct live_table *table, size_t hole)
     table->count--;
 }
 
+void live_table_prefetch(const struct live_table *table, uint64_t address)
+{
+    if (table->capacity)
+        __builtin_prefetch(&table->slots[home_slot(table, address)]);
+}
+
 int live_table_remove(struct live_table *table, uint64_t address, struct live_block *removed)
 {
     if (!table->capacity || !address)

@@ -68,6 +68,10 @@ void live_table_init(struct live_table *table);
  * to the site's latest context until live_table_free. Returns 0, or -1 when
  * memory or contexts (LIVE_TABLE_MAX_CONTEXTS) are exhausted. */
 int live_table_insert(struct live_table *table, const struct live_block *block, uint32_t *context_cache);
+/* Starts loading the slot where a block at address would be looked for:
+ * a table larger than the caches misses on nearly every probe, and a
+ * drain that asks a few events ahead overlaps those misses. */
+void live_table_prefetch(const struct live_table *table, uint64_t address);
 /* Removes the oldest block at address into *removed; returns 1 if found, 0 if not. */
 int live_table_remove(struct live_table *table, uint64_t address, struct live_block *removed);
 /* Walks the blocks: *position starts at 0; returns 0 after the last one. */

@@ -151,6 +151,11 @@ static inline int recorder_site_shown(const struct recorder_site *site)
 void recorder_alloc(struct recorder *recorder, uint64_t time_ns, uint64_t address, uint64_t size,
                     uint32_t stack_id, recorder_stack_lookup lookup, void *context);
 void recorder_free_block(struct recorder *recorder, uint64_t time_ns, uint64_t address);
+/* An allocation or free at address is coming: start loading what it touches. */
+static inline void recorder_prefetch(const struct recorder *recorder, uint64_t address)
+{
+    live_table_prefetch(&recorder->live, address);
+}
 
 /* Markers. An iteration outside any named case opens the implicit
  * whole-process case (TRACE_CASE_IMPLICIT, name ""; the report names it

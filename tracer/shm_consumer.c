@@ -264,6 +264,10 @@ static uint64_t head_time(const struct shm_consumer *consumer, const struct ring
     return t;
 }
 
+/* Events between a live-table prefetch and the event it is for: enough
+ * to cover a miss to memory with the work of the events in between. */
+#define PREFETCH_AHEAD 8u
+
 /* Applies the events of one cursor from its head while they come no later
  * than `until`, the earliest head of the other cursors. */
 static size_t consume_run(struct shm_consumer *consumer, struct recorder *recorder, struct ring_cursor *cursor,
@@ -275,6 +279,13 @@ static size_t consume_run(struct shm_consumer *consumer, struct recorder *record
         /* a copy: the target may write over its ring while the bounds of
          * the copied fields are checked */
         struct shm_event event = cursor->slot->ring[cursor->position & (SHM_RING_EVENTS - 1)];
+        /* The ring's own events are read in order (the hardware prefetches
+         * those); the live-table slots they land on are random. A later
+         * event of another ring may be applied first: the prefetch is
+         * only wasted then. */
+        if (cursor->end - cursor->position > PREFETCH_AHEAD)
+            recorder_prefetch(recorder,
+                              cursor->slot->ring[(cursor->position + PREFETCH_AHEAD) & (SHM_RING_EVENTS - 1)].addr);
         cursor->position++;
         apply_event(consumer, recorder, &event, event_time_ns(consumer, tsc, time));
         consumed++;
@@ -343,6 +354,9 @@ size_t shm_consumer_drain(struct shm_consumer *consumer, struct recorder *record
         if (end - position > SHM_RING_EVENTS) /* corrupted by the target: skip what cannot be real */
             position = end - SHM_RING_EVENTS;
         cursors[count++] = (struct ring_cursor){slot, position, end, consumer->active_slots[i]};
+        /* consume_run prefetches PREFETCH_AHEAD events ahead: these first */
+        for (uint64_t p = position; p != end && p - position < PREFETCH_AHEAD; p++)
+            recorder_prefetch(recorder, slot->ring[p & (SHM_RING_EVENTS - 1)].addr);
     }
     size_t consumed = merge_cursors(consumer, recorder, cursors, count, tsc);
     if (clock_now > consumer->drain_floor)
