@@ -302,10 +302,10 @@ static void test_unsorted_input(void **state)
     free(m);
 }
 
-/* leakscan_sort_blocks on the shapes that take each of its paths: short
- * runs (insertion sort), long random ones (quicksort), and inputs that
- * defeat a median of three (heapsort past the depth limit), with equal
- * addresses too; the result must be ordered and a permutation. */
+/* leakscan_sort_blocks on short runs (insertion sort), long random ones,
+ * sorted backwards or as an organ pipe, all equal, two far clusters (a
+ * radix level each) and the whole 64-bit range; the result must be ordered
+ * and a permutation. */
 static void check_sorts(struct leakscan_block *blocks, size_t n)
 {
     uint64_t sum = 0, sum_after = 0;
@@ -349,6 +349,15 @@ static void test_sort_blocks(void **state)
     check_sorts(blocks, MAX);
     for (size_t i = 0; i < MAX; i++) /* all equal */
         blocks[i].address = 0x7000;
+    check_sorts(blocks, MAX);
+    for (size_t i = 0; i < MAX; i++) { /* a brk heap and an mmap'd region, far apart, in random order */
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        uint64_t offset = (rng >> 33) % (1u << 22) * 16;
+        blocks[i].address = (rng >> 20 & 1 ? 0x7f0000000000ull : 0x555500000000ull) + offset;
+    }
+    check_sorts(blocks, MAX);
+    for (size_t i = 0; i < MAX; i++) /* the whole address space, and two values at its ends */
+        blocks[i].address = i == 0 ? 0 : i == 1 ? UINT64_MAX : (uint64_t)i * 0x9e3779b97f4a7c15ull;
     check_sorts(blocks, MAX);
     free(blocks);
 }
