@@ -854,8 +854,10 @@ static inline __attribute__((always_inline)) void record_alloc(void *pointer, si
     put_event(thread, stamp, (uint64_t)(uintptr_t)pointer, size, stack_id, SHM_EV_ALLOC, (uint8_t)fn);
 }
 
-/* The stamp is taken by the caller before the real free / realloc. */
-static void record_free(void *pointer, struct stamp stamp)
+/* The stamp is taken by the caller before the real free / realloc.
+ * Inlined: a call with its own prologue was a fifth of a recorded free's
+ * instructions (callgrind, --sample-rate 512K: 109 an event). */
+static inline __attribute__((always_inline)) void record_free(void *pointer, struct stamp stamp)
 {
     struct shim_thread *thread = &this_thread;
     if (!ensure_slot(thread))
