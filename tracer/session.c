@@ -58,7 +58,7 @@
  * loop behind: rings filled and their threads slept until it caught up
  * (malloc_bench -t 8 on 2 CPUs, median of 7: 2.90x plain wall at the
  * target's priority, 2.29x five levels above it; with 1 or 2 threads the
- * same). docs/performance.md, "The tracer's priority". */
+ * same). docs/internals.md, "The drain loop's priority". */
 #define TRACER_PRIORITY_BOOST 5
 
 uint64_t session_now_ns(void)
@@ -444,19 +444,21 @@ static uint64_t *site_frame_addresses(const struct recorder *recorder, size_t *c
     return addresses;
 }
 
-/* One image at a time warms its symbolizer up while it runs: see
- * symbolize.h and WARMUP_AFTER_NS. */
-/* Raising a priority takes CAP_SYS_NICE or an RLIMIT_NICE that allows it
+/* Moves the calling thread's nice value by delta; 0 when it moved.
+ * Raising a priority takes CAP_SYS_NICE or an RLIMIT_NICE that allows it
  * (root has both): without them the loop stays at the target's priority,
  * as before. Linux nice values are per thread: only the calling thread's
  * moves, and the target, forked before, keeps its own. */
-static void raise_priority(struct session *session)
+static int move_nice(int delta)
 {
-    if (session->priority_raised)
-        return;
     errno = 0;
     int nice_now = getpriority(PRIO_PROCESS, 0);
-    if (errno == 0 && setpriority(PRIO_PROCESS, 0, nice_now - TRACER_PRIORITY_BOOST) == 0)
+    return errno == 0 ? setpriority(PRIO_PROCESS, 0, nice_now + delta) : -1;
+}
+
+static void raise_priority(struct session *session)
+{
+    if (!session->priority_raised && move_nice(-TRACER_PRIORITY_BOOST) == 0)
         session->priority_raised = 1;
 }
 
@@ -465,13 +467,13 @@ static int lower_priority(struct session *session)
 {
     if (!session->priority_raised)
         return 0;
-    errno = 0;
-    int nice_now = getpriority(PRIO_PROCESS, 0);
-    if (errno == 0 && setpriority(PRIO_PROCESS, 0, nice_now + TRACER_PRIORITY_BOOST) == 0)
+    if (move_nice(TRACER_PRIORITY_BOOST) == 0)
         session->priority_raised = 0;
     return 1;
 }
 
+/* One image at a time warms its symbolizer up while it runs: see
+ * symbolize.h and WARMUP_AFTER_NS. */
 static void process_maybe_warm_up(struct session *session, struct traced_process *process, uint64_t now)
 {
     if (process->warmup_tried || session->warmups_running > 0 || !process->shm.base ||
