@@ -220,6 +220,12 @@ struct ring_cursor {
     uint32_t index; /* the slot's, as the recorder's source */
 };
 
+/* The event a ring position stands for (positions only grow; the ring wraps). */
+static inline const struct shm_event *ring_event(const struct shm_thread_slot *slot, uint64_t position)
+{
+    return &slot->ring[position & (SHM_RING_EVENTS - 1)];
+}
+
 static void refresh_active_slots(struct shm_consumer *consumer)
 {
     free(consumer->active_slots);
@@ -257,7 +263,7 @@ static void recycle_if_retired(struct shm_thread_slot *slot)
  * repeated stamp no earlier than the previous drain (see drain_floor). */
 static uint64_t head_time(const struct shm_consumer *consumer, const struct ring_cursor *cursor)
 {
-    const struct shm_event *head = &cursor->slot->ring[cursor->position & (SHM_RING_EVENTS - 1)];
+    const struct shm_event *head = ring_event(cursor->slot, cursor->position);
     uint64_t t = head->time_ns;
     if ((head->flags & SHM_EVENT_STAMP_REPEATED) && t < consumer->drain_floor)
         t = consumer->drain_floor;
@@ -278,14 +284,13 @@ static size_t consume_run(struct shm_consumer *consumer, struct recorder *record
     for (;;) {
         /* a copy: the target may write over its ring while the bounds of
          * the copied fields are checked */
-        struct shm_event event = cursor->slot->ring[cursor->position & (SHM_RING_EVENTS - 1)];
+        struct shm_event event = *ring_event(cursor->slot, cursor->position);
         /* The ring's own events are read in order (the hardware prefetches
          * those); the live-table slots they land on are random. A later
          * event of another ring may be applied first: the prefetch is
          * only wasted then. */
         if (cursor->end - cursor->position > PREFETCH_AHEAD)
-            recorder_prefetch(recorder,
-                              cursor->slot->ring[(cursor->position + PREFETCH_AHEAD) & (SHM_RING_EVENTS - 1)].addr);
+            recorder_prefetch(recorder, ring_event(cursor->slot, cursor->position + PREFETCH_AHEAD)->addr);
         cursor->position++;
         apply_event(consumer, recorder, &event, event_time_ns(consumer, tsc, time));
         consumed++;
@@ -356,7 +361,7 @@ size_t shm_consumer_drain(struct shm_consumer *consumer, struct recorder *record
         cursors[count++] = (struct ring_cursor){slot, position, end, consumer->active_slots[i]};
         /* consume_run prefetches PREFETCH_AHEAD events ahead: these first */
         for (uint64_t p = position; p != end && p - position < PREFETCH_AHEAD; p++)
-            recorder_prefetch(recorder, slot->ring[p & (SHM_RING_EVENTS - 1)].addr);
+            recorder_prefetch(recorder, ring_event(slot, p)->addr);
     }
     size_t consumed = merge_cursors(consumer, recorder, cursors, count, tsc);
     if (clock_now > consumer->drain_floor)
