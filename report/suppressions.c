@@ -12,10 +12,8 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "../common/demangle.h"
 #include "attribution.h"
-
-/* libstdc++'s demangler (the tracer demangles with it too, so names agree). */
-char *__cxa_demangle(const char *mangled_name, char *output_buffer, size_t *length, int *status);
 
 #define ALL_KINDS ((1u << TRACE_LEAK_CATEGORIES) - 1)
 
@@ -44,20 +42,6 @@ bool suppressions_glob_match(const char *pattern, const char *text, bool questio
     return *pattern == '\0';
 }
 
-/* A mangled C++ name, demangled; NULL when it is none. */
-static char *demangle(const char *name)
-{
-    if (strncmp(name, "_Z", 2) != 0)
-        return NULL;
-    int status = 0;
-    char *demangled = __cxa_demangle(name, NULL, NULL, &status);
-    if (status != 0) {
-        free(demangled);
-        return NULL;
-    }
-    return demangled;
-}
-
 /* --- the set ------------------------------------------------------------------------ */
 
 /* The names memcheck gives the allocator frame at the top of a leak's stack. */
@@ -72,7 +56,7 @@ static const char *const allocator_entry_points[] = {
 const char *suppressions_mangled_allocator(const char *demangled)
 {
     for (size_t i = 0; i < ENTRY_POINT_COUNT; i++) {
-        char *name = demangle(allocator_entry_points[i]);
+        char *name = demangle_cxx(allocator_entry_points[i]);
         bool same = name && strcmp(name, demangled) == 0;
         free(name);
         if (same)
@@ -92,7 +76,7 @@ int suppressions_init(struct suppressions *set)
         if (!name)
             return -1;
         set->allocator_names[set->allocator_name_count++] = name;
-        char *demangled = demangle(name);
+        char *demangled = demangle_cxx(name);
         if (demangled)
             set->allocator_names[set->allocator_name_count++] = demangled;
     }
@@ -257,7 +241,7 @@ static int parse_location(struct reader *r, const char *text, struct suppression
     }
     if (location->kind == SUPPRESSION_FUN && strncmp(location->pattern, "_Z", 2) == 0) {
         if (!has_wildcard(location->pattern)) {
-            location->demangled = demangle(location->pattern);
+            location->demangled = demangle_cxx(location->pattern);
         } else if (r->mangled_wildcards++ == 0) {
             r->first_mangled_wildcard = r->line;
         }

@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "../../common/demangle.h"
 #include "../../tracer/symbols/symbol_cache.h"
 #include "../../tracer/symbols/symbol_store.h"
 #include "../../tracer/symbols/symbolize.h"
@@ -249,16 +250,16 @@ static void test_cxx_names_demangled_and_flagged(void **state)
 static void test_demangle_helper(void **state)
 {
     (void)state;
-    char *demangled = symbolize_demangle("_ZN3foo3barEv");
+    char *demangled = demangle_cxx("_ZN3foo3barEv");
     assert_non_null(demangled);
     assert_string_equal(demangled, "foo::bar()");
     free(demangled);
-    demangled = symbolize_demangle("_ZnamRKSt9nothrow_t");
+    demangled = demangle_cxx("_ZnamRKSt9nothrow_t");
     assert_non_null(demangled);
     assert_string_equal(demangled, "operator new[](unsigned long, std::nothrow_t const&)");
     free(demangled);
-    assert_null(symbolize_demangle("getpid"));
-    assert_null(symbolize_demangle("_Znot_really_mangled"));
+    assert_null(demangle_cxx("getpid"));
+    assert_null(demangle_cxx("_Znot_really_mangled"));
 }
 
 static void test_same_strings_and_cache(void **state)

@@ -7,16 +7,13 @@
 #include <string.h>
 #include <unistd.h>
 
-char *__cxa_demangle(const char *mangled, char *buffer, size_t *length, int *status);
+#include "../../common/demangle.h"
 
 static int name_matches(const char *name, const char *wanted)
 {
     if (strcmp(name, wanted) == 0)
         return 1;
-    if (name[0] != '_' || name[1] != 'Z')
-        return 0;
-    int status = 0;
-    char *demangled = __cxa_demangle(name, NULL, NULL, &status);
+    char *demangled = demangle_cxx(name);
     if (!demangled)
         return 0;
     int match = strcmp(demangled, wanted) == 0;

@@ -36,10 +36,8 @@
 #include <unistd.h>
 #include <uthash.h>
 
+#include "../../common/demangle.h"
 #include "symbol_cache.h"
-
-/* From libstdc++ (the C++ ABI); declared here to keep this a C file. */
-char *__cxa_demangle(const char *mangled_name, char *output_buffer, size_t *length, int *status);
 
 static const char deleted_suffix[] = " (deleted)";
 
@@ -203,23 +201,9 @@ const char *symbol_store_intern(struct symbol_store *store, const char *text)
     return entry->text;
 }
 
-/* See symbol_store.h. */
-char *symbolize_demangle(const char *name)
-{
-    if (!name || strncmp(name, "_Z", 2) != 0)
-        return NULL;
-    int status = 0;
-    char *demangled = __cxa_demangle(name, NULL, NULL, &status);
-    if (status != 0) {
-        free(demangled);
-        return NULL;
-    }
-    return demangled;
-}
-
 static const char *intern_function_name(struct symbol_store *store, const char *name)
 {
-    char *demangled = symbolize_demangle(name);
+    char *demangled = demangle_cxx(name);
     const char *interned = symbol_store_intern(store, demangled ? demangled : name);
     free(demangled);
     return interned;
@@ -950,7 +934,7 @@ static const char *die_function_name(struct symbol_store *store, Dwarf_Die *die)
     const char *linkage = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &attribute));
     if (!linkage)
         linkage = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attribute));
-    char *demangled = symbolize_demangle(linkage);
+    char *demangled = demangle_cxx(linkage);
     if (demangled) {
         const char *interned = symbol_store_intern(store, demangled);
         free(demangled);

@@ -47,9 +47,4 @@ int stored_file_load(const struct stored_file *file, uint64_t map_start, uint64_
 const struct trace_frame *symbol_store_resolve(struct symbol_store *store, struct stored_file *file, uint64_t offset,
                                                bool return_address, size_t *count);
 
-/* A demangled copy of a C++ (Itanium ABI) name, to free(); NULL when name
- * is not mangled. Needs no lock; here for the unit test, which checks it
- * directly. */
-char *symbolize_demangle(const char *name);
-
 #endif
