@@ -17,7 +17,9 @@
  *   [0, SHM_HEADER_SIZE)          struct shm_header
  *   thread slots                  SHM_MAX_THREADS x struct shm_thread_slot,
  *                                 each followed by its ring of events
- *   stack table                   SHM_STACK_TABLE_ENTRIES x struct shm_stack_entry
+ *   stack index                   SHM_STACK_INDEX_SLOTS x uint32_t stack ids (hash order)
+ *   stack table                   SHM_STACK_TABLE_ENTRIES x struct shm_stack_entry,
+ *                                 by stack id, filled in order of first use
  *   frame pool                    SHM_FRAME_POOL_FRAMES x uint64_t
  *   name pool                     SHM_NAME_POOL_BYTES bytes of case names
  *   Python code table             SHM_PYTHON_CODE_ENTRIES x struct shm_python_code
@@ -36,7 +38,7 @@
 #include <stdint.h>
 
 #define SHM_MAGIC 0x4d454d534c4f5045ull /* "MEMSLOPE" */
-#define SHM_VERSION 4u
+#define SHM_VERSION 5u
 #define SHM_MEMFD_NAME "memslope"
 
 /* Environment the tracer passes to the target. */
@@ -58,7 +60,15 @@
 
 #define SHM_MAX_THREADS 1024u
 #define SHM_RING_EVENTS 32768u /* power of two; 1 MiB of events per thread */
-#define SHM_STACK_TABLE_ENTRIES (1u << 20) /* power of two */
+/* Stacks are numbered in order of first use (ids 1, 2, ...) and found by
+ * hash through the index, which holds only ids: 4 MiB of slots touched at
+ * random instead of 16-byte entries touched at random (16 MiB). Each page
+ * of the file a process touches costs a fault in it and another in the
+ * tracer; a Python start-up interns ~10,000 stacks, so a page of almost
+ * every one. At most three quarters of the index fills, which keeps
+ * probes short. */
+#define SHM_STACK_INDEX_SLOTS (1u << 20) /* power of two */
+#define SHM_STACK_TABLE_ENTRIES (3u << 18) /* stack ids are below this */
 #define SHM_FRAME_POOL_FRAMES (1u << 24)
 /* name pool: see SHM_NAME_POOL_BYTES below */
 
@@ -137,8 +147,14 @@ struct shm_thread_slot {
 
 enum shm_stack_state { SHM_STACK_EMPTY = 0, SHM_STACK_BUSY = 1, SHM_STACK_READY = 2 };
 
+/* An entry is filled by the thread that took its id (fetch-add of
+ * stack_entries_used), published with state READY (release), and only then
+ * its id stored in an empty index slot (CAS): whoever finds the id in the
+ * index finds the entry complete. Two threads inserting the same new stack
+ * at once both fill an entry; the one whose CAS loses finds the other's and
+ * leaves its own unused (READY, never named by an event). */
 struct shm_stack_entry {
-    uint64_t hash;         /* 0 = empty; claimed by CAS */
+    uint64_t hash;         /* stack_hash of the frames, never 0 */
     uint32_t frame_offset; /* index into the frame pool */
     uint16_t depth;
     uint16_t state;        /* enum shm_stack_state, READY stored with release */
@@ -158,6 +174,9 @@ struct shm_header {
     uint64_t stack_table_offset;
     uint32_t stack_table_entries;
     uint32_t frame_pool_frames;
+    uint64_t stack_index_offset;
+    uint32_t stack_index_slots;
+    uint32_t stack_entries_used; /* atomic fetch-add by producers; starts at 1 (id 0 is SHM_STACK_NONE) */
     uint64_t frame_pool_offset;
     uint32_t frame_pool_used;   /* atomic fetch-add by producers */
     uint32_t stacks_dropped;    /* allocations recorded with SHM_STACK_NONE because a table was full */
@@ -328,7 +347,8 @@ enum shm_clock_source { SHM_CLOCK_MONOTONIC_NS = 0, SHM_CLOCK_TSC = 1 };
 #define SHM_HEADER_SIZE 4096u
 #define SHM_SLOTS_OFFSET SHM_HEADER_SIZE
 #define SHM_SLOT_SIZE ((uint64_t)sizeof(struct shm_thread_slot))
-#define SHM_STACK_TABLE_OFFSET (SHM_SLOTS_OFFSET + (uint64_t)SHM_MAX_THREADS * SHM_SLOT_SIZE)
+#define SHM_STACK_INDEX_OFFSET (SHM_SLOTS_OFFSET + (uint64_t)SHM_MAX_THREADS * SHM_SLOT_SIZE)
+#define SHM_STACK_TABLE_OFFSET (SHM_STACK_INDEX_OFFSET + (uint64_t)SHM_STACK_INDEX_SLOTS * sizeof(uint32_t))
 #define SHM_FRAME_POOL_OFFSET \
     (SHM_STACK_TABLE_OFFSET + (uint64_t)SHM_STACK_TABLE_ENTRIES * sizeof(struct shm_stack_entry))
 #define SHM_NAME_POOL_OFFSET (SHM_FRAME_POOL_OFFSET + (uint64_t)SHM_FRAME_POOL_FRAMES * sizeof(uint64_t))
@@ -343,6 +363,11 @@ enum shm_clock_source { SHM_CLOCK_MONOTONIC_NS = 0, SHM_CLOCK_TSC = 1 };
 static inline struct shm_thread_slot *shm_slot(void *base, uint32_t index)
 {
     return (struct shm_thread_slot *)((char *)base + SHM_SLOTS_OFFSET + (uint64_t)index * SHM_SLOT_SIZE);
+}
+
+static inline uint32_t *shm_stack_index(void *base)
+{
+    return (uint32_t *)((char *)base + SHM_STACK_INDEX_OFFSET);
 }
 
 static inline struct shm_stack_entry *shm_stack_table(void *base)

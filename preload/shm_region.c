@@ -19,7 +19,8 @@
 _Static_assert(sizeof(struct shm_header) <= SHM_HEADER_SIZE, "header fits its page");
 _Static_assert(sizeof(struct shm_event) == 32, "event ABI is 32 bytes");
 _Static_assert((SHM_RING_EVENTS & (SHM_RING_EVENTS - 1)) == 0, "ring size is a power of two");
-_Static_assert((SHM_STACK_TABLE_ENTRIES & (SHM_STACK_TABLE_ENTRIES - 1)) == 0, "table size is a power of two");
+_Static_assert((SHM_STACK_INDEX_SLOTS & (SHM_STACK_INDEX_SLOTS - 1)) == 0, "index size is a power of two");
+_Static_assert(SHM_STACK_TABLE_ENTRIES <= SHM_STACK_INDEX_SLOTS / 4 * 3, "the index stays at most 3/4 full");
 _Static_assert((SHM_PYTHON_CODE_ENTRIES & (SHM_PYTHON_CODE_ENTRIES - 1)) == 0, "code table size is a power of two");
 _Static_assert(SHM_PYTHON_CODE_ENTRIES <= 0x10000000u, "a code index fits a Python frame word");
 
@@ -39,6 +40,9 @@ void shm_region_init_header(void *base, uint32_t pid, uint32_t max_frames, uint6
     header->ring_events = SHM_RING_EVENTS;
     header->stack_table_offset = SHM_STACK_TABLE_OFFSET;
     header->stack_table_entries = SHM_STACK_TABLE_ENTRIES;
+    header->stack_index_offset = SHM_STACK_INDEX_OFFSET;
+    header->stack_index_slots = SHM_STACK_INDEX_SLOTS;
+    header->stack_entries_used = 1;
     header->frame_pool_frames = SHM_FRAME_POOL_FRAMES;
     header->frame_pool_offset = SHM_FRAME_POOL_OFFSET;
     header->sample_rate = sample_rate;

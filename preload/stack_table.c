@@ -3,103 +3,73 @@
  */
 #include "stack_table.h"
 
-#include <sched.h>
 #include <string.h>
-
-/* Spins (with sched_yield) waiting for another inserter to publish an entry
- * before giving up on it. The inserter is a few stores away from READY
- * unless it was preempted or stopped by the tracer; the bound keeps a thread
- * interrupted by its own signal handler from waiting on itself forever. */
-#define STACK_READY_WAIT_SPINS 100000u
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#else
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-#endif
-}
-
-static uint32_t next_index(uint32_t index)
-{
-    index = (index + 1) & (SHM_STACK_TABLE_ENTRIES - 1);
-    return index ? index : 1; /* index 0 is SHM_STACK_NONE */
-}
-
-static int entry_wait_ready(struct shm_stack_entry *entry)
-{
-    for (uint32_t spin = 0; spin < STACK_READY_WAIT_SPINS; spin++) {
-        if (__atomic_load_n(&entry->state, __ATOMIC_ACQUIRE) == SHM_STACK_READY)
-            return 1;
-        if (spin > 64)
-            sched_yield();
-        else
-            cpu_relax();
-    }
-    return 0;
-}
 
 static void count_dropped(struct shm_header *header)
 {
     __atomic_fetch_add(&header->stacks_dropped, 1, __ATOMIC_RELAXED);
 }
 
+/* Takes the next stack id and frame pool space, fills the entry and
+ * publishes it (READY, release); SHM_STACK_NONE when either is used up. */
+static uint32_t new_entry(struct shm_header *header, uint64_t hash, const uint64_t *frames, uint32_t depth)
+{
+    /* Checked before taking anything, so a full table or pool does not
+     * burn ids or frames on every later stack; the fetch-adds below are
+     * still the real guards. */
+    if (__atomic_load_n(&header->stack_entries_used, __ATOMIC_RELAXED) >= SHM_STACK_TABLE_ENTRIES ||
+        __atomic_load_n(&header->frame_pool_used, __ATOMIC_RELAXED) + (uint64_t)depth > SHM_FRAME_POOL_FRAMES)
+        return SHM_STACK_NONE;
+    uint32_t id = __atomic_fetch_add(&header->stack_entries_used, 1, __ATOMIC_RELAXED);
+    if (id >= SHM_STACK_TABLE_ENTRIES)
+        return SHM_STACK_NONE;
+    struct shm_stack_entry *entry = &shm_stack_table(header)[id];
+    uint32_t offset = __atomic_fetch_add(&header->frame_pool_used, depth, __ATOMIC_RELAXED);
+    if ((uint64_t)offset + depth > SHM_FRAME_POOL_FRAMES)
+        return SHM_STACK_NONE; /* raced past the end: the id stays unused */
+    if (depth)
+        memcpy(&shm_frame_pool(header)[offset], frames, (size_t)depth * sizeof(uint64_t));
+    entry->hash = hash;
+    entry->frame_offset = offset;
+    entry->depth = (uint16_t)depth;
+    __atomic_store_n(&entry->state, SHM_STACK_READY, __ATOMIC_RELEASE);
+    return id;
+}
+
+static int entry_holds(const struct shm_header *header, uint32_t id, uint64_t hash, const uint64_t *frames,
+                       uint32_t depth)
+{
+    if (id >= SHM_STACK_TABLE_ENTRIES)
+        return 0; /* not an id this table gave: the program wrote over the index */
+    const struct shm_stack_entry *entry = &shm_stack_table((void *)header)[id];
+    if (entry->hash != hash || entry->depth != depth)
+        return 0;
+    return depth == 0 ||
+           memcmp(&shm_frame_pool((void *)header)[entry->frame_offset], frames, (size_t)depth * sizeof(uint64_t)) == 0;
+}
+
 uint32_t stack_table_intern(void *base, uint64_t hash, const uint64_t *frames, uint32_t depth)
 {
     struct shm_header *header = base;
-    struct shm_stack_entry *table = shm_stack_table(base);
-    uint64_t *pool = shm_frame_pool(base);
-    uint32_t index = (uint32_t)hash & (SHM_STACK_TABLE_ENTRIES - 1);
-    if (index == 0)
-        index = 1;
+    uint32_t *index = shm_stack_index(base);
+    uint32_t slot = (uint32_t)hash & (SHM_STACK_INDEX_SLOTS - 1);
+    uint32_t mine = SHM_STACK_NONE; /* an entry this call filled, once it needed one */
 
-    for (uint32_t probe = 0; probe < STACK_TABLE_MAX_PROBES; probe++, index = next_index(index)) {
-        struct shm_stack_entry *entry = &table[index];
-        uint64_t found = __atomic_load_n(&entry->hash, __ATOMIC_ACQUIRE);
-        if (found == 0) {
-            /* Checked before claiming so a full pool does not burn table
-             * entries; the fetch-add below is still the real guard. */
-            if (__atomic_load_n(&header->frame_pool_used, __ATOMIC_RELAXED) + (uint64_t)depth >
-                SHM_FRAME_POOL_FRAMES) {
-                count_dropped(header);
-                return SHM_STACK_NONE;
+    for (uint32_t probe = 0; probe < STACK_TABLE_MAX_PROBES; probe++, slot = (slot + 1) & (SHM_STACK_INDEX_SLOTS - 1)) {
+        uint32_t id = __atomic_load_n(&index[slot], __ATOMIC_ACQUIRE);
+        if (id == SHM_STACK_NONE) {
+            if (mine == SHM_STACK_NONE) {
+                mine = new_entry(header, hash, frames, depth);
+                if (mine == SHM_STACK_NONE)
+                    break;
             }
-            uint64_t expected = 0;
-            if (!__atomic_compare_exchange_n(&entry->hash, &expected, hash, 0, __ATOMIC_ACQ_REL,
-                                             __ATOMIC_ACQUIRE)) {
-                found = expected; /* lost the race: examine the winner's entry */
-            } else {
-                __atomic_store_n(&entry->state, SHM_STACK_BUSY, __ATOMIC_RELAXED);
-                uint32_t offset = __atomic_fetch_add(&header->frame_pool_used, depth, __ATOMIC_RELAXED);
-                if ((uint64_t)offset + depth > SHM_FRAME_POOL_FRAMES) {
-                    /* Raced past the end: publish an empty entry (it still
-                     * reads as a valid stack of depth 0, and its hash
-                     * matches no empty stack) and report this one dropped. */
-                    entry->frame_offset = 0;
-                    entry->depth = 0;
-                    __atomic_store_n(&entry->state, SHM_STACK_READY, __ATOMIC_RELEASE);
-                    count_dropped(header);
-                    return SHM_STACK_NONE;
-                }
-                if (depth)
-                    memcpy(&pool[offset], frames, (size_t)depth * sizeof(uint64_t));
-                entry->frame_offset = offset;
-                entry->depth = (uint16_t)depth;
-                __atomic_store_n(&entry->state, SHM_STACK_READY, __ATOMIC_RELEASE);
-                return index;
-            }
+            if (__atomic_compare_exchange_n(&index[slot], &id, mine, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+                return mine;
+            /* another thread took the slot first: examine its stack */
         }
-        if (found != hash)
-            continue;
-        if (!entry_wait_ready(entry)) {
-            count_dropped(header);
-            return SHM_STACK_NONE;
-        }
-        if (entry->depth == depth &&
-            (depth == 0 || memcmp(&pool[entry->frame_offset], frames, (size_t)depth * sizeof(uint64_t)) == 0))
-            return index;
-        /* same hash, different frames: a collision, keep probing */
+        if (entry_holds(header, id, hash, frames, depth))
+            return id; /* mine, if filled, stays unused */
+        /* another stack (a collision, or another hash in this cluster): keep probing */
     }
     count_dropped(header);
     return SHM_STACK_NONE;

@@ -1,12 +1,14 @@
 /*
  * stack_table.h - deduplicated backtraces in the shared stack table.
  *
- * Producers (every thread of the target) insert lock-free; the tracer only
- * reads. An entry is claimed by CAS of its hash 0 -> h, its frames are copied
- * into the frame pool (space taken by fetch-add), and it is published with a
- * release store of state READY. A thread that finds the same hash waits for
- * READY, then compares depth and frames, so a 64-bit hash collision costs a
- * probe, never a wrong stack. Only the index (the stack id) crosses the ring.
+ * Producers (every thread of the target) insert lock-free and never wait;
+ * the tracer only reads. A new stack takes the next id (fetch-add), its
+ * frames are copied into the frame pool (space taken by fetch-add), the
+ * entry is published READY (release), and then the id is stored into an
+ * empty slot of the hash index (CAS). So the id, the only thing that
+ * crosses the ring, always names a complete entry; ids are dense, and the
+ * pages touched at random are the index's 4-byte slots only. A 64-bit hash
+ * collision costs a probe, never a wrong stack.
  */
 #ifndef MEMSLOPE_STACK_TABLE_H
 #define MEMSLOPE_STACK_TABLE_H
@@ -63,8 +65,9 @@ static inline uint64_t stack_hash(const uint64_t *frames, uint32_t depth)
  * Returns the id of the stack (a table index >= 1), inserting it if new, or
  * SHM_STACK_NONE when the table or the frame pool is full (and then counts
  * header->stacks_dropped). base is the start of the shared region.
- * Async-signal-safe and lock-free except for waiting on an entry another
- * thread is filling in (a few stores).
+ * Async-signal-safe and lock-free, without waiting: two threads inserting
+ * the same new stack at once both fill an entry, and the one whose index
+ * CAS loses leaves its own unused.
  */
 uint32_t stack_table_intern(void *base, uint64_t hash, const uint64_t *frames, uint32_t depth);
 

@@ -85,6 +85,7 @@ static int header_valid(const struct shm_header *header, pid_t pid)
            header->max_threads == SHM_MAX_THREADS && header->ring_events == SHM_RING_EVENTS &&
            header->stack_table_offset == SHM_STACK_TABLE_OFFSET &&
            header->stack_table_entries == SHM_STACK_TABLE_ENTRIES &&
+           header->stack_index_offset == SHM_STACK_INDEX_OFFSET && header->stack_index_slots == SHM_STACK_INDEX_SLOTS &&
            header->frame_pool_offset == SHM_FRAME_POOL_OFFSET &&
            header->frame_pool_frames == SHM_FRAME_POOL_FRAMES && header->pid == (uint32_t)pid;
 }

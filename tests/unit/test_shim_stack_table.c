@@ -1,6 +1,6 @@
 /*
- * Unit tests for preload/stack_table.c: insert, dedupe, collisions, full
- * table and pool, concurrent inserts.
+ * Unit tests for preload/stack_table.c: insert, dedupe, dense ids,
+ * collisions, full index, table and pool, concurrent inserts.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -84,7 +84,7 @@ static void test_hash_collision_keeps_probing(void **state)
     void *base = *state;
     /* same hash forced for two different stacks: both stored, each found */
     uint64_t stack_a[2] = {0xa1, 0xa2}, stack_b[2] = {0xb1, 0xb2}, stack_c[3] = {0xa1, 0xa2, 0xa3};
-    const uint64_t shared_hash = 0x1234500000000ull; /* low bits 0: index 0 must be skipped */
+    const uint64_t shared_hash = 0x1234500000000ull; /* low bits 0: index slot 0 is a slot like any other */
     uint32_t id_a = stack_table_intern(base, shared_hash, stack_a, 2);
     uint32_t id_b = stack_table_intern(base, shared_hash, stack_b, 2);
     uint32_t id_c = stack_table_intern(base, shared_hash, stack_c, 3);
@@ -96,30 +96,72 @@ static void test_hash_collision_keeps_probing(void **state)
     assert_int_equal(stack_table_intern(base, shared_hash, stack_a, 2), id_a);
 }
 
-static void test_probe_wraps_past_the_end_and_skips_zero(void **state)
+static void test_ids_are_dense_in_order_of_first_use(void **state)
+{
+    void *base = *state;
+    uint64_t frames[1];
+    for (uint32_t n = 0; n < 1000; n++) {
+        frames[0] = 0x400000u + n;
+        assert_int_equal(stack_table_intern(base, stack_hash(frames, 1), frames, 1), n + 1);
+    }
+    frames[0] = 0x400000u + 500;
+    assert_int_equal(stack_table_intern(base, stack_hash(frames, 1), frames, 1), 501);
+    struct shm_header *header = base;
+    assert_int_equal(header->stack_entries_used, 1001);
+}
+
+static void test_probe_wraps_past_the_end(void **state)
 {
     void *base = *state;
     uint64_t stack_a[1] = {1}, stack_b[1] = {2};
-    uint64_t last = SHM_STACK_TABLE_ENTRIES - 1;
-    assert_int_equal(stack_table_intern(base, last, stack_a, 1), last);
-    assert_int_equal(stack_table_intern(base, last, stack_b, 1), 1);
+    uint64_t last = SHM_STACK_INDEX_SLOTS - 1;
+    assert_int_equal(stack_table_intern(base, last, stack_a, 1), 1);
+    assert_int_equal(stack_table_intern(base, last, stack_b, 1), 2);
+    assert_int_equal(shm_stack_index(base)[last], 1);
+    assert_int_equal(shm_stack_index(base)[0], 2);
+    assert_int_equal(stack_table_intern(base, last, stack_b, 1), 2);
 }
 
-static void test_full_table_drops(void **state)
+static void test_full_index_drops(void **state)
 {
     void *base = *state;
-    struct shm_stack_entry *table = shm_stack_table(base);
-    /* occupy every entry a probe sequence from index 100 could use */
-    for (uint32_t i = 100; i < 100 + STACK_TABLE_MAX_PROBES; i++) {
-        table[i].hash = 0xdead0000ull + i;
-        table[i].state = SHM_STACK_READY;
-    }
+    uint32_t *index = shm_stack_index(base);
+    uint64_t other[1] = {99};
+    uint32_t other_id = stack_table_intern(base, 1, other, 1);
+    /* every slot a probe sequence from slot 100 could use holds that other stack */
+    for (uint32_t i = 100; i < 100 + STACK_TABLE_MAX_PROBES; i++)
+        index[i] = other_id;
     uint64_t stack[2] = {7, 8};
     assert_int_equal(stack_table_intern(base, 100, stack, 2), SHM_STACK_NONE);
     struct shm_header *header = base;
     assert_int_equal(header->stacks_dropped, 1);
     /* a stack hashing elsewhere still goes in */
     assert_int_not_equal(stack_table_intern(base, 5000, stack, 2), SHM_STACK_NONE);
+}
+
+static void test_full_table_drops(void **state)
+{
+    void *base = *state;
+    struct shm_header *header = base;
+    header->stack_entries_used = SHM_STACK_TABLE_ENTRIES - 1;
+    uint64_t last[1] = {1}, past[1] = {2};
+    assert_int_equal(stack_table_intern(base, stack_hash(last, 1), last, 1), SHM_STACK_TABLE_ENTRIES - 1);
+    assert_int_equal(stack_table_intern(base, stack_hash(past, 1), past, 1), SHM_STACK_NONE);
+    assert_int_equal(header->stacks_dropped, 1);
+    assert_int_equal(stack_table_intern(base, stack_hash(last, 1), last, 1), SHM_STACK_TABLE_ENTRIES - 1);
+    /* no id past the table was taken: the check before the fetch-add held */
+    assert_int_equal(header->stack_entries_used, SHM_STACK_TABLE_ENTRIES);
+}
+
+static void test_index_written_over_is_not_trusted(void **state)
+{
+    void *base = *state;
+    uint64_t stack[2] = {7, 8};
+    uint64_t hash = stack_hash(stack, 2);
+    shm_stack_index(base)[hash & (SHM_STACK_INDEX_SLOTS - 1)] = 0xffffffffu; /* a program's stray write */
+    uint32_t id = stack_table_intern(base, hash, stack, 2);
+    assert_int_equal(id, 1);
+    assert_int_equal(stack_table_intern(base, hash, stack, 2), 1);
 }
 
 static void test_full_pool_drops(void **state)
@@ -194,12 +236,16 @@ static void test_concurrent_inserts_agree(void **state)
         assert_memory_equal(stored, frames, depth * sizeof(uint64_t));
         expected_frames += depth;
     }
-    uint32_t entries = 0;
-    for (uint32_t i = 0; i < SHM_STACK_TABLE_ENTRIES; i++)
-        entries += shm_stack_table(base)[i].hash != 0;
-    assert_int_equal(entries, CONCURRENT_STACKS);
+    /* Each stack is in the index once. Two threads inserting the same new
+     * stack at once both fill an entry and one is left unused, so entries
+     * and frames may exceed the stacks by those races, never fall short. */
+    uint32_t indexed = 0;
+    for (uint32_t i = 0; i < SHM_STACK_INDEX_SLOTS; i++)
+        indexed += shm_stack_index(base)[i] != SHM_STACK_NONE;
+    assert_int_equal(indexed, CONCURRENT_STACKS);
     struct shm_header *header = base;
-    assert_int_equal(header->frame_pool_used, expected_frames);
+    assert_true(header->stack_entries_used - 1 >= CONCURRENT_STACKS);
+    assert_true(header->frame_pool_used >= expected_frames);
     assert_int_equal(header->stacks_dropped, 0);
 }
 
@@ -210,8 +256,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_insert_then_dedupe, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_empty_stack_is_a_stack, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_hash_collision_keeps_probing, setup_region, teardown_region),
-        cmocka_unit_test_setup_teardown(test_probe_wraps_past_the_end_and_skips_zero, setup_region, teardown_region),
+        cmocka_unit_test_setup_teardown(test_ids_are_dense_in_order_of_first_use, setup_region, teardown_region),
+        cmocka_unit_test_setup_teardown(test_probe_wraps_past_the_end, setup_region, teardown_region),
+        cmocka_unit_test_setup_teardown(test_full_index_drops, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_full_table_drops, setup_region, teardown_region),
+        cmocka_unit_test_setup_teardown(test_index_written_over_is_not_trusted, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_full_pool_drops, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_concurrent_inserts_agree, setup_region, teardown_region),
     };
