@@ -4,15 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <uthash.h>
 
+#include "../common/growable_array.h"
 #include "../common/shm_layout.h"
-
-struct python_frame_entry {
-    uint64_t word;
-    struct trace_frame frame; /* function and file owned here */
-    UT_hash_handle hh;
-};
 
 void python_frames_init(struct python_frames *frames)
 {
@@ -21,13 +15,12 @@ void python_frames_init(struct python_frames *frames)
 
 void python_frames_free(struct python_frames *frames)
 {
-    struct python_frame_entry *entry, *tmp;
-    HASH_ITER(hh, frames->by_word, entry, tmp) {
-        HASH_DEL(frames->by_word, entry);
-        free((char *)entry->frame.function);
-        free((char *)entry->frame.file);
-        free(entry);
+    for (size_t i = 0; i < frames->count; i++) {
+        free((char *)frames->frames[i].function);
+        free((char *)frames->frames[i].file);
     }
+    free(frames->frames);
+    word_map_free(&frames->by_word);
     python_frames_init(frames);
 }
 
@@ -94,25 +87,27 @@ static int resolve_word(const void *region, uint64_t word, struct trace_frame *f
 
 int python_frames_add(struct python_frames *frames, const void *region, uint64_t word)
 {
-    struct python_frame_entry *entry;
-    HASH_FIND(hh, frames->by_word, &word, sizeof word, entry);
-    if (entry)
+    if (word_map_find(&frames->by_word, word))
         return 0;
-    entry = calloc(1, sizeof *entry);
-    if (!entry || resolve_word(region, word, &entry->frame) < 0) {
-        free(entry);
+    if (growable_array_reserve(&frames->frames, &frames->capacity, frames->count + 1, sizeof *frames->frames) < 0)
+        return -1;
+    struct trace_frame *frame = &frames->frames[frames->count];
+    memset(frame, 0, sizeof *frame);
+    if (resolve_word(region, word, frame) < 0)
+        return -1;
+    if (word_map_put(&frames->by_word, word, frames->count) < 0) {
+        free((char *)frame->function);
+        free((char *)frame->file);
         return -1;
     }
-    entry->word = word;
-    HASH_ADD(hh, frames->by_word, word, sizeof entry->word, entry);
+    frames->count++;
     return 0;
 }
 
 const struct trace_frame *python_frames_find(const struct python_frames *frames, uint64_t word)
 {
-    struct python_frame_entry *entry;
-    HASH_FIND(hh, frames->by_word, &word, sizeof word, entry);
-    return entry ? &entry->frame : NULL;
+    const uint64_t *index = word_map_find(&frames->by_word, word);
+    return index ? &frames->frames[*index] : NULL;
 }
 
 void python_frames_read_header(struct python_frames *frames, const void *region)

@@ -17,11 +17,12 @@
 #include <stdint.h>
 
 #include "../common/trace_format.h"
-
-struct python_frame_entry;
+#include "../common/word_map.h"
 
 struct python_frames {
-    struct python_frame_entry *by_word; /* uthash */
+    struct word_map by_word;  /* frame word -> its index in frames */
+    struct trace_frame *frames; /* function and file owned here */
+    size_t count, capacity;
     /* from the region's header at the image's end (python_frames_read_header) */
     uint32_t version;       /* PY_VERSION_HEX, 0: no interpreter */
     uint32_t mode;          /* enum shm_python_mode */
@@ -37,7 +38,8 @@ void python_frames_free(struct python_frames *frames);
 int python_frames_add(struct python_frames *frames, const void *region, uint64_t word);
 
 /* The frame of a word added before (flags TRACE_FRAME_PYTHON, module
- * TRACE_NONE); NULL if it never was. Valid until python_frames_free. */
+ * TRACE_NONE); NULL if it never was. Valid until the next python_frames_add
+ * or python_frames_free. */
 const struct trace_frame *python_frames_find(const struct python_frames *frames, uint64_t word);
 
 /* The interpreter's version and mode as the region's header says them. */

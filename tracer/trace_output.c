@@ -8,20 +8,29 @@
 
 #include "../common/proc_maps.h"
 #include "../common/shm_layout.h"
+#include "../common/word_map.h"
 #include "leak_check.h"
 #include "python_frames.h"
 #include "recorder.h"
 #include "symbols/symbols.h"
 #include "trace_writer.h"
 
-/* Frames one return address expands to (inlined calls make it several):
- * their ids in the trace. */
-struct address_frames {
-    uint64_t address;
-    uint32_t first_frame_id;
-    uint32_t count;
-    UT_hash_handle hh;
-};
+/* Frames one frame word expands to (inlined calls make it several): their
+ * ids in the trace, first_frame_id << 32 | count, a word_map's value. */
+static uint64_t frames_value(uint32_t first_frame_id, uint32_t count)
+{
+    return (uint64_t)first_frame_id << 32 | count;
+}
+
+static uint32_t frames_first(uint64_t value)
+{
+    return (uint32_t)(value >> 32);
+}
+
+static uint32_t frames_count(uint64_t value)
+{
+    return (uint32_t)value;
+}
 
 /* A module written for this image: its id in the trace, by path and build-id. */
 struct written_module {
@@ -33,7 +42,7 @@ struct written_module {
 /* What of an image the trace holds already, so that each output (a
  * checkpoint, or the image's end) writes only what is new or changed. */
 struct trace_output_state {
-    struct address_frames *by_address; /* every frame word written */
+    struct word_map by_address;        /* every frame word written: its frames (frames_value) */
     struct written_module *modules;
     size_t stacks_written;             /* sites [0, stacks_written) have their STACKS */
     struct trace_site *sites_written;  /* each site's last SITES record (stack_id 0 and no allocation: none) */
@@ -88,17 +97,8 @@ static size_t resolve_word(struct symbolizer *symbolizer, const struct python_fr
 /* New addresses resolved, in batch order; their ids come when written. */
 struct new_frames {
     struct frame_batch batch;
-    struct address_frames *by_address; /* first_frame_id: position in batch */
+    struct word_map by_address; /* frames_value, the first frame's position in batch */
 };
-
-static void free_frame_hash(struct address_frames **hash)
-{
-    struct address_frames *entry, *next;
-    HASH_ITER(hh, *hash, entry, next) {
-        HASH_DEL(*hash, entry);
-        free(entry);
-    }
-}
 
 /* Resolves every frame word of sites [first, site_count) the trace does
  * not have yet. -1 when out of memory. */
@@ -109,23 +109,15 @@ static int resolve_new(struct symbolizer *symbolizer, const struct trace_image *
     for (size_t s = state->stacks_written; s < recorder->site_count; s++) {
         const struct recorder_site *site = &recorder->sites[s];
         for (uint32_t f = 0; f < site->depth; f++) {
-            struct address_frames *known;
-            HASH_FIND(hh, state->by_address, &site->frames[f], sizeof(uint64_t), known);
-            if (!known)
-                HASH_FIND(hh, found->by_address, &site->frames[f], sizeof(uint64_t), known);
-            if (known)
+            uint64_t word = site->frames[f];
+            if (word_map_find(&state->by_address, word) || word_map_find(&found->by_address, word))
                 continue;
             struct trace_frame frames[MAX_INLINE_DEPTH];
-            size_t count = resolve_word(symbolizer, image->python, site->frames[f], frames);
-            known = calloc(1, sizeof *known);
-            if (!known || batch_append(&found->batch, frames, count) < 0) {
-                free(known);
+            size_t count = resolve_word(symbolizer, image->python, word, frames);
+            if (batch_append(&found->batch, frames, count) < 0 ||
+                word_map_put(&found->by_address, word,
+                             frames_value((uint32_t)(found->batch.count - count), (uint32_t)count)) < 0)
                 return -1;
-            }
-            known->address = site->frames[f];
-            known->first_frame_id = (uint32_t)(found->batch.count - count);
-            known->count = (uint32_t)count;
-            HASH_ADD(hh, found->by_address, address, sizeof(uint64_t), known);
         }
     }
     return 0;
@@ -215,10 +207,9 @@ static int write_new_stacks(struct trace_writer *writer, const struct trace_imag
         }
         uint32_t depth = 0;
         for (uint32_t f = 0; f < site->depth; f++) {
-            struct address_frames *known;
-            HASH_FIND(hh, state->by_address, &site->frames[f], sizeof(uint64_t), known);
-            for (uint32_t k = 0; known && k < known->count; k++)
-                scratch[depth++] = known->first_frame_id + k;
+            const uint64_t *known = word_map_find(&state->by_address, site->frames[f]);
+            for (uint32_t k = 0; known && k < frames_count(*known); k++)
+                scratch[depth++] = frames_first(*known) + k;
         }
         ids[s] = malloc(((size_t)depth + 1) * sizeof **ids);
         if (!ids[s])
@@ -244,7 +235,7 @@ static int write_new_symbols(struct trace_writer *writer, struct symbol_store *s
     if (state->stacks_written == image->recorder->site_count)
         return 0;
     struct symbolizer *symbolizer = symbolizer_create(symbols, image->maps);
-    struct new_frames found = {{0}, NULL};
+    struct new_frames found = {{0}, {0}};
     uint32_t first_id = 0;
     int rc = -1;
     if (symbolizer && (resolve_new(symbolizer, image, state, &found) < 0 ||
@@ -254,18 +245,18 @@ static int write_new_symbols(struct trace_writer *writer, struct symbol_store *s
         trace_write_frames(writer, found.batch.frames, (uint32_t)found.batch.count, &first_id) < 0)
         goto out;
     /* The new frames have their ids now: keep them for the next outputs. */
-    struct address_frames *entry, *next;
-    HASH_ITER(hh, found.by_address, entry, next) {
-        HASH_DEL(found.by_address, entry);
-        entry->first_frame_id += first_id;
-        HASH_ADD(hh, state->by_address, address, sizeof(uint64_t), entry);
-    }
+    size_t position = 0;
+    uint64_t word, value;
+    while (word_map_next(&found.by_address, &position, &word, &value))
+        if (word_map_put(&state->by_address, word,
+                         frames_value(first_id + frames_first(value), frames_count(value))) < 0)
+            goto out;
     if (write_new_stacks(writer, image, state) < 0)
         goto out;
     state->stacks_written = image->recorder->site_count;
     rc = 0;
 out:
-    free_frame_hash(&found.by_address);
+    word_map_free(&found.by_address);
     free(found.batch.frames);
     if (symbolizer)
         symbolizer_destroy(symbolizer);
@@ -633,7 +624,7 @@ void trace_output_state_free(struct trace_output_state *state)
 {
     if (!state)
         return;
-    free_frame_hash(&state->by_address);
+    word_map_free(&state->by_address);
     struct written_module *module, *next;
     HASH_ITER(hh, state->modules, module, next) {
         HASH_DEL(state->modules, module);

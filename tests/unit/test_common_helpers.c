@@ -1,5 +1,6 @@
 /* test_common_helpers.c - the small helpers of common/: an array that
- * doubles (growable_array.h) and the error buffer (error_buffer.h). */
+ * doubles (growable_array.h), the word map (word_map.h) and the error
+ * buffer (error_buffer.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 
 #include "../../common/error_buffer.h"
 #include "../../common/growable_array.h"
+#include "../../common/word_map.h"
 
 static void test_array_grows_and_keeps_items(void **state)
 {
@@ -56,6 +58,48 @@ static void test_array_refuses_overflow_unchanged(void **state)
     free(items);
 }
 
+static void test_word_map_finds_what_it_was_given(void **state)
+{
+    (void)state;
+    struct word_map map;
+    word_map_init(&map);
+    assert_null(word_map_find(&map, 0x401000));
+    assert_null(word_map_find(&map, 0));
+    /* neighbouring addresses, addresses 4 KiB apart (one hash's low bits
+     * alike), the key 0 and the largest word: through several doublings */
+    for (uint64_t i = 0; i < 5000; i++) {
+        assert_int_equal(word_map_put(&map, 0x401000 + i, i), 0);
+        assert_int_equal(word_map_put(&map, 0x7f0000000000ull + (i << 12), i + 1), 0);
+    }
+    assert_int_equal(word_map_put(&map, 0, 77), 0);
+    assert_int_equal(word_map_put(&map, UINT64_MAX, 78), 0);
+    assert_int_equal(map.count, 10002);
+    for (uint64_t i = 0; i < 5000; i++) {
+        assert_non_null(word_map_find(&map, 0x401000 + i));
+        assert_int_equal(*word_map_find(&map, 0x401000 + i), i);
+        assert_int_equal(*word_map_find(&map, 0x7f0000000000ull + (i << 12)), i + 1);
+    }
+    assert_int_equal(*word_map_find(&map, 0), 77);
+    assert_int_equal(*word_map_find(&map, UINT64_MAX), 78);
+    assert_null(word_map_find(&map, 0x401000 + 5000));
+    assert_true(map.count * 2 <= map.capacity);
+    /* a put of a present key replaces its value */
+    assert_int_equal(word_map_put(&map, 0x401000, 9), 0);
+    assert_int_equal(*word_map_find(&map, 0x401000), 9);
+    assert_int_equal(map.count, 10002);
+    /* the walk sees every entry once */
+    size_t position = 0, seen = 0;
+    uint64_t key, value, sum = 0;
+    while (word_map_next(&map, &position, &key, &value)) {
+        seen++;
+        sum += value;
+    }
+    assert_int_equal(seen, 10002);
+    assert_int_equal(sum, 9 + (4999ull * 5000 / 2 - 0) + (5000ull * 5001 / 2) + 77 + 78);
+    word_map_free(&map);
+    assert_null(word_map_find(&map, 0x401001));
+}
+
 static void test_error_printf(void **state)
 {
     (void)state;
@@ -73,6 +117,7 @@ int main(void)
         cmocka_unit_test(test_array_grows_and_keeps_items),
         cmocka_unit_test(test_array_jumps_to_what_is_needed),
         cmocka_unit_test(test_array_refuses_overflow_unchanged),
+        cmocka_unit_test(test_word_map_finds_what_it_was_given),
         cmocka_unit_test(test_error_printf),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
