@@ -38,7 +38,7 @@
 #include <stdint.h>
 
 #define SHM_MAGIC 0x4d454d534c4f5045ull /* "MEMSLOPE" */
-#define SHM_VERSION 5u
+#define SHM_VERSION 6u
 #define SHM_MEMFD_NAME "memslope"
 
 /* Environment the tracer passes to the target. */
@@ -181,6 +181,12 @@ struct shm_header {
     uint32_t frame_pool_used;   /* atomic fetch-add by producers */
     uint32_t stacks_dropped;    /* allocations recorded with SHM_STACK_NONE because a table was full */
     uint32_t slots_exhausted;   /* threads that found no free slot (their events are lost: reported) */
+    /* One past the highest slot ever claimed (atomic max, before the
+     * claiming thread writes an event): the tracer looks at slots below it
+     * only. Each slot's first page is a page of its own, and reading it
+     * faulted in and allocated that page in the tracer: 1,024 pages (4 MiB)
+     * for every process image, most of them never used. */
+    uint32_t slots_high_water;
     uint32_t ready;             /* set to 1 (release) once the header is complete */
     uint64_t sample_rate;       /* bytes; 0 = every allocation has a backtrace */
     uint64_t name_pool_offset;

@@ -17,18 +17,29 @@ static uint32_t next_slot_hint;
 
 #define RING_WAIT_TIMEOUT_NS 10000000L /* 10 ms: how often a sleeper checks the consumer is alive */
 
+/* Before the slot's first event: the tracer looks below the mark only. */
+static void raise_high_water(struct shm_header *header, uint32_t mark)
+{
+    uint32_t seen = __atomic_load_n(&header->slots_high_water, __ATOMIC_RELAXED);
+    while (seen < mark && !__atomic_compare_exchange_n(&header->slots_high_water, &seen, mark, 1, __ATOMIC_RELEASE,
+                                                       __ATOMIC_RELAXED))
+        ;
+}
+
 bool ring_claim_slot(void *base, struct ring_producer *producer, uint32_t tid)
 {
     struct shm_header *header = base;
     uint32_t start = __atomic_fetch_add(&next_slot_hint, 1, __ATOMIC_RELAXED);
     for (uint32_t n = 0; n < SHM_MAX_THREADS; n++) {
-        struct shm_thread_slot *slot = shm_slot(base, (start + n) % SHM_MAX_THREADS);
+        uint32_t index = (start + n) % SHM_MAX_THREADS;
+        struct shm_thread_slot *slot = shm_slot(base, index);
         uint32_t expected = SHM_SLOT_FREE;
         if (__atomic_load_n(&slot->state, __ATOMIC_RELAXED) != SHM_SLOT_FREE)
             continue;
         if (!__atomic_compare_exchange_n(&slot->state, &expected, SHM_SLOT_OWNED, 0, __ATOMIC_ACQ_REL,
                                          __ATOMIC_RELAXED))
             continue;
+        raise_high_water(header, index + 1);
         __atomic_store_n(&slot->tid, tid, __ATOMIC_RELEASE);
         __atomic_store_n(&slot->producer_waiting, 0, __ATOMIC_RELAXED);
         /* The consumer frees a slot only once drained (read_pos ==

@@ -234,7 +234,11 @@ static void refresh_active_slots(struct shm_consumer *consumer)
     consumer->active_count = 0;
     if (!consumer->active_slots)
         return;
-    for (uint32_t i = 0; i < SHM_MAX_THREADS; i++) {
+    const struct shm_header *header = consumer->base;
+    uint32_t high_water = __atomic_load_n(&header->slots_high_water, __ATOMIC_ACQUIRE);
+    if (high_water > SHM_MAX_THREADS)
+        high_water = SHM_MAX_THREADS; /* the target's memory is not trusted */
+    for (uint32_t i = 0; i < high_water; i++) {
         struct shm_thread_slot *slot = shm_slot(consumer->base, i);
         if (__atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) != SHM_SLOT_FREE ||
             __atomic_load_n(&slot->write_pos, __ATOMIC_ACQUIRE) != slot->read_pos)

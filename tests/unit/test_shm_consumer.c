@@ -3,13 +3,15 @@
  * producer (preload/ring_writer.h) fills in this process: the drain floor
  * that places a repeated stamp (the shim's event_stamp, while a process has
  * one recording thread) no earlier than the tracer's previous drain, and
- * the producer count the shim decides that by.
+ * the producer count the shim decides that by, and the slots' high-water
+ * mark that bounds the look for new rings.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 #if defined(__x86_64__)
@@ -90,6 +92,40 @@ static void test_forged_events_skipped(void **state)
     assert_true(recorder.site_by_stack_size <= SHM_STACK_TABLE_ENTRIES);
     recorder_free(&recorder);
     consumer_off(&consumer);
+}
+
+/* The drain looks for rings below the slots' high-water mark only: a slot
+ * never claimed is a page the tracer must not touch (in the memfd, a read
+ * allocates it). Those slots are made unreadable here. */
+static void test_slots_above_high_water_untouched(void **state)
+{
+    void *base = *state;
+    const struct shm_header *header = base;
+    struct ring_producer producer = {0};
+    assert_true(ring_claim_slot(base, &producer, 400));
+    uint32_t index = (uint32_t)(((char *)producer.slot - (char *)shm_slot(base, 0)) / SHM_SLOT_SIZE);
+    assert_true(header->slots_high_water >= index + 1);
+    uint32_t high_water = header->slots_high_water;
+    assert_true(high_water < SHM_MAX_THREADS);
+    /* Slots are not page-aligned: from the page of the control lines of
+     * the slot after the mark (slot high_water's own share a page with the
+     * ring of the one before it) to the last page before the stack index. */
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    char *first_unclaimed = (char *)((uintptr_t)shm_slot(base, high_water + 1) & ~(page - 1));
+    char *end = (char *)((uintptr_t)shm_slot(base, SHM_MAX_THREADS) & ~(page - 1));
+    size_t unclaimed = (size_t)(end - first_unclaimed);
+    assert_int_equal(mprotect(first_unclaimed, unclaimed, PROT_NONE), 0);
+
+    write_alloc(&producer, monotonic_ns(), 0, 0x30000, 48);
+    struct shm_consumer consumer;
+    consumer_on(&consumer, base);
+    struct recorder recorder;
+    recorder_init(&recorder, 0);
+    assert_int_equal(shm_consumer_drain(&consumer, &recorder, 1), 1);
+    assert_int_equal(recorder.live_bytes, 48);
+    recorder_free(&recorder);
+    consumer_off(&consumer);
+    assert_int_equal(mprotect(first_unclaimed, unclaimed, PROT_READ | PROT_WRITE), 0);
 }
 
 static void test_producers_counted(void **state)
@@ -223,6 +259,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_producers_counted, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_forged_events_skipped, setup_region, teardown_region),
+        cmocka_unit_test_setup_teardown(test_slots_above_high_water_untouched, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_repeated_stamp_not_before_previous_drain, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_rings_merged_by_stamp, setup_region, teardown_region),
 #if defined(__x86_64__)
