@@ -11,10 +11,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Where the next slot search starts: threads that come and go spread over
- * the slots instead of all probing slot 0 upwards. */
-static uint32_t next_slot_hint;
-
 #define RING_WAIT_TIMEOUT_NS 10000000L /* 10 ms: how often a sleeper checks the consumer is alive */
 
 /* Before the slot's first event: the tracer looks below the mark only. */
@@ -29,9 +25,13 @@ static void raise_high_water(struct shm_header *header, uint32_t mark)
 bool ring_claim_slot(void *base, struct ring_producer *producer, uint32_t tid)
 {
     struct shm_header *header = base;
-    uint32_t start = __atomic_fetch_add(&next_slot_hint, 1, __ATOMIC_RELAXED);
-    for (uint32_t n = 0; n < SHM_MAX_THREADS; n++) {
-        uint32_t index = (start + n) % SHM_MAX_THREADS;
+    /* The lowest free slot, so that the high-water mark stays at the most
+     * threads the image ever had at once: a search that went on from where
+     * the last one ended (as it did) spread threads that come and go over
+     * all 1,024 slots, and a fork child inherited where its parent's search
+     * was, so the tracer read up to 1,024 slot pages again. What it costs:
+     * a thread's start reads the state of the slots below its own. */
+    for (uint32_t index = 0; index < SHM_MAX_THREADS; index++) {
         struct shm_thread_slot *slot = shm_slot(base, index);
         uint32_t expected = SHM_SLOT_FREE;
         if (__atomic_load_n(&slot->state, __ATOMIC_RELAXED) != SHM_SLOT_FREE)

@@ -128,6 +128,41 @@ static void test_slots_above_high_water_untouched(void **state)
     assert_int_equal(mprotect(first_unclaimed, unclaimed, PROT_READ | PROT_WRITE), 0);
 }
 
+/* The mark stays at the most threads an image had at once: threads that
+ * come and go reuse the lowest slot the tracer gave back, and a fork
+ * child's new region starts at slot 0 whatever its parent had claimed
+ * (the slot search used to go on from where the last one ended). */
+static void test_high_water_stays_at_most_threads_at_once(void **state)
+{
+    void *parent = *state, *child;
+    const struct shm_header *header = parent;
+    struct shm_consumer consumer;
+    consumer_on(&consumer, parent);
+    struct recorder recorder;
+    recorder_init(&recorder, 0);
+    for (int i = 0; i < 300; i++) { /* a thread starts, allocates, ends; the tracer drains */
+        struct ring_producer producer = {0};
+        assert_true(ring_claim_slot(parent, &producer, (uint32_t)(500 + i)));
+        write_alloc(&producer, monotonic_ns(), 0, 0x40000 + 0x100 * (uint64_t)i, 16);
+        ring_retire_slot(parent, &producer);
+        shm_consumer_drain(&consumer, &recorder, 1);
+    }
+    assert_int_equal(recorder.allocations, 300);
+    assert_int_equal(header->slots_high_water, 1);
+    recorder_free(&recorder);
+    consumer_off(&consumer);
+
+    struct ring_producer held[3] = {{0}};
+    for (int i = 0; i < 3; i++) /* threads still running in the parent at the fork */
+        assert_true(ring_claim_slot(parent, &held[i], (uint32_t)(900 + i)));
+    assert_int_equal(header->slots_high_water, 3);
+    assert_int_equal(setup_region(&child), 0);
+    struct ring_producer producer = {0};
+    assert_true(ring_claim_slot(child, &producer, 901));
+    assert_int_equal(((const struct shm_header *)child)->slots_high_water, 1);
+    teardown_region(&child);
+}
+
 static void test_producers_counted(void **state)
 {
     void *base = *state;
@@ -260,6 +295,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_producers_counted, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_forged_events_skipped, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_slots_above_high_water_untouched, setup_region, teardown_region),
+        cmocka_unit_test_setup_teardown(test_high_water_stays_at_most_threads_at_once, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_repeated_stamp_not_before_previous_drain, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_rings_merged_by_stamp, setup_region, teardown_region),
 #if defined(__x86_64__)
