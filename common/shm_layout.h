@@ -65,8 +65,9 @@
  * random instead of 16-byte entries touched at random (16 MiB). Each page
  * of the file a process touches costs a fault in it and another in the
  * tracer; a Python start-up interns ~10,000 stacks, so a page of almost
- * every one. At most three quarters of the index fills, which keeps
- * probes short. */
+ * every one. Ids stop below three quarters of the index's slots (786,431
+ * stacks, less the ids a lost race or a full frame pool used up); a long
+ * probe cluster (STACK_TABLE_MAX_PROBES) may drop a stack before that. */
 #define SHM_STACK_INDEX_SLOTS (1u << 20) /* power of two */
 #define SHM_STACK_TABLE_ENTRIES (3u << 18) /* stack ids are below this */
 #define SHM_FRAME_POOL_FRAMES (1u << 24)
@@ -152,7 +153,8 @@ enum shm_stack_state { SHM_STACK_EMPTY = 0, SHM_STACK_BUSY = 1, SHM_STACK_READY 
  * its id stored in an empty index slot (CAS): whoever finds the id in the
  * index finds the entry complete. Two threads inserting the same new stack
  * at once both fill an entry; the one whose CAS loses finds the other's and
- * leaves its own unused (READY, never named by an event). */
+ * leaves its own unused (READY, never named by an event; an id whose frames
+ * found the pool full stays EMPTY). */
 struct shm_stack_entry {
     uint64_t hash;         /* stack_hash of the frames, never 0 */
     uint32_t frame_offset; /* index into the frame pool */

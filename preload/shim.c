@@ -84,7 +84,7 @@ static int real_resolved; /* 1 (release) once every member of `real` is set */
 
 /* Direct-mapped (hash, depth) -> id cache in front of the shared table: a
  * hot allocation site costs a hash and one thread-private load instead of a
- * probe of the 16 MiB table. A 64-bit hash plus depth is trusted here (the
+ * probe of the shared index and a comparison of the entry's frames. A 64-bit hash plus depth is trusted here (the
  * shared table compares frames); a false hit needs a 64-bit collision. */
 #define STACK_CACHE_ENTRIES 256u
 

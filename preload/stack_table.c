@@ -42,7 +42,10 @@ static int entry_holds(const struct shm_header *header, uint32_t id, uint64_t ha
     if (id >= SHM_STACK_TABLE_ENTRIES)
         return 0; /* not an id this table gave: the program wrote over the index */
     const struct shm_stack_entry *entry = &shm_stack_table((void *)header)[id];
-    if (entry->hash != hash || entry->depth != depth)
+    /* READY is a given for an id the index got from a CAS; not for a value
+     * the program wrote there, which may name an entry being filled */
+    if (__atomic_load_n(&entry->state, __ATOMIC_ACQUIRE) != SHM_STACK_READY || entry->hash != hash ||
+        entry->depth != depth)
         return 0;
     return depth == 0 ||
            memcmp(&shm_frame_pool((void *)header)[entry->frame_offset], frames, (size_t)depth * sizeof(uint64_t)) == 0;

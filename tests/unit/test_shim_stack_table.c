@@ -164,6 +164,29 @@ static void test_index_written_over_is_not_trusted(void **state)
     assert_int_equal(stack_table_intern(base, hash, stack, 2), 1);
 }
 
+/* A stray index value that names an entry another thread is filling with
+ * the same stack (hash and frames written, not READY yet): that id is not
+ * taken, it could reach the tracer before its entry is complete. */
+static void test_entry_being_filled_is_not_taken(void **state)
+{
+    void *base = *state;
+    struct shm_header *header = base;
+    uint64_t stack[2] = {7, 8};
+    uint64_t hash = stack_hash(stack, 2);
+    header->stack_entries_used = 6; /* ids 1..5 taken, 5 being filled */
+    struct shm_stack_entry *filling = &shm_stack_table(base)[5];
+    filling->hash = hash;
+    filling->depth = 2;
+    filling->frame_offset = 0;
+    memcpy(shm_frame_pool(base), stack, sizeof stack);
+    header->frame_pool_used = 2;
+    shm_stack_index(base)[hash & (SHM_STACK_INDEX_SLOTS - 1)] = 5;
+    uint32_t id = stack_table_intern(base, hash, stack, 2);
+    assert_int_equal(id, 6);
+    filling->state = SHM_STACK_READY; /* complete now: found again, as either id is the stack */
+    assert_int_equal(stack_table_intern(base, hash, stack, 2), 5);
+}
+
 static void test_full_pool_drops(void **state)
 {
     void *base = *state;
@@ -261,6 +284,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_full_index_drops, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_full_table_drops, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_index_written_over_is_not_trusted, setup_region, teardown_region),
+        cmocka_unit_test_setup_teardown(test_entry_being_filled_is_not_taken, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_full_pool_drops, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_concurrent_inserts_agree, setup_region, teardown_region),
     };
