@@ -16,11 +16,12 @@ void word_map_free(struct word_map *map)
     word_map_init(map);
 }
 
-/* Fibonacci hashing: the high bits of the product spread addresses that
- * differ only in their low bits (neighbouring return addresses). */
-static size_t slot_of(uint64_t key, size_t capacity)
+/* Fibonacci hashing: the top bits of the product depend on every bit of
+ * the key, so addresses that differ only in their low bits (neighbouring
+ * return addresses) or only in their high ones (Python frame words) spread. */
+static size_t slot_of(uint64_t key, unsigned shift)
 {
-    return (size_t)((key * 0x9e3779b97f4a7c15ull) >> 32) & (capacity - 1);
+    return (size_t)((key * 0x9e3779b97f4a7c15ull) >> shift);
 }
 
 uint64_t *word_map_find(const struct word_map *map, uint64_t key)
@@ -29,7 +30,7 @@ uint64_t *word_map_find(const struct word_map *map, uint64_t key)
         return map->has_zero ? (uint64_t *)&map->zero_value : NULL;
     if (!map->capacity)
         return NULL;
-    for (size_t i = slot_of(key, map->capacity);; i = (i + 1) & (map->capacity - 1)) {
+    for (size_t i = slot_of(key, map->shift);; i = (i + 1) & (map->capacity - 1)) {
         struct word_map_slot *slot = &map->slots[i];
         if (slot->key == key)
             return &slot->value;
@@ -38,9 +39,9 @@ uint64_t *word_map_find(const struct word_map *map, uint64_t key)
     }
 }
 
-static void place(struct word_map_slot *slots, size_t capacity, uint64_t key, uint64_t value)
+static void place(struct word_map_slot *slots, size_t capacity, unsigned shift, uint64_t key, uint64_t value)
 {
-    size_t i = slot_of(key, capacity);
+    size_t i = slot_of(key, shift);
     while (slots[i].key != 0)
         i = (i + 1) & (capacity - 1);
     slots[i] = (struct word_map_slot){key, value};
@@ -49,15 +50,17 @@ static void place(struct word_map_slot *slots, size_t capacity, uint64_t key, ui
 static int grow(struct word_map *map)
 {
     size_t capacity = map->capacity ? map->capacity * 2 : FIRST_CAPACITY;
+    unsigned shift = 64u - (unsigned)__builtin_ctzll(capacity);
     struct word_map_slot *slots = calloc(capacity, sizeof *slots);
     if (!slots)
         return -1;
     for (size_t i = 0; i < map->capacity; i++)
         if (map->slots[i].key != 0)
-            place(slots, capacity, map->slots[i].key, map->slots[i].value);
+            place(slots, capacity, shift, map->slots[i].key, map->slots[i].value);
     free(map->slots);
     map->slots = slots;
     map->capacity = capacity;
+    map->shift = shift;
     return 0;
 }
 
@@ -77,7 +80,7 @@ int word_map_put(struct word_map *map, uint64_t key, uint64_t value)
     size_t in_slots = map->count - (size_t)map->has_zero;
     if ((in_slots + 1) * 2 > map->capacity && grow(map) < 0)
         return -1;
-    place(map->slots, map->capacity, key, value);
+    place(map->slots, map->capacity, map->shift, key, value);
     map->count++;
     return 0;
 }

@@ -23,6 +23,7 @@ struct word_map_slot {
 struct word_map {
     struct word_map_slot *slots; /* capacity slots; key 0 marks an empty one */
     size_t capacity;             /* power of two, or 0 before the first insert */
+    unsigned shift;              /* 64 - log2(capacity): a key's slot is the product's top bits */
     size_t count;                /* keys, the zero key included */
     int has_zero;                /* the key 0 lives here, not in slots */
     uint64_t zero_value;
