@@ -14,6 +14,11 @@
         own CPU time (its cpu_s= line) and the tracer's (the whole tree's
         user + sys minus the benchmark's), with quartiles.
 
+Each build has a symbol cache of its own (build/bench/cache/NAME): the
+cache is tied to the memslope binary that wrote it, so builds run in turns
+on one cache each found it stale and read every module's debug info again,
+every run (libc's alone is tens of milliseconds).
+
 Wall times here move by a third when the host's load changes; the paired
 ratio and the CPU times are the figures to compare. For instruction counts,
 which the noise does not move, use valgrind --tool=callgrind (see
@@ -51,6 +56,13 @@ def memslope_of(name):
     return path
 
 
+def with_own_cache(name, cmd):
+    """cmd run with build name's own symbol cache (see the docstring)."""
+    cache = os.path.join(ROOT, "build", "bench", "cache", name)
+    os.makedirs(cache, exist_ok=True)
+    return ["env", "XDG_CACHE_HOME=" + cache] + cmd
+
+
 def run_once(cmd, out_dir, tag):
     """Wall seconds, the tree's user+sys seconds, the benchmark's cpu_s
     (run.py's run(), which keeps the output in out_dir)."""
@@ -86,7 +98,8 @@ def main():
     bench = [BENCH, "-t", str(args.threads), "-n", str(args.ops), "-W", str(args.work)]
     trace = os.path.join(ROOT, "build", "bench", "compare.trace")
     configs = [("plain", bench)] + [
-        (name, [memslope_of(name), "record"] + args.record_args.split() + ["-o", trace, "--"] + bench)
+        (name, with_own_cache(name, [memslope_of(name), "record"] + args.record_args.split()
+                              + ["-o", trace, "--"] + bench))
         for name in args.builds]
     out_dir = os.path.join(ROOT, "build", "bench", "compare")
     os.makedirs(out_dir, exist_ok=True)

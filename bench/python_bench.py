@@ -45,8 +45,13 @@ def configs(args, memslope):
            ("memslope", lambda cmd, trace: [memslope, "record", "-o", trace, "--"] + cmd, {}, ".trace")]
     for name in args.compare:
         saved = os.path.join(ROOT, "build", "bench", "builds", name, "bin", "memslope")
+        # A symbol cache of its own: a cache written by another memslope
+        # binary is stale to this one, and runs in turns on one cache read
+        # every module's debug info again, every run, for both builds.
+        cache = os.path.join(ROOT, "build", "bench", "cache", name)
+        os.makedirs(cache, exist_ok=True)
         out.append(("memslope@" + name, lambda cmd, trace, saved=saved: [saved, "record", "-o", trace, "--"] + cmd,
-                    {}, ".trace"))
+                    {"XDG_CACHE_HOME": cache}, ".trace"))
     out.append(("memslope-malloc", lambda cmd, trace: [memslope, "record", "-o", trace, "--"] + cmd,
                 {"PYTHONMALLOC": "malloc"}, ".trace"))
     if args.heaptrack:
