@@ -79,7 +79,7 @@ static inline __attribute__((always_inline)) void put_bytes(struct byte_buffer *
     buffer->length += length;
 }
 
-static void put_u32(struct byte_buffer *buffer, uint32_t value)
+static inline __attribute__((always_inline)) void put_u32(struct byte_buffer *buffer, uint32_t value)
 {
     unsigned char bytes[4];
     for (int i = 0; i < 4; i++)
@@ -87,7 +87,7 @@ static void put_u32(struct byte_buffer *buffer, uint32_t value)
     put_bytes(buffer, bytes, sizeof bytes);
 }
 
-static void put_u64(struct byte_buffer *buffer, uint64_t value)
+static inline __attribute__((always_inline)) void put_u64(struct byte_buffer *buffer, uint64_t value)
 {
     unsigned char bytes[8];
     for (int i = 0; i < 8; i++)
