@@ -61,13 +61,14 @@
 #define SHM_MAX_THREADS 1024u
 #define SHM_RING_EVENTS 32768u /* power of two; 1 MiB of events per thread */
 /* Stacks are numbered in order of first use (ids 1, 2, ...) and found by
- * hash through the index, which holds only ids: 4 MiB of slots touched at
- * random instead of 16-byte entries touched at random (16 MiB). Each page
- * of the file a process touches costs a fault in it and another in the
- * tracer; a Python start-up interns ~10,000 stacks, so a page of almost
- * every one. Ids stop below three quarters of the index's slots (786,431
- * stacks, less the ids a lost race or a full frame pool used up); a long
- * probe cluster (STACK_TABLE_MAX_PROBES) may drop a stack before that. */
+ * hash through the index, which holds only ids: 4 MiB of slots instead of
+ * 16-byte entries touched at random (16 MiB). Each page of the file a
+ * process touches costs a fault and a zeroed page; a stack probes the
+ * index's first 256 KiB before the rest (preload/near_probe.h), so the
+ * ~10,000 stacks of a Python start-up touch 64 of its pages, not all 1,024.
+ * Ids stop below three quarters of the index's slots (786,431 stacks, less
+ * the ids a lost race or a full frame pool used up); a long probe cluster
+ * (STACK_TABLE_MAX_PROBES) may drop a stack before that. */
 #define SHM_STACK_INDEX_SLOTS (1u << 20) /* power of two */
 #define SHM_STACK_TABLE_ENTRIES (3u << 18) /* stack ids are below this */
 #define SHM_FRAME_POOL_FRAMES (1u << 24)

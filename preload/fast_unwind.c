@@ -8,6 +8,7 @@
  * safe to share between threads.
  */
 #include "fast_unwind.h"
+#include "near_probe.h"
 #include "stack_table.h"
 
 #include <dwarf.h>
@@ -23,6 +24,10 @@
 
 #define RULE_TABLE_SIZE (1u << 17) /* power of two */
 #define RULE_PROBES 16
+/* The table's near part (near_probe.h): 32 pages for the rules of a
+ * program that allocates from up to a few thousand call sites. */
+#define RULE_NEAR_SLOTS (1u << 13)
+#define RULE_NEAR_PROBES 16
 #define MAX_MODULES 512
 
 /* DWARF register numbers on x86-64. */
@@ -66,16 +71,24 @@ static inline packed_rule pack(enum rule_kind kind, uint32_t cfa_offset, bool rb
            ((uint64_t)(uint32_t)rbp_offset << 32);
 }
 
-static inline uint64_t slot_index(uint64_t ip)
+/* A product's low bits depend on the ip's low bits only: its high half is
+ * folded in, for the near part's slots. */
+static inline uint64_t rule_hash(uint64_t ip)
 {
-    return ((ip * 0x9e3779b97f4a7c15ull) >> 40) & (RULE_TABLE_SIZE - 1);
+    uint64_t product = ip * 0x9e3779b97f4a7c15ull;
+    return product ^ (product >> 32);
+}
+
+static inline struct rule_slot *rule_slot_at(uint64_t hash, uint32_t probe)
+{
+    return &rule_table[near_probe_slot(hash, probe, RULE_NEAR_SLOTS, RULE_NEAR_PROBES, RULE_TABLE_SIZE)];
 }
 
 static inline packed_rule cached_rule(uint64_t ip)
 {
-    uint64_t index = slot_index(ip);
-    for (int probe = 0; probe < RULE_PROBES; probe++) {
-        struct rule_slot *slot = &rule_table[(index + (uint64_t)probe) & (RULE_TABLE_SIZE - 1)];
+    uint64_t hash = rule_hash(ip);
+    for (uint32_t probe = 0; probe < RULE_NEAR_PROBES + RULE_PROBES; probe++) {
+        struct rule_slot *slot = rule_slot_at(hash, probe);
         uint64_t key = __atomic_load_n(&slot->ip, __ATOMIC_ACQUIRE);
         if (key == ip)
             return __atomic_load_n(&slot->rule, __ATOMIC_ACQUIRE);
@@ -87,9 +100,9 @@ static inline packed_rule cached_rule(uint64_t ip)
 
 static void cache_rule(uint64_t ip, packed_rule rule)
 {
-    uint64_t index = slot_index(ip);
-    for (int probe = 0; probe < RULE_PROBES; probe++) {
-        struct rule_slot *slot = &rule_table[(index + (uint64_t)probe) & (RULE_TABLE_SIZE - 1)];
+    uint64_t hash = rule_hash(ip);
+    for (uint32_t probe = 0; probe < RULE_NEAR_PROBES + RULE_PROBES; probe++) {
+        struct rule_slot *slot = rule_slot_at(hash, probe);
         uint64_t expected = 0;
         if (__atomic_compare_exchange_n(&slot->ip, &expected, ip, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) ||
             expected == ip) {

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "near_probe.h"
 #include "python_layout.h"
 #include "python_linetable.h"
 #include "../common/shm_layout.h"
@@ -229,6 +230,10 @@ static bool code_entry_wait_ready(struct shm_python_code *entry)
 }
 
 #define CODE_TABLE_MAX_PROBES 64u
+/* The table's near part (near_probe.h): 56 pages hold the code objects of
+ * a program that runs up to a couple of thousand functions. */
+#define CODE_TABLE_NEAR_ENTRIES (1u << 12)
+#define CODE_TABLE_NEAR_PROBES 16u
 
 /* The code table entries this process filled, in the order it filled them:
  * a fork child copies them into its own region at the same indices, so the
@@ -243,8 +248,9 @@ static uint32_t code_table_intern(void *region, const void *code, uint64_t ident
 {
     struct shm_python_code *table = shm_python_code_table(region);
     uint64_t address = (uint64_t)(uintptr_t)code, key = code_key(address, identity);
-    uint32_t index = (uint32_t)key & (SHM_PYTHON_CODE_ENTRIES - 1);
-    for (uint32_t probe = 0; probe < CODE_TABLE_MAX_PROBES; probe++) {
+    for (uint32_t probe = 0; probe < CODE_TABLE_NEAR_PROBES + CODE_TABLE_MAX_PROBES; probe++) {
+        uint32_t index =
+            near_probe_slot(key, probe, CODE_TABLE_NEAR_ENTRIES, CODE_TABLE_NEAR_PROBES, SHM_PYTHON_CODE_ENTRIES);
         if (index == 0)
             index = 1; /* 0 names no code */
         struct shm_python_code *entry = &table[index];
@@ -265,7 +271,6 @@ static uint32_t code_table_intern(void *region, const void *code, uint64_t ident
         if (found == key && code_entry_wait_ready(entry) && entry->code_address == address &&
             entry->identity == identity)
             return index;
-        index = (index + 1) & (SHM_PYTHON_CODE_ENTRIES - 1);
     }
     __atomic_fetch_add(&((struct shm_header *)region)->python_codes_dropped, 1, __ATOMIC_RELAXED);
     return 0;

@@ -55,10 +55,10 @@ uint32_t stack_table_intern(void *base, uint64_t hash, const uint64_t *frames, u
 {
     struct shm_header *header = base;
     uint32_t *index = shm_stack_index(base);
-    uint32_t slot = (uint32_t)hash & (SHM_STACK_INDEX_SLOTS - 1);
     uint32_t mine = SHM_STACK_NONE; /* an entry this call filled, once it needed one */
 
-    for (uint32_t probe = 0; probe < STACK_TABLE_MAX_PROBES; probe++, slot = (slot + 1) & (SHM_STACK_INDEX_SLOTS - 1)) {
+    for (uint32_t probe = 0; probe < STACK_INDEX_NEAR_PROBES + STACK_TABLE_MAX_PROBES; probe++) {
+        uint32_t slot = stack_index_slot(hash, probe);
         uint32_t id = __atomic_load_n(&index[slot], __ATOMIC_ACQUIRE);
         if (id == SHM_STACK_NONE) {
             if (mine == SHM_STACK_NONE) {

@@ -16,11 +16,24 @@
 #include <stdint.h>
 
 #include "../common/shm_layout.h"
+#include "near_probe.h"
 
 /* Probes before the table counts as full for this stack: long clusters only
  * happen when the table is nearly full, and a bounded probe keeps the
  * worst case of an allocation bounded too. */
 #define STACK_TABLE_MAX_PROBES 256u
+
+/* The index's near part (near_probe.h): a program with fewer stacks than
+ * about a quarter of these keeps them on its 64 pages. */
+#define STACK_INDEX_NEAR_SLOTS (1u << 16)
+#define STACK_INDEX_NEAR_PROBES 16u
+
+/* The index slot a stack of this hash tries probe-th, probe below
+ * STACK_INDEX_NEAR_PROBES + STACK_TABLE_MAX_PROBES. */
+static inline uint32_t stack_index_slot(uint64_t hash, uint32_t probe)
+{
+    return near_probe_slot(hash, probe, STACK_INDEX_NEAR_SLOTS, STACK_INDEX_NEAR_PROBES, SHM_STACK_INDEX_SLOTS);
+}
 
 /* Hash of a frame array, folded from the outermost frame inwards, so the
  * hash of a backtrace's outer part can be kept and extended by its inner

@@ -110,16 +110,99 @@ static void test_ids_are_dense_in_order_of_first_use(void **state)
     assert_int_equal(header->stack_entries_used, 1001);
 }
 
+/* The sequence every shim table probes (near_probe.h): its first run in
+ * the near part, wrapping there; the second past it, wrapping back to its
+ * start, never into the near part. */
+static void test_near_probe_sequence(void **state)
+{
+    (void)state;
+    const uint32_t near = 16, near_probes = 4, slots = 64;
+    uint64_t hash = 0x0000003d0000000eull; /* near run from 14, far run from 61 % 48 = 13, i.e. slot 29 */
+    const uint32_t expected[] = {14, 15, 0, 1, 29, 30};
+    for (uint32_t probe = 0; probe < 6; probe++)
+        assert_int_equal(near_probe_slot(hash, probe, near, near_probes, slots), expected[probe]);
+    hash = 0x0000002f00000000ull; /* far run from 47: slots 63, then 16 */
+    assert_int_equal(near_probe_slot(hash, near_probes, near, near_probes, slots), 63);
+    assert_int_equal(near_probe_slot(hash, near_probes + 1, near, near_probes, slots), 16);
+    for (uint64_t h = 1; h < 1u << 20; h = h * 3 + 0x9e3779b97f4a7c15ull % 977) {
+        for (uint32_t probe = 0; probe < 40; probe++) {
+            uint32_t slot = near_probe_slot(h, probe, near, near_probes, slots);
+            assert_true(probe < near_probes ? slot < near : slot >= near && slot < slots);
+        }
+    }
+}
+
 static void test_probe_wraps_past_the_end(void **state)
 {
     void *base = *state;
     uint64_t stack_a[1] = {1}, stack_b[1] = {2};
-    uint64_t last = SHM_STACK_INDEX_SLOTS - 1;
+    uint64_t last = STACK_INDEX_NEAR_SLOTS - 1; /* the near part's last slot */
     assert_int_equal(stack_table_intern(base, last, stack_a, 1), 1);
     assert_int_equal(stack_table_intern(base, last, stack_b, 1), 2);
     assert_int_equal(shm_stack_index(base)[last], 1);
     assert_int_equal(shm_stack_index(base)[0], 2);
     assert_int_equal(stack_table_intern(base, last, stack_b, 1), 2);
+}
+
+/* Stacks of a small program stay in the index's near part: its pages are
+ * the only ones touched (before near_probe.h, 5,000 stacks were spread over
+ * 1,007 of the index's 1,024 pages). */
+static void test_few_stacks_stay_in_the_near_part(void **state)
+{
+    void *base = *state;
+    uint64_t frames[2];
+    for (uint32_t n = 0; n < 5000; n++) {
+        frames[0] = 0x400000u + n;
+        frames[1] = 0x7f0000001000u + n * 16;
+        assert_int_not_equal(stack_table_intern(base, stack_hash(frames, 2), frames, 2), SHM_STACK_NONE);
+    }
+    uint32_t beyond = 0;
+    for (uint32_t i = STACK_INDEX_NEAR_SLOTS; i < SHM_STACK_INDEX_SLOTS; i++)
+        beyond += shm_stack_index(base)[i] != SHM_STACK_NONE;
+    assert_int_equal(beyond, 0);
+}
+
+/* A stack whose near slots are all taken goes further out, and is found
+ * there again. */
+static void test_full_near_run_goes_further_out(void **state)
+{
+    void *base = *state;
+    uint32_t *index = shm_stack_index(base);
+    uint64_t other[1] = {99};
+    uint32_t other_id = stack_table_intern(base, 1, other, 1);
+    uint64_t hash = 0x0005432100000100ull;
+    for (uint32_t probe = 0; probe < STACK_INDEX_NEAR_PROBES; probe++)
+        index[stack_index_slot(hash, probe)] = other_id;
+    uint64_t stack[2] = {7, 8};
+    uint32_t id = stack_table_intern(base, hash, stack, 2);
+    assert_int_not_equal(id, SHM_STACK_NONE);
+    uint32_t far = stack_index_slot(hash, STACK_INDEX_NEAR_PROBES);
+    assert_int_equal(far, STACK_INDEX_NEAR_SLOTS + 0x54321u);
+    assert_int_equal(index[far], id);
+    assert_int_equal(stack_table_intern(base, hash, stack, 2), id);
+}
+
+/* With the near part full (a program with some 100,000 stacks), stacks
+ * still go in further out: the run past the near part starts past it
+ * too (a run through a full near part would drop every 16th of them). */
+static void test_full_near_part_drops_nothing(void **state)
+{
+    void *base = *state;
+    uint32_t *index = shm_stack_index(base);
+    uint64_t other[1] = {99};
+    uint32_t other_id = stack_table_intern(base, 1, other, 1);
+    for (uint32_t i = 0; i < STACK_INDEX_NEAR_SLOTS; i++)
+        index[i] = other_id;
+    uint64_t frames[1];
+    for (uint32_t n = 0; n < 2000; n++) {
+        frames[0] = 0x400000u + n;
+        uint64_t hash = stack_hash(frames, 1);
+        uint32_t id = stack_table_intern(base, hash, frames, 1);
+        assert_int_not_equal(id, SHM_STACK_NONE);
+        assert_int_equal(stack_table_intern(base, hash, frames, 1), id);
+    }
+    struct shm_header *header = base;
+    assert_int_equal(header->stacks_dropped, 0);
 }
 
 static void test_full_index_drops(void **state)
@@ -128,11 +211,12 @@ static void test_full_index_drops(void **state)
     uint32_t *index = shm_stack_index(base);
     uint64_t other[1] = {99};
     uint32_t other_id = stack_table_intern(base, 1, other, 1);
-    /* every slot a probe sequence from slot 100 could use holds that other stack */
-    for (uint32_t i = 100; i < 100 + STACK_TABLE_MAX_PROBES; i++)
-        index[i] = other_id;
+    /* every slot the probe sequence of this hash could use holds that other stack */
+    uint64_t hash = 0x0000500000000100ull;
+    for (uint32_t probe = 0; probe < STACK_INDEX_NEAR_PROBES + STACK_TABLE_MAX_PROBES; probe++)
+        index[stack_index_slot(hash, probe)] = other_id;
     uint64_t stack[2] = {7, 8};
-    assert_int_equal(stack_table_intern(base, 100, stack, 2), SHM_STACK_NONE);
+    assert_int_equal(stack_table_intern(base, hash, stack, 2), SHM_STACK_NONE);
     struct shm_header *header = base;
     assert_int_equal(header->stacks_dropped, 1);
     /* a stack hashing elsewhere still goes in */
@@ -158,7 +242,7 @@ static void test_index_written_over_is_not_trusted(void **state)
     void *base = *state;
     uint64_t stack[2] = {7, 8};
     uint64_t hash = stack_hash(stack, 2);
-    shm_stack_index(base)[hash & (SHM_STACK_INDEX_SLOTS - 1)] = 0xffffffffu; /* a program's stray write */
+    shm_stack_index(base)[stack_index_slot(hash, 0)] = 0xffffffffu; /* a program's stray write */
     uint32_t id = stack_table_intern(base, hash, stack, 2);
     assert_int_equal(id, 1);
     assert_int_equal(stack_table_intern(base, hash, stack, 2), 1);
@@ -180,7 +264,7 @@ static void test_entry_being_filled_is_not_taken(void **state)
     filling->frame_offset = 0;
     memcpy(shm_frame_pool(base), stack, sizeof stack);
     header->frame_pool_used = 2;
-    shm_stack_index(base)[hash & (SHM_STACK_INDEX_SLOTS - 1)] = 5;
+    shm_stack_index(base)[stack_index_slot(hash, 0)] = 5;
     uint32_t id = stack_table_intern(base, hash, stack, 2);
     assert_int_equal(id, 6);
     filling->state = SHM_STACK_READY; /* complete now: found again, as either id is the stack */
@@ -226,8 +310,9 @@ static void *insert_all(void *arg)
         uint64_t frames[16];
         uint32_t depth;
         make_stack(n, frames, &depth);
-        /* a weak hash makes collisions and contended entries likely */
-        job->ids[n] = stack_table_intern(job->base, (n % 512) * 0x10001ull + 1, frames, depth);
+        /* a weak hash makes collisions and contended entries likely (its
+         * high half varies too: it picks the run past the near part) */
+        job->ids[n] = stack_table_intern(job->base, (n % 512) * 0x0001000100010001ull + 1, frames, depth);
     }
     return NULL;
 }
@@ -280,7 +365,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_empty_stack_is_a_stack, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_hash_collision_keeps_probing, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_ids_are_dense_in_order_of_first_use, setup_region, teardown_region),
+        cmocka_unit_test(test_near_probe_sequence),
         cmocka_unit_test_setup_teardown(test_probe_wraps_past_the_end, setup_region, teardown_region),
+        cmocka_unit_test_setup_teardown(test_few_stacks_stay_in_the_near_part, setup_region, teardown_region),
+        cmocka_unit_test_setup_teardown(test_full_near_run_goes_further_out, setup_region, teardown_region),
+        cmocka_unit_test_setup_teardown(test_full_near_part_drops_nothing, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_full_index_drops, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_full_table_drops, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_index_written_over_is_not_trusted, setup_region, teardown_region),
