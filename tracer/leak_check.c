@@ -220,6 +220,13 @@ struct scan_source {
 static int scan(const struct scan_source *source, struct leakscan_block *blocks, size_t count,
                 struct leakscan_totals *totals, char *err, size_t err_size)
 {
+    /* No live block, nothing to lose: the scan's reading of maps, smaps,
+     * registers and roots (3-4 ms for python3 -c pass, whose heap is empty
+     * at exit) would find what is known already, while the image waits. */
+    if (count == 0) {
+        memset(totals, 0, sizeof *totals);
+        return 0;
+    }
     if (source->handover)
         return leakscan_process_handover(source->pid, source->handover, blocks, count, totals, NULL, err, err_size);
     return leakscan_process_ex(source->pid, source->tids, source->tid_count, source->shim, blocks, count, totals,
