@@ -56,22 +56,39 @@ static int32_t entry_line_delta(struct table_reader *reader, int *no_line)
     return delta;
 }
 
-int python_linetable_line(const uint8_t *table, size_t length, int first_line, uint32_t byte_offset)
+int python_linetable_line_from(const uint8_t *table, size_t length, int first_line, uint32_t byte_offset,
+                               struct python_linetable_cursor *cursor)
 {
     struct table_reader reader = {table, table + length};
     int64_t line = first_line;
     uint64_t end = 0; /* byte offset just past the entry */
+    if (cursor->position && cursor->position < length && byte_offset >= cursor->start) {
+        reader.at = table + cursor->position;
+        line = cursor->line;
+        end = cursor->start;
+    }
     while (reader.at < reader.end) {
         if (!(*reader.at & 128)) {
             reader.at++; /* not a first byte: a damaged table */
             continue;
         }
-        uint64_t units = (*reader.at & 7u) + 1;
+        const uint8_t *entry = reader.at;
+        uint64_t units = (*reader.at & 7u) + 1, start = end;
+        int64_t line_before = line;
         int no_line;
         line += entry_line_delta(&reader, &no_line);
         end += units * 2;
-        if (byte_offset < end)
+        if (byte_offset < end) {
+            if (start <= UINT32_MAX)
+                *cursor = (struct python_linetable_cursor){(uint32_t)(entry - table), (uint32_t)start, line_before};
             return no_line || line < 0 || line > INT32_MAX ? -1 : (int)line;
+        }
     }
     return -1;
+}
+
+int python_linetable_line(const uint8_t *table, size_t length, int first_line, uint32_t byte_offset)
+{
+    struct python_linetable_cursor start = {0, 0, 0};
+    return python_linetable_line_from(table, length, first_line, byte_offset, &start);
 }

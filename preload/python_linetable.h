@@ -14,4 +14,23 @@
  * when the instruction has no line or lies past the table. */
 int python_linetable_line(const uint8_t *table, size_t length, int first_line, uint32_t byte_offset);
 
+/* Where a reading of one table found its instruction: the entry that holds
+ * it. Code runs forwards (a module's body, a loop's body), so the next
+ * instruction asked for mostly lies at or past that entry, and reading on
+ * from there costs the entries in between, not the table from its start
+ * (module bodies of thousands of entries made that reading a tenth of a
+ * Python start-up's instructions under the shim). Zeroed: the start. */
+struct python_linetable_cursor {
+    uint32_t position; /* the entry's first byte in the table */
+    uint32_t start;    /* the byte offset of the entry's first instruction */
+    int64_t line;      /* the line before the entry's delta */
+};
+
+/* As python_linetable_line, reading from *cursor when byte_offset lies at
+ * or past it (else from the start), and leaving *cursor at the entry that
+ * holds byte_offset (unchanged when none does). The cursor must be one this
+ * function left for the same table and first_line, or zeroed. */
+int python_linetable_line_from(const uint8_t *table, size_t length, int first_line, uint32_t byte_offset,
+                               struct python_linetable_cursor *cursor);
+
 #endif

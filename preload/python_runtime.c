@@ -332,6 +332,20 @@ struct line_cache_entry {
 
 static __thread struct line_cache_entry line_cache[LINE_CACHE_ENTRIES] __attribute__((tls_model("initial-exec")));
 
+/* Behind the line cache, where each code's last reading of its location
+ * table stopped (python_linetable.h): a module body read instruction by
+ * instruction as it runs costs its table once, not once an instruction.
+ * Captures in a signal handler never read Python frames, so no reading of
+ * these is interrupted by another. */
+#define LINE_CURSORS 64u
+
+struct line_cursor_entry {
+    uint32_t code_index; /* 0: none */
+    struct python_linetable_cursor cursor;
+};
+
+static __thread struct line_cursor_entry line_cursors[LINE_CURSORS] __attribute__((tls_model("initial-exec")));
+
 /* The line of an instruction from the code entry's copy (the shim's own
  * bytes: the object itself may change its table, never this copy). */
 static uint32_t line_from_entry(void *region, uint32_t code_index, uint32_t offset, bool started)
@@ -339,8 +353,11 @@ static uint32_t line_from_entry(void *region, uint32_t code_index, uint32_t offs
     const struct shm_python_code *entry = &shm_python_code_table(region)[code_index];
     if (!started)
         return entry->first_line; /* not started yet: its first line, as PyCode_Addr2Line for lasti < 0 */
-    int line = python_linetable_line((const uint8_t *)shm_python_text_pool(region) + entry->linetable_offset,
-                                     entry->linetable_length, (int)entry->first_line, offset);
+    struct line_cursor_entry *at = &line_cursors[(code_index * 0x9e3779b1u) >> 26];
+    if (at->code_index != code_index)
+        *at = (struct line_cursor_entry){code_index, {0, 0, 0}};
+    int line = python_linetable_line_from((const uint8_t *)shm_python_text_pool(region) + entry->linetable_offset,
+                                          entry->linetable_length, (int)entry->first_line, offset, &at->cursor);
     return line > 0 ? (uint32_t)line : 0;
 }
 
@@ -774,6 +791,7 @@ void python_runtime_fork(void *old_region, void *new_region)
      * and a child that records nothing must not use them either */
     memset(code_cache, 0, sizeof code_cache);
     memset(line_cache, 0, sizeof line_cache);
+    memset(line_cursors, 0, sizeof line_cursors);
     memset(word_cache, 0, sizeof word_cache);
     if (new_region)
         copy_python_state(new_region, old_region);

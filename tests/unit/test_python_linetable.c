@@ -38,6 +38,39 @@ static void check_cases(const struct linetable_case *cases, size_t count)
     assert_true(checked > 100);
 }
 
+/* Reading on from a cursor gives CPython's line for every instruction,
+ * whatever order they are asked in: forwards (as code runs), backwards (a
+ * loop jumping back, read from the start again) and in strides. */
+static void check_cursor_orders(const struct linetable_case *cases, size_t count)
+{
+    for (size_t c = 0; c < count; c++) {
+        const struct linetable_case *code = &cases[c];
+        unsigned n = code->instructions;
+        for (int order = 0; order < 3; order++) {
+            struct python_linetable_cursor cursor = {0, 0, 0};
+            for (unsigned k = 0; k < n; k++) {
+                unsigned i = order == 0 ? k : order == 1 ? n - 1 - k : (k * 7) % n;
+                int line = python_linetable_line_from(code->table, code->table_length, code->first_line, i * 2,
+                                                      &cursor);
+                if (line != code->lines[i])
+                    fail_msg("%s, order %d: instruction %u: line %d from the cursor, CPython says %d", code->name,
+                             order, i, line, code->lines[i]);
+            }
+            assert_int_equal(python_linetable_line_from(code->table, code->table_length, code->first_line, n * 2,
+                                                        &cursor),
+                             -1);
+        }
+    }
+}
+
+static void cursor_reads_on_in_any_order(void **state)
+{
+    (void)state;
+    check_cursor_orders(py311_cases, sizeof py311_cases / sizeof py311_cases[0]);
+    check_cursor_orders(py312_cases, sizeof py312_cases / sizeof py312_cases[0]);
+    check_cursor_orders(py313_cases, sizeof py313_cases / sizeof py313_cases[0]);
+}
+
 static void every_instruction_of_python_3_11(void **state)
 {
     (void)state;
@@ -109,6 +142,7 @@ int main(void)
         cmocka_unit_test(every_instruction_of_python_3_11),
         cmocka_unit_test(every_instruction_of_python_3_12),
         cmocka_unit_test(every_instruction_of_python_3_13),
+        cmocka_unit_test(cursor_reads_on_in_any_order),
         cmocka_unit_test(samples_cover_the_long_form),
         cmocka_unit_test(damaged_tables_stay_in_bounds),
     };
