@@ -94,32 +94,82 @@ static size_t resolve_word(struct symbolizer *symbolizer, const struct python_fr
 
 /* --- symbols of the sites new since the last output ------------------------------ */
 
-/* New addresses resolved, in batch order; their ids come when written. */
+/* New addresses resolved, in batch order, with the ids they will have
+ * once written: the writer numbers frames in order from its next id. */
 struct new_frames {
     struct frame_batch batch;
-    struct word_map by_address; /* frames_value, the first frame's position in batch */
+    struct word_map by_address; /* frames_value of their ids in the trace */
+    uint32_t first_id;          /* the batch's first frame's */
 };
 
-/* Resolves every frame word of sites [first, site_count) the trace does
- * not have yet. -1 when out of memory. */
+/* The frame ids of the new sites' stacks, back to back: site first + s has
+ * ids[starts[s], starts[s + 1]). */
+struct new_stacks {
+    uint32_t *ids;
+    size_t count, capacity;
+    size_t *starts;
+};
+
+static int append_ids(struct new_stacks *stacks, uint64_t value)
+{
+    uint32_t count = frames_count(value);
+    if (stacks->count + count > stacks->capacity) {
+        size_t capacity = stacks->capacity ? stacks->capacity * 2 : 4096;
+        while (capacity < stacks->count + count)
+            capacity *= 2;
+        uint32_t *grown = realloc(stacks->ids, capacity * sizeof *grown);
+        if (!grown)
+            return -1;
+        stacks->ids = grown;
+        stacks->capacity = capacity;
+    }
+    for (uint32_t k = 0; k < count; k++)
+        stacks->ids[stacks->count++] = frames_first(value) + k;
+    return 0;
+}
+
+/* The frames one word of a new stack expands to: from an earlier output,
+ * from this one, or resolved now and added to the batch. */
+static int frames_of_word(struct symbolizer *symbolizer, const struct trace_image *image,
+                          const struct trace_output_state *state, struct new_frames *found, uint64_t word,
+                          uint64_t *value)
+{
+    const uint64_t *known = state->by_address.count ? word_map_find(&state->by_address, word) : NULL;
+    if (!known)
+        known = word_map_find(&found->by_address, word);
+    if (known) {
+        *value = *known;
+        return 0;
+    }
+    struct trace_frame frames[MAX_INLINE_DEPTH];
+    size_t count = resolve_word(symbolizer, image->python, word, frames);
+    *value = frames_value(found->first_id + (uint32_t)found->batch.count, (uint32_t)count);
+    return batch_append(&found->batch, frames, count) < 0 || word_map_put(&found->by_address, word, *value) < 0
+               ? -1
+               : 0;
+}
+
+/* Resolves every frame word of sites [stacks_written, site_count) the
+ * trace does not have yet, and lays out their stacks' frame ids: each word
+ * is looked up once. -1 when out of memory. */
 static int resolve_new(struct symbolizer *symbolizer, const struct trace_image *image,
-                       const struct trace_output_state *state, struct new_frames *found)
+                       const struct trace_output_state *state, struct new_frames *found, struct new_stacks *stacks)
 {
     const struct recorder *recorder = image->recorder;
-    for (size_t s = state->stacks_written; s < recorder->site_count; s++) {
+    size_t first = state->stacks_written;
+    if (!(stacks->starts = malloc((recorder->site_count - first + 1) * sizeof *stacks->starts)))
+        return -1;
+    for (size_t s = first; s < recorder->site_count; s++) {
         const struct recorder_site *site = &recorder->sites[s];
+        stacks->starts[s - first] = stacks->count;
         for (uint32_t f = 0; f < site->depth; f++) {
-            uint64_t word = site->frames[f];
-            if (word_map_find(&state->by_address, word) || word_map_find(&found->by_address, word))
-                continue;
-            struct trace_frame frames[MAX_INLINE_DEPTH];
-            size_t count = resolve_word(symbolizer, image->python, word, frames);
-            if (batch_append(&found->batch, frames, count) < 0 ||
-                word_map_put(&found->by_address, word,
-                             frames_value((uint32_t)(found->batch.count - count), (uint32_t)count)) < 0)
+            uint64_t value;
+            if (frames_of_word(symbolizer, image, state, found, site->frames[f], &value) < 0 ||
+                append_ids(stacks, value) < 0)
                 return -1;
         }
     }
+    stacks->starts[recorder->site_count - first] = stacks->count;
     return 0;
 }
 
@@ -179,85 +229,62 @@ static int write_new_modules(struct trace_writer *writer, struct symbolizer *sym
     return rc;
 }
 
-/* STACKS for sites [first, site_count): every one's frame words are in
- * state->by_address by now. */
+/* STACKS for sites [stacks_written, site_count), their frame ids laid out
+ * by resolve_new. */
 static int write_new_stacks(struct trace_writer *writer, const struct trace_image *image,
-                            const struct trace_output_state *state)
+                            const struct trace_output_state *state, const struct new_stacks *laid_out)
 {
     const struct recorder *recorder = image->recorder;
     size_t first = state->stacks_written, count = recorder->site_count - first;
     if (!count)
         return 0;
     struct trace_stack *stacks = calloc(count, sizeof *stacks);
-    uint32_t **ids = calloc(count, sizeof *ids);
-    uint32_t *scratch = NULL; /* a stack with every inlined frame it could have, copied out at its size */
-    size_t scratch_size = 0;
-    int rc = -1;
-    if (!stacks || !ids)
-        goto out;
-    for (size_t s = 0; s < count; s++) {
-        const struct recorder_site *site = &recorder->sites[first + s];
-        size_t most = (size_t)site->depth * MAX_INLINE_DEPTH + 1;
-        if (most > scratch_size) {
-            uint32_t *grown = realloc(scratch, most * sizeof *scratch);
-            if (!grown)
-                goto out;
-            scratch = grown;
-            scratch_size = most;
-        }
-        uint32_t depth = 0;
-        for (uint32_t f = 0; f < site->depth; f++) {
-            const uint64_t *known = word_map_find(&state->by_address, site->frames[f]);
-            for (uint32_t k = 0; known && k < frames_count(*known); k++)
-                scratch[depth++] = frames_first(*known) + k;
-        }
-        ids[s] = malloc(((size_t)depth + 1) * sizeof **ids);
-        if (!ids[s])
-            goto out;
-        memcpy(ids[s], scratch, (size_t)depth * sizeof **ids);
-        stacks[s] = (struct trace_stack){site->stack_id, depth, ids[s]};
-    }
-    rc = trace_write_stacks(writer, image->process_id, stacks, (uint32_t)count);
-out:
-    for (size_t s = 0; ids && s < count; s++)
-        free(ids[s]);
-    free(ids);
+    if (!stacks)
+        return -1;
+    for (size_t s = 0; s < count; s++)
+        stacks[s] = (struct trace_stack){recorder->sites[first + s].stack_id,
+                                         (uint32_t)(laid_out->starts[s + 1] - laid_out->starts[s]),
+                                         laid_out->ids + laid_out->starts[s]};
+    int rc = trace_write_stacks(writer, image->process_id, stacks, (uint32_t)count);
     free(stacks);
-    free(scratch);
     return rc;
 }
 
-/* Modules, frames and stacks of the sites new since the last output. */
+/* Modules, frames and stacks of the sites new since the last output; the
+ * new frames' ids are kept for the image's next output unless this is its
+ * last (keep_frames 0). */
 static int write_new_symbols(struct trace_writer *writer, struct symbol_store *symbols,
                              const struct trace_image *image, struct trace_output_state *state,
-                             uint32_t *module_base)
+                             uint32_t *module_base, int keep_frames)
 {
     if (state->stacks_written == image->recorder->site_count)
         return 0;
     struct symbolizer *symbolizer = symbolizer_create(symbols, image->maps);
-    struct new_frames found = {{0}, {0}};
+    struct new_frames found = {{0}, {0}, trace_writer_next_frame_id(writer)};
+    struct new_stacks stacks = {0};
     uint32_t first_id = 0;
     int rc = -1;
-    if (symbolizer && (resolve_new(symbolizer, image, state, &found) < 0 ||
-                       write_new_modules(writer, symbolizer, state, &found.batch, module_base) < 0))
+    if (!symbolizer || resolve_new(symbolizer, image, state, &found, &stacks) < 0 ||
+        write_new_modules(writer, symbolizer, state, &found.batch, module_base) < 0)
         goto out;
     if (found.batch.count &&
-        trace_write_frames(writer, found.batch.frames, (uint32_t)found.batch.count, &first_id) < 0)
-        goto out;
-    /* The new frames have their ids now: keep them for the next outputs. */
+        (trace_write_frames(writer, found.batch.frames, (uint32_t)found.batch.count, &first_id) < 0 ||
+         first_id != found.first_id))
+        goto out; /* the ids laid out are not the frames' (a write in between): nothing more is written */
     size_t position = 0;
     uint64_t word, value;
-    while (word_map_next(&found.by_address, &position, &word, &value))
-        if (word_map_put(&state->by_address, word,
-                         frames_value(first_id + frames_first(value), frames_count(value))) < 0)
+    while (keep_frames && word_map_next(&found.by_address, &position, &word, &value))
+        if (word_map_put(&state->by_address, word, value) < 0)
             goto out;
-    if (write_new_stacks(writer, image, state) < 0)
+    if (write_new_stacks(writer, image, state, &stacks) < 0)
         goto out;
     state->stacks_written = image->recorder->site_count;
     rc = 0;
 out:
     word_map_free(&found.by_address);
     free(found.batch.frames);
+    free(stacks.ids);
+    free(stacks.starts);
     if (symbolizer)
         symbolizer_destroy(symbolizer);
     return rc;
@@ -587,12 +614,12 @@ static int write_process_record(struct trace_writer *writer, const struct trace_
  * record (written first, so that a trace cut inside this output still
  * names the image). */
 static int write_changes(struct trace_writer *writer, struct symbol_store *symbols, const struct trace_image *image,
-                         uint32_t *module_base, uint64_t until_ns)
+                         uint32_t *module_base, uint64_t until_ns, int last)
 {
     struct trace_output_state *state = *image->output;
     if (!state && !(state = *image->output = calloc(1, sizeof *state)))
         return -1;
-    if (write_new_symbols(writer, symbols, image, state, module_base) < 0 || write_sites(writer, image, state) < 0 ||
+    if (write_new_symbols(writer, symbols, image, state, module_base, !last) < 0 || write_sites(writer, image, state) < 0 ||
         write_cases(writer, image, state, until_ns) < 0 || write_history(writer, image, state) < 0)
         return -1;
     return 0;
@@ -605,7 +632,7 @@ int trace_output_checkpoint(struct trace_writer *writer, struct symbol_store *sy
     as_now.flags |= TRACE_PROC_CHECKPOINT;
     as_now.end_ns = now_ns;
     if (write_process_record(writer, &as_now) < 0 ||
-        write_changes(writer, symbols, image, module_base, now_ns) < 0)
+        write_changes(writer, symbols, image, module_base, now_ns, 0) < 0)
         return -1;
     return 0;
 }
@@ -614,7 +641,7 @@ int trace_output_process(struct trace_writer *writer, struct symbol_store *symbo
                          uint32_t *module_base)
 {
     if (write_process_record(writer, image) < 0 ||
-        write_changes(writer, symbols, image, module_base, image->end_ns) < 0 ||
+        write_changes(writer, symbols, image, module_base, image->end_ns, 1) < 0 ||
         write_warnings(writer, image) < 0)
         return -1;
     return 0;

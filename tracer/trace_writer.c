@@ -1,6 +1,7 @@
 /* trace_writer.c - see trace_writer.h; the format is common/trace_format.h. */
 #include "trace_writer.h"
 
+#include <endian.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -10,8 +11,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 #include <uthash.h>
-#include <zlib.h>
 
+#include "../common/crc32.h"
 #include "../common/output_file.h"
 
 /* A growable byte buffer holding one section payload being built. */
@@ -96,6 +97,26 @@ static inline __attribute__((always_inline)) void put_u64(struct byte_buffer *bu
 }
 
 static void put_i32(struct byte_buffer *buffer, int32_t value) { put_u32(buffer, (uint32_t)value); }
+
+/* count values, little-endian, with one check of the room: a stack's
+ * frame ids (half a million of them for python3 -c pass) are most of the
+ * words a trace holds. */
+static void put_u32_array(struct byte_buffer *buffer, const uint32_t *values, size_t count)
+{
+    if (count > SIZE_MAX / 4) {
+        buffer->failed = 1;
+        return;
+    }
+    buffer_reserve(buffer, count * 4);
+    if (buffer->failed)
+        return;
+    unsigned char *at = buffer->data + buffer->length;
+    for (size_t i = 0; i < count; i++) {
+        uint32_t little = htole32(values[i]);
+        memcpy(at + 4 * i, &little, 4);
+    }
+    buffer->length += count * 4;
+}
 
 static void buffer_reset(struct byte_buffer *buffer)
 {
@@ -187,7 +208,7 @@ static int write_all(struct trace_writer *writer, struct iovec *iov, int count)
 static int emit_section(struct trace_writer *writer, uint32_t type, const unsigned char *payload, size_t length)
 {
     unsigned char header[TRACE_SECTION_HEADER_SIZE], trailer[TRACE_SECTION_TRAILER_SIZE];
-    uint32_t crc = (uint32_t)crc32_z(crc32_z(0, Z_NULL, 0), payload, length);
+    uint32_t crc = crc32_of(payload, length);
     for (int i = 0; i < 4; i++) {
         header[i] = (unsigned char)(type >> (8 * i));
         header[4 + i] = 0;
@@ -351,6 +372,11 @@ int trace_write_frames(struct trace_writer *writer, const struct trace_frame *fr
     return 0;
 }
 
+uint32_t trace_writer_next_frame_id(const struct trace_writer *writer)
+{
+    return writer->next_frame_id;
+}
+
 int trace_write_process(struct trace_writer *writer, const struct trace_process *process)
 {
     if (begin_section(writer) != 0)
@@ -390,8 +416,7 @@ int trace_write_stacks(struct trace_writer *writer, uint32_t process_id, const s
     for (uint32_t i = 0; i < count; i++) {
         put_u32(out, stacks[i].stack_id);
         put_u32(out, stacks[i].depth);
-        for (uint32_t j = 0; j < stacks[i].depth; j++)
-            put_u32(out, stacks[i].frame_ids[j]);
+        put_u32_array(out, stacks[i].frame_ids, stacks[i].depth);
     }
     return end_section(writer, TRACE_SEC_STACKS);
 }

@@ -38,6 +38,8 @@ int trace_write_module(struct trace_writer *writer, const struct trace_module *m
  * this call gets *first_id (the writer keeps the count). */
 int trace_write_frames(struct trace_writer *writer, const struct trace_frame *frames, uint32_t count,
                        uint32_t *first_id);
+/* The id the next frame written will get. */
+uint32_t trace_writer_next_frame_id(const struct trace_writer *writer);
 int trace_write_process(struct trace_writer *writer, const struct trace_process *process);
 int trace_write_stacks(struct trace_writer *writer, uint32_t process_id, const struct trace_stack *stacks,
                        uint32_t count);
