@@ -33,7 +33,7 @@ ALL_CFLAGS = $(BASE_CFLAGS) $(CFLAGS)
 CORE_DIRS := common cli tracer tracer/symbols tracer/wrappers report leakscan
 CORE_SRC := $(filter-out cli/main.c,$(wildcard $(CORE_DIRS:%=%/*.c)))
 CORE_OBJ := $(CORE_SRC:%.c=$(B)/obj/%.o)
-CORE_LIBS := -ldw -lelf -lz -lstdc++ -lpthread -lm
+CORE_LIBS := -ldw -lelf -lz -ldeflate -lstdc++ -lpthread -lm
 
 # The shim. preload/shim.c defines malloc itself and cannot run under ASan;
 # the other preload files are plain units that the tests link.

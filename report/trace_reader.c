@@ -9,8 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
+#include "../common/crc32.h"
 #include "../common/growable_array.h"
 
 /* --- arena: the model's immutable data, freed at once ------------------------ */
@@ -898,7 +898,7 @@ static int read_sections(struct reader *reader, struct source *source, char *err
         }
         if (source_read(source, offset + TRACE_SECTION_HEADER_SIZE, (size_t)length + 4, &bytes) != 0)
             goto io_error;
-        if ((uint32_t)crc32_z(crc32_z(0, Z_NULL, 0), bytes, (size_t)length) != le32(bytes + length)) {
+        if (crc32_of(bytes, (size_t)length) != le32(bytes + length)) {
             snprintf(err, err_size, "%s: corrupt trace: crc mismatch in the %s section at offset %llu", reader->name,
                      trace_section_name(type), (unsigned long long)offset);
             return -1;

@@ -8,8 +8,8 @@ set -eu
 
 # build: compilers (g++ for libstdc++, which the binary links for C++
 # demangling, and for the C++ fixtures), libunwind (the shim's unwinder),
-# elfutils (symbols), uthash, zlib (trace checksums, pprof).
-build="gcc g++ make libunwind-dev libelf-dev libdw-dev uthash-dev zlib1g-dev"
+# elfutils (symbols), uthash, libdeflate (trace checksums), zlib (pprof).
+build="gcc g++ make libunwind-dev libelf-dev libdw-dev uthash-dev libdeflate-dev zlib1g-dev"
 # tests: cmocka, valgrind (memcheck cross-checks), clang's libFuzzer, python3
 # (JSON checks, the C-extension fixture), linux-perf (memslope perf),
 # golang-go (go tool pprof reads our pprof files back), chromium (the HTML

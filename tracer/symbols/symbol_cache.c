@@ -39,8 +39,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <uthash.h>
-#include <zlib.h>
 
+#include "../../common/crc32.h"
 #include "../../common/trace_format.h"
 
 static const char magic[8] = {'M', 'S', 'L', 'S', 'Y', 'M', 'C', '1'};
@@ -105,7 +105,7 @@ static unsigned char *put64(unsigned char *at, uint64_t value)
 
 static uint32_t crc_of(const unsigned char *bytes, size_t size)
 {
-    return (uint32_t)crc32_z(crc32_z(0, Z_NULL, 0), bytes, size);
+    return crc32_of(bytes, size);
 }
 
 static bool text_equal(const char *a, const char *b)
