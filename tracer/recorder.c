@@ -40,6 +40,40 @@ void recorder_init(struct recorder *recorder, uint64_t interval_ns)
 
 #define UNLIKELY_PENDING(recorder) __builtin_expect((recorder)->pending_frees != NULL, 0)
 
+#define FRAME_CHUNK_FRAMES 65536u
+
+struct recorder_frame_chunk {
+    struct recorder_frame_chunk *next;
+    size_t used, capacity;
+    uint64_t frames[];
+};
+
+/* A copy of depth frames in the recorder's chunks; NULL when out of memory. */
+static uint64_t *keep_frames(struct recorder *recorder, const uint64_t *frames, uint32_t depth)
+{
+    struct recorder_frame_chunk *chunk = recorder->frame_chunks;
+    if (!chunk || chunk->capacity - chunk->used < depth) {
+        size_t capacity = depth > FRAME_CHUNK_FRAMES ? depth : FRAME_CHUNK_FRAMES;
+        if (!(chunk = malloc(sizeof *chunk + capacity * sizeof chunk->frames[0])))
+            return NULL;
+        *chunk = (struct recorder_frame_chunk){recorder->frame_chunks, 0, capacity};
+        recorder->frame_chunks = chunk;
+    }
+    uint64_t *kept = chunk->frames + chunk->used;
+    memcpy(kept, frames, depth * sizeof *kept);
+    chunk->used += depth;
+    return kept;
+}
+
+static void free_frame_chunks(struct recorder *recorder)
+{
+    for (struct recorder_frame_chunk *chunk = recorder->frame_chunks, *next; chunk; chunk = next) {
+        next = chunk->next;
+        free(chunk);
+    }
+    recorder->frame_chunks = NULL;
+}
+
 static struct recorder_site *site_for_stack(struct recorder *recorder, uint32_t stack_id,
                                             recorder_stack_lookup lookup, void *context)
 {
@@ -67,13 +101,8 @@ static struct recorder_site *site_for_stack(struct recorder *recorder, uint32_t 
     site->unsampled = recorder->sample_rate && stack_id == RECORDER_UNSAMPLED;
     const uint64_t *frames = NULL;
     uint32_t depth = lookup ? lookup(context, stack_id, &frames) : 0;
-    if (depth && frames) {
-        site->frames = malloc(depth * sizeof *site->frames);
-        if (site->frames) {
-            memcpy(site->frames, frames, depth * sizeof *site->frames);
-            site->depth = depth;
-        }
-    }
+    if (depth && frames && (site->frames = keep_frames(recorder, frames, depth)))
+        site->depth = depth;
     site->peak_epoch = recorder->peak_epoch;
     recorder->site_by_stack[stack_id] = (uint32_t)++recorder->site_count;
     return site;
@@ -570,10 +599,8 @@ int recorder_init_fork_child(struct recorder *child, const struct recorder *pare
         to->scaled = from->scaled;
         to->scaled.allocations = to->scaled.allocated_bytes = to->scaled.frees = 0;
         if (from->depth) {
-            to->frames = malloc(from->depth * sizeof *to->frames);
-            if (!to->frames)
+            if (!(to->frames = keep_frames(child, from->frames, from->depth)))
                 goto fail;
-            memcpy(to->frames, from->frames, from->depth * sizeof *to->frames);
             to->depth = from->depth;
         }
     }
@@ -589,8 +616,7 @@ fail:
     /* Out of memory: the child starts with no inherited heap rather than
      * with blocks that name sites it does not have (the caller marks its
      * figures incomplete). */
-    for (size_t i = 0; child->sites && i < parent->site_count; i++)
-        free(child->sites[i].frames);
+    free_frame_chunks(child);
     free(child->sites);
     free(child->site_by_stack);
     child->sites = NULL;
@@ -601,19 +627,23 @@ fail:
 
 void recorder_free(struct recorder *recorder)
 {
-    struct case_site_counter *counter, *next_counter;
-    HASH_ITER(hh, recorder->case_sites, counter, next_counter) {
-        HASH_DEL(recorder->case_sites, counter);
+    /* The hash tables go whole: their buckets first (HASH_CLEAR frees
+     * only those), then the entries, still linked through hh.next, without
+     * unlinking each from its table. */
+    struct case_site_counter *counter = recorder->case_sites, *next_counter;
+    HASH_CLEAR(hh, recorder->case_sites);
+    for (; counter; counter = next_counter) {
+        next_counter = counter->hh.next;
         free(counter);
     }
-    struct pending_free *pending, *next;
-    HASH_ITER(hh, recorder->pending_frees, pending, next) {
-        HASH_DEL(recorder->pending_frees, pending);
+    struct pending_free *pending = recorder->pending_frees, *next_pending;
+    HASH_CLEAR(hh, recorder->pending_frees);
+    for (; pending; pending = next_pending) {
+        next_pending = pending->hh.next;
         free(pending);
     }
     live_table_free(&recorder->live);
-    for (size_t i = 0; i < recorder->site_count; i++)
-        free(recorder->sites[i].frames);
+    free_frame_chunks(recorder);
     free(recorder->sites);
     free(recorder->site_by_stack);
     free(recorder->touched);

@@ -69,8 +69,14 @@ struct case_site_counter {
     UT_hash_handle hh;
 };
 
+/* Where the recorder keeps its sites' frames: chunks filled in turn and
+ * freed together (one malloc and one free per stack made the tracer's end
+ * of python3 -c pass, 10,000 sites, spend 4 M instructions in free). */
+struct recorder_frame_chunk;
+
 struct recorder {
     struct live_table live;
+    struct recorder_frame_chunk *frame_chunks; /* the newest first */
     struct pending_free *pending_frees; /* uthash by address */
     /* The ring the events being applied come from (shm_consumer sets it
      * for each run of one ring): a free read before its allocation waits
