@@ -149,28 +149,65 @@ static int frames_of_word(struct symbolizer *symbolizer, const struct trace_imag
                : 0;
 }
 
+/* The frame values of the previous new site, outermost first: consecutive
+ * sites mostly share their outer frames (one import, one loop), and a word
+ * equal to the previous site's at the same distance from the outermost
+ * frame, with all the words outside it equal too, needs no lookup. */
+struct outer_frames {
+    uint64_t *words, *values;
+    uint32_t count, capacity;
+};
+
+static int frame_values(struct symbolizer *symbolizer, const struct trace_image *image,
+                        const struct trace_output_state *state, struct new_frames *found,
+                        const struct recorder_site *site, struct outer_frames *outer)
+{
+    if (site->depth > outer->capacity) {
+        uint64_t *words = realloc(outer->words, site->depth * sizeof *words);
+        if (words)
+            outer->words = words;
+        uint64_t *values = words ? realloc(outer->values, site->depth * sizeof *values) : NULL;
+        if (!values)
+            return -1;
+        outer->values = values;
+        outer->capacity = site->depth;
+    }
+    uint32_t shared = 0;
+    while (shared < site->depth && shared < outer->count &&
+           outer->words[shared] == site->frames[site->depth - 1 - shared])
+        shared++;
+    for (uint32_t k = shared; k < site->depth; k++) {
+        outer->words[k] = site->frames[site->depth - 1 - k];
+        if (frames_of_word(symbolizer, image, state, found, outer->words[k], &outer->values[k]) < 0)
+            return -1;
+    }
+    outer->count = site->depth;
+    return 0;
+}
+
 /* Resolves every frame word of sites [stacks_written, site_count) the
  * trace does not have yet, and lays out their stacks' frame ids: each word
- * is looked up once. -1 when out of memory. */
+ * is looked up at most once. -1 when out of memory. */
 static int resolve_new(struct symbolizer *symbolizer, const struct trace_image *image,
                        const struct trace_output_state *state, struct new_frames *found, struct new_stacks *stacks)
 {
     const struct recorder *recorder = image->recorder;
     size_t first = state->stacks_written;
+    struct outer_frames outer = {0};
+    int rc = 0;
     if (!(stacks->starts = malloc((recorder->site_count - first + 1) * sizeof *stacks->starts)))
         return -1;
-    for (size_t s = first; s < recorder->site_count; s++) {
+    for (size_t s = first; rc == 0 && s < recorder->site_count; s++) {
         const struct recorder_site *site = &recorder->sites[s];
         stacks->starts[s - first] = stacks->count;
-        for (uint32_t f = 0; f < site->depth; f++) {
-            uint64_t value;
-            if (frames_of_word(symbolizer, image, state, found, site->frames[f], &value) < 0 ||
-                append_ids(stacks, value) < 0)
-                return -1;
-        }
+        rc = frame_values(symbolizer, image, state, found, site, &outer);
+        for (uint32_t k = site->depth; rc == 0 && k-- > 0;)
+            rc = append_ids(stacks, outer.values[k]); /* innermost first */
     }
     stacks->starts[recorder->site_count - first] = stacks->count;
-    return 0;
+    free(outer.words);
+    free(outer.values);
+    return rc;
 }
 
 /* The trace's id of a symbolizer module, written now if it is new. */
