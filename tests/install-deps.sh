@@ -8,8 +8,10 @@ set -eu
 
 # build: compilers (g++ for libstdc++, which the binary links for C++
 # demangling, and for the C++ fixtures), libunwind (the shim's unwinder),
-# elfutils (symbols), uthash, libdeflate (trace checksums), zlib (pprof).
-build="gcc g++ make libunwind-dev libelf-dev libdw-dev uthash-dev libdeflate-dev zlib1g-dev"
+# elfutils (symbols; memslope links it statically, with the archives of the
+# compression libraries it uses: zlib, liblzma, libbz2), uthash, libdeflate
+# (trace checksums), zlib (pprof).
+build="gcc g++ make libunwind-dev libelf-dev libdw-dev liblzma-dev libbz2-dev uthash-dev libdeflate-dev zlib1g-dev"
 # tests: cmocka, valgrind (memcheck cross-checks), clang's libFuzzer, python3
 # (JSON checks, the C-extension fixture), linux-perf (memslope perf),
 # golang-go (go tool pprof reads our pprof files back), chromium (the HTML
