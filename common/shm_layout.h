@@ -38,7 +38,7 @@
 #include <stdint.h>
 
 #define SHM_MAGIC 0x4d454d534c4f5045ull /* "MEMSLOPE" */
-#define SHM_VERSION 6u
+#define SHM_VERSION 7u
 #define SHM_MEMFD_NAME "memslope"
 
 /* Environment the tracer passes to the target. */
@@ -156,11 +156,18 @@ enum shm_stack_state { SHM_STACK_EMPTY = 0, SHM_STACK_BUSY = 1, SHM_STACK_READY 
  * at once both fill an entry; the one whose CAS loses finds the other's and
  * leaves its own unused (READY, never named by an event; an id whose frames
  * found the pool full stays EMPTY). */
+/* A stack's frames are its depth - tail_count innermost ones at
+ * frame_offset, then its tail_count outermost ones at tail_offset: a span
+ * another stack of the same thread stored before, whose outer frames this
+ * one shares (preload/stack_table.h). A Python start-up's 10,000 stacks,
+ * ~45 frames each, mostly differ in a few inner ones. */
 struct shm_stack_entry {
     uint64_t hash;         /* stack_hash of the frames, never 0 */
-    uint32_t frame_offset; /* index into the frame pool */
-    uint16_t depth;
+    uint32_t frame_offset; /* index into the frame pool: the inner frames */
+    uint16_t depth;        /* all of them */
     uint16_t state;        /* enum shm_stack_state, READY stored with release */
+    uint32_t tail_offset;  /* index into the frame pool: the outer frames */
+    uint32_t tail_count;   /* 0: all depth frames are at frame_offset */
 };
 
 struct shm_header {

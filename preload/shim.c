@@ -105,6 +105,7 @@ struct shim_thread {
     uint64_t rng;
     struct stack_cache_entry stack_cache[STACK_CACHE_ENTRIES];
     struct fast_unwind_memo unwind_memo; /* the previous backtrace (outermost captures only) */
+    struct stack_tail stack_tail;        /* outer frames its next new stack may share (outermost captures only) */
     uint64_t last_stamp;                 /* see event_stamp */
     uint32_t stamps_to_reuse;
     sigset_t guard_saved_mask;           /* the signal mask to restore when the guard drops to 0 */
@@ -546,6 +547,7 @@ static void fork_child(void)
     } else {
         memset(&thread->producer, 0, sizeof thread->producer);
         memset(thread->stack_cache, 0, sizeof thread->stack_cache);
+        thread->stack_tail = (struct stack_tail){0, 0}; /* the parent's pool: not in the child's region */
         thread->stamps_to_reuse = 0; /* the child's first event reads the clock, not a stamp from before the fork */
         thread->no_slot = 0;
         if (create_region())
@@ -756,7 +758,7 @@ static inline bool cached_stack_id(struct shim_thread *thread, uint64_t hash, ui
 /* The id of a stack from the shared table, which inserts it if new. */
 static inline uint32_t new_stack_id(struct shim_thread *thread, uint64_t hash, const uint64_t *frames, uint32_t depth)
 {
-    uint32_t id = stack_table_intern(region, hash, frames, depth);
+    uint32_t id = stack_table_intern(region, hash, frames, depth, thread->capturing == 1 ? &thread->stack_tail : NULL);
     /* only the outermost capture updates the cache, so a signal handler's
      * update cannot interleave with ours */
     if (id != SHM_STACK_NONE && thread->capturing == 1)

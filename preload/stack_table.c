@@ -10,29 +10,57 @@ static void count_dropped(struct shm_header *header)
     __atomic_fetch_add(&header->stacks_dropped, 1, __ATOMIC_RELAXED);
 }
 
-/* Takes the next stack id and frame pool space, fills the entry and
- * publishes it (READY, release); SHM_STACK_NONE when either is used up. */
-static uint32_t new_entry(struct shm_header *header, uint64_t hash, const uint64_t *frames, uint32_t depth)
+/* Outer frames of frames[0, depth) equal to the span's outer frames, at
+ * most the span's count. */
+static uint32_t outer_frames_in_common(const uint64_t *pool, const struct stack_tail *tail, const uint64_t *frames,
+                                       uint32_t depth)
 {
+    uint32_t common = 0;
+    while (common < depth && common < tail->count &&
+           frames[depth - 1 - common] == pool[tail->offset + tail->count - 1 - common])
+        common++;
+    return common;
+}
+
+/* Takes the next stack id and frame pool space, fills the entry and
+ * publishes it (READY, release); SHM_STACK_NONE when either is used up.
+ * A stack with at least half its frames in common with the outer end of
+ * the thread's tail copies only the rest, its outer frames being that
+ * part of the tail; one with fewer is copied whole, and becomes the tail. */
+static uint32_t new_entry(struct shm_header *header, uint64_t hash, const uint64_t *frames, uint32_t depth,
+                          struct stack_tail *tail)
+{
+    uint64_t *pool = shm_frame_pool(header);
+    uint32_t shared = 0;
+    if (tail && tail->count && tail->offset <= SHM_FRAME_POOL_FRAMES - tail->count) {
+        shared = outer_frames_in_common(pool, tail, frames, depth);
+        if (shared * 2 < depth)
+            shared = 0;
+    }
+    uint32_t own = depth - shared;
     /* Checked before taking anything, so a full table or pool does not
      * burn ids or frames on every later stack; the fetch-adds below are
      * still the real guards. */
     if (__atomic_load_n(&header->stack_entries_used, __ATOMIC_RELAXED) >= SHM_STACK_TABLE_ENTRIES ||
-        __atomic_load_n(&header->frame_pool_used, __ATOMIC_RELAXED) + (uint64_t)depth > SHM_FRAME_POOL_FRAMES)
+        __atomic_load_n(&header->frame_pool_used, __ATOMIC_RELAXED) + (uint64_t)own > SHM_FRAME_POOL_FRAMES)
         return SHM_STACK_NONE;
     uint32_t id = __atomic_fetch_add(&header->stack_entries_used, 1, __ATOMIC_RELAXED);
     if (id >= SHM_STACK_TABLE_ENTRIES)
         return SHM_STACK_NONE;
     struct shm_stack_entry *entry = &shm_stack_table(header)[id];
-    uint32_t offset = __atomic_fetch_add(&header->frame_pool_used, depth, __ATOMIC_RELAXED);
-    if ((uint64_t)offset + depth > SHM_FRAME_POOL_FRAMES)
+    uint32_t offset = __atomic_fetch_add(&header->frame_pool_used, own, __ATOMIC_RELAXED);
+    if ((uint64_t)offset + own > SHM_FRAME_POOL_FRAMES)
         return SHM_STACK_NONE; /* raced past the end: the id stays unused */
-    if (depth)
-        memcpy(&shm_frame_pool(header)[offset], frames, (size_t)depth * sizeof(uint64_t));
+    if (own)
+        memcpy(&pool[offset], frames, (size_t)own * sizeof(uint64_t));
     entry->hash = hash;
     entry->frame_offset = offset;
     entry->depth = (uint16_t)depth;
+    entry->tail_offset = shared ? tail->offset + tail->count - shared : 0;
+    entry->tail_count = shared;
     __atomic_store_n(&entry->state, SHM_STACK_READY, __ATOMIC_RELEASE);
+    if (tail && !shared && depth)
+        *tail = (struct stack_tail){offset, depth};
     return id;
 }
 
@@ -47,11 +75,17 @@ static int entry_holds(const struct shm_header *header, uint32_t id, uint64_t ha
     if (__atomic_load_n(&entry->state, __ATOMIC_ACQUIRE) != SHM_STACK_READY || entry->hash != hash ||
         entry->depth != depth)
         return 0;
-    return depth == 0 ||
-           memcmp(&shm_frame_pool((void *)header)[entry->frame_offset], frames, (size_t)depth * sizeof(uint64_t)) == 0;
+    uint32_t shared = entry->tail_count, own = depth - shared;
+    const uint64_t *pool = shm_frame_pool((void *)header);
+    if (shared > depth || entry->frame_offset > SHM_FRAME_POOL_FRAMES - own ||
+        entry->tail_offset > SHM_FRAME_POOL_FRAMES - shared)
+        return 0; /* written over */
+    return (own == 0 || memcmp(&pool[entry->frame_offset], frames, (size_t)own * sizeof(uint64_t)) == 0) &&
+           (shared == 0 || memcmp(&pool[entry->tail_offset], frames + own, (size_t)shared * sizeof(uint64_t)) == 0);
 }
 
-uint32_t stack_table_intern(void *base, uint64_t hash, const uint64_t *frames, uint32_t depth)
+uint32_t stack_table_intern(void *base, uint64_t hash, const uint64_t *frames, uint32_t depth,
+                            struct stack_tail *tail)
 {
     struct shm_header *header = base;
     uint32_t *index = shm_stack_index(base);
@@ -62,7 +96,7 @@ uint32_t stack_table_intern(void *base, uint64_t hash, const uint64_t *frames, u
         uint32_t id = __atomic_load_n(&index[slot], __ATOMIC_ACQUIRE);
         if (id == SHM_STACK_NONE) {
             if (mine == SHM_STACK_NONE) {
-                mine = new_entry(header, hash, frames, depth);
+                mine = new_entry(header, hash, frames, depth, tail);
                 if (mine == SHM_STACK_NONE)
                     break;
             }

@@ -28,6 +28,15 @@
 #define STACK_INDEX_NEAR_SLOTS (1u << 16)
 #define STACK_INDEX_NEAR_PROBES 16u
 
+/* The frames a thread's next new stacks may share their outer ones with:
+ * the last stack it stored whole, a span of the frame pool (count 0: none
+ * yet). A new stack with at least half its frames in common with the
+ * span's outer end stores only the rest (its entry's tail is that part of
+ * the span); one with fewer is stored whole and becomes the span. */
+struct stack_tail {
+    uint32_t offset, count;
+};
+
 /* The index slot a stack of this hash tries probe-th, probe below
  * STACK_INDEX_NEAR_PROBES + STACK_TABLE_MAX_PROBES. */
 static inline uint32_t stack_index_slot(uint64_t hash, uint32_t probe)
@@ -81,7 +90,12 @@ static inline uint64_t stack_hash(const uint64_t *frames, uint32_t depth)
  * Async-signal-safe and lock-free, without waiting: two threads inserting
  * the same new stack at once both fill an entry, and the one whose index
  * CAS loses leaves its own unused.
+ *
+ * tail: the calling thread's (zeroed before its first call), used and
+ * updated for a new stack only; NULL stores every new stack whole (a
+ * signal handler's capture, which may interrupt one that uses it).
  */
-uint32_t stack_table_intern(void *base, uint64_t hash, const uint64_t *frames, uint32_t depth);
+uint32_t stack_table_intern(void *base, uint64_t hash, const uint64_t *frames, uint32_t depth,
+                            struct stack_tail *tail);
 
 #endif

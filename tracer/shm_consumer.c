@@ -160,24 +160,32 @@ int shm_consumer_attach(struct shm_consumer *consumer, pid_t pid, uint64_t skip_
 
 _Static_assert(SHM_STACK_NONE == RECORDER_UNSAMPLED, "the recorder knows the shim's id of no backtrace");
 
-struct stack_lookup_context {
-    void *base;
-};
-
 /* Frames of a stack id, checked against the layout: the target's memory is
- * not trusted to be intact (a buggy program may scribble over it). */
+ * not trusted to be intact (a buggy program may scribble over it). A stack
+ * whose outer frames are another's span is put together in the consumer's
+ * buffer, valid until the next lookup (the recorder copies them at once). */
 static uint32_t lookup_stack(void *context, uint32_t stack_id, const uint64_t **frames)
 {
-    void *base = context;
+    struct shm_consumer *consumer = context;
+    void *base = consumer->base;
     if (stack_id == SHM_STACK_NONE || stack_id >= SHM_STACK_TABLE_ENTRIES)
         return 0;
     const struct shm_stack_entry *entry = &shm_stack_table(base)[stack_id];
     if (__atomic_load_n(&entry->state, __ATOMIC_ACQUIRE) != SHM_STACK_READY)
         return 0;
-    uint32_t depth = entry->depth, offset = entry->frame_offset;
-    if (depth == 0 || depth > SHM_MAX_FRAMES_LIMIT || offset > SHM_FRAME_POOL_FRAMES - depth)
+    uint32_t depth = entry->depth, offset = entry->frame_offset, shared = entry->tail_count;
+    uint32_t own = depth - shared, tail_offset = entry->tail_offset;
+    if (depth == 0 || depth > SHM_MAX_FRAMES_LIMIT || shared > depth || offset > SHM_FRAME_POOL_FRAMES - own ||
+        tail_offset > SHM_FRAME_POOL_FRAMES - shared)
         return 0;
-    *frames = shm_frame_pool(base) + offset;
+    const uint64_t *pool = shm_frame_pool(base);
+    if (!shared) {
+        *frames = pool + offset;
+        return depth;
+    }
+    memcpy(consumer->stack_frames, pool + offset, own * sizeof *pool);
+    memcpy(consumer->stack_frames + own, pool + tail_offset, shared * sizeof *pool);
+    *frames = consumer->stack_frames;
     return depth;
 }
 
@@ -192,7 +200,7 @@ static void apply_event(struct shm_consumer *consumer, struct recorder *recorder
             consumer->invalid_events++;
             break;
         }
-        recorder_alloc(recorder, time_ns, event->addr, event->size, event->stack_id, lookup_stack, consumer->base);
+        recorder_alloc(recorder, time_ns, event->addr, event->size, event->stack_id, lookup_stack, consumer);
         break;
     case SHM_EV_FREE:
         recorder_free_block(recorder, time_ns, event->addr);

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "../common/shm_layout.h"
 #include "../leakscan/leakscan.h"
 #include "recorder.h"
 
@@ -35,6 +36,7 @@ struct shm_consumer {
      * so its stamp is raised to it. Exact stamps are kept: one published
      * late is what the recorder's pending frees are for. */
     uint64_t drain_floor;
+    uint64_t stack_frames[SHM_MAX_FRAMES_LIMIT]; /* a stack put together from its two spans */
 };
 
 void shm_consumer_init(struct shm_consumer *consumer);

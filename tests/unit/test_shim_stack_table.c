@@ -32,12 +32,19 @@ static int teardown_region(void **state)
     return 0;
 }
 
+/* The frames of a stored stack, its inner ones and its tail put together
+ * (valid until the next call). */
 static const uint64_t *frames_of(void *base, uint32_t id, uint32_t *depth)
 {
+    static uint64_t joined[SHM_MAX_FRAMES_LIMIT];
     struct shm_stack_entry *entry = &shm_stack_table(base)[id];
     assert_int_equal(entry->state, SHM_STACK_READY);
     *depth = entry->depth;
-    return &shm_frame_pool(base)[entry->frame_offset];
+    assert_true(entry->tail_count <= entry->depth);
+    uint32_t own = entry->depth - entry->tail_count;
+    memcpy(joined, &shm_frame_pool(base)[entry->frame_offset], own * sizeof *joined);
+    memcpy(joined + own, &shm_frame_pool(base)[entry->tail_offset], entry->tail_count * sizeof *joined);
+    return joined;
 }
 
 static void test_hash_is_nonzero_and_order_sensitive(void **state)
@@ -54,13 +61,13 @@ static void test_insert_then_dedupe(void **state)
 {
     void *base = *state;
     uint64_t stack_a[3] = {0x1111, 0x2222, 0x3333}, stack_b[2] = {0x4444, 0x5555};
-    uint32_t id_a = stack_table_intern(base, stack_hash(stack_a, 3), stack_a, 3);
-    uint32_t id_b = stack_table_intern(base, stack_hash(stack_b, 2), stack_b, 2);
+    uint32_t id_a = stack_table_intern(base, stack_hash(stack_a, 3), stack_a, 3, NULL);
+    uint32_t id_b = stack_table_intern(base, stack_hash(stack_b, 2), stack_b, 2, NULL);
     assert_int_not_equal(id_a, SHM_STACK_NONE);
     assert_int_not_equal(id_b, SHM_STACK_NONE);
     assert_int_not_equal(id_a, id_b);
-    assert_int_equal(stack_table_intern(base, stack_hash(stack_a, 3), stack_a, 3), id_a);
-    assert_int_equal(stack_table_intern(base, stack_hash(stack_b, 2), stack_b, 2), id_b);
+    assert_int_equal(stack_table_intern(base, stack_hash(stack_a, 3), stack_a, 3, NULL), id_a);
+    assert_int_equal(stack_table_intern(base, stack_hash(stack_b, 2), stack_b, 2, NULL), id_b);
 
     uint32_t depth;
     const uint64_t *stored = frames_of(base, id_a, &depth);
@@ -74,9 +81,9 @@ static void test_insert_then_dedupe(void **state)
 static void test_empty_stack_is_a_stack(void **state)
 {
     void *base = *state;
-    uint32_t id = stack_table_intern(base, stack_hash(NULL, 0), NULL, 0);
+    uint32_t id = stack_table_intern(base, stack_hash(NULL, 0), NULL, 0, NULL);
     assert_int_not_equal(id, SHM_STACK_NONE);
-    assert_int_equal(stack_table_intern(base, stack_hash(NULL, 0), NULL, 0), id);
+    assert_int_equal(stack_table_intern(base, stack_hash(NULL, 0), NULL, 0, NULL), id);
 }
 
 static void test_hash_collision_keeps_probing(void **state)
@@ -85,15 +92,58 @@ static void test_hash_collision_keeps_probing(void **state)
     /* same hash forced for two different stacks: both stored, each found */
     uint64_t stack_a[2] = {0xa1, 0xa2}, stack_b[2] = {0xb1, 0xb2}, stack_c[3] = {0xa1, 0xa2, 0xa3};
     const uint64_t shared_hash = 0x1234500000000ull; /* low bits 0: index slot 0 is a slot like any other */
-    uint32_t id_a = stack_table_intern(base, shared_hash, stack_a, 2);
-    uint32_t id_b = stack_table_intern(base, shared_hash, stack_b, 2);
-    uint32_t id_c = stack_table_intern(base, shared_hash, stack_c, 3);
+    uint32_t id_a = stack_table_intern(base, shared_hash, stack_a, 2, NULL);
+    uint32_t id_b = stack_table_intern(base, shared_hash, stack_b, 2, NULL);
+    uint32_t id_c = stack_table_intern(base, shared_hash, stack_c, 3, NULL);
     assert_int_equal(id_a, 1);
     assert_int_equal(id_b, 2);
     assert_int_equal(id_c, 3);
-    assert_int_equal(stack_table_intern(base, shared_hash, stack_b, 2), id_b);
-    assert_int_equal(stack_table_intern(base, shared_hash, stack_c, 3), id_c);
-    assert_int_equal(stack_table_intern(base, shared_hash, stack_a, 2), id_a);
+    assert_int_equal(stack_table_intern(base, shared_hash, stack_b, 2, NULL), id_b);
+    assert_int_equal(stack_table_intern(base, shared_hash, stack_c, 3, NULL), id_c);
+    assert_int_equal(stack_table_intern(base, shared_hash, stack_a, 2, NULL), id_a);
+}
+
+/* A thread's stacks share their outer frames: one stored whole becomes
+ * the tail; those after it with at least half their frames in common with
+ * its outer end store only the rest; one with fewer is stored whole and
+ * becomes the tail. Every one reads back as it was, and is found again
+ * with or without a tail. */
+static void test_outer_frames_stored_once(void **state)
+{
+    void *base = *state;
+    struct shm_header *header = base;
+    struct stack_tail tail = {0, 0};
+    /* innermost first: inner calls, then the loop, run, main */
+    uint64_t first[5] = {0x11, 0x12, 0x1003, 0x1002, 0x1001};
+    uint64_t second[6] = {0x21, 0x22, 0x23, 0x1003, 0x1002, 0x1001}; /* 3 of 6 in common: shares them */
+    uint64_t third[5] = {0x31, 0x32, 0x33, 0x9002, 0x1001};          /* 1 of 5: stored whole, the tail */
+    uint64_t fourth[4] = {0x41, 0x33, 0x9002, 0x1001};               /* 3 of 4 with the new tail */
+    uint64_t elsewhere[3] = {0x51, 0x52, 0x7001};                    /* none */
+    uint64_t *stacks[] = {first, second, third, fourth, elsewhere};
+    uint32_t depths[] = {5, 6, 5, 4, 3}, ids[5], pool_after[5], tail_counts[5];
+    const uint32_t expected_pool[5] = {5, 8, 13, 14, 17}, expected_tails[5] = {0, 3, 0, 3, 0};
+    for (int i = 0; i < 5; i++) {
+        ids[i] = stack_table_intern(base, stack_hash(stacks[i], depths[i]), stacks[i], depths[i], &tail);
+        assert_int_equal(ids[i], (uint32_t)i + 1);
+        pool_after[i] = (uint32_t)header->frame_pool_used;
+        tail_counts[i] = shm_stack_table(base)[ids[i]].tail_count;
+    }
+    assert_memory_equal(pool_after, expected_pool, sizeof expected_pool);
+    assert_memory_equal(tail_counts, expected_tails, sizeof expected_tails);
+    assert_int_equal(tail.offset, 14);
+    assert_int_equal(tail.count, 3);
+    for (int i = 0; i < 5; i++) {
+        uint32_t depth;
+        const uint64_t *stored = frames_of(base, ids[i], &depth);
+        assert_int_equal(depth, depths[i]);
+        assert_memory_equal(stored, stacks[i], depths[i] * sizeof(uint64_t));
+        assert_int_equal(stack_table_intern(base, stack_hash(stacks[i], depths[i]), stacks[i], depths[i], NULL), ids[i]);
+        assert_int_equal(stack_table_intern(base, stack_hash(stacks[i], depths[i]), stacks[i], depths[i], &tail),
+                         ids[i]);
+    }
+    /* a stack that differs only in the shared part is another stack */
+    uint64_t other_outer[6] = {0x21, 0x22, 0x23, 0x1003, 0x1002, 0x1009};
+    assert_int_equal(stack_table_intern(base, stack_hash(second, 6), other_outer, 6, NULL), 6);
 }
 
 static void test_ids_are_dense_in_order_of_first_use(void **state)
@@ -102,10 +152,10 @@ static void test_ids_are_dense_in_order_of_first_use(void **state)
     uint64_t frames[1];
     for (uint32_t n = 0; n < 1000; n++) {
         frames[0] = 0x400000u + n;
-        assert_int_equal(stack_table_intern(base, stack_hash(frames, 1), frames, 1), n + 1);
+        assert_int_equal(stack_table_intern(base, stack_hash(frames, 1), frames, 1, NULL), n + 1);
     }
     frames[0] = 0x400000u + 500;
-    assert_int_equal(stack_table_intern(base, stack_hash(frames, 1), frames, 1), 501);
+    assert_int_equal(stack_table_intern(base, stack_hash(frames, 1), frames, 1, NULL), 501);
     struct shm_header *header = base;
     assert_int_equal(header->stack_entries_used, 1001);
 }
@@ -137,11 +187,11 @@ static void test_probe_wraps_past_the_end(void **state)
     void *base = *state;
     uint64_t stack_a[1] = {1}, stack_b[1] = {2};
     uint64_t last = STACK_INDEX_NEAR_SLOTS - 1; /* the near part's last slot */
-    assert_int_equal(stack_table_intern(base, last, stack_a, 1), 1);
-    assert_int_equal(stack_table_intern(base, last, stack_b, 1), 2);
+    assert_int_equal(stack_table_intern(base, last, stack_a, 1, NULL), 1);
+    assert_int_equal(stack_table_intern(base, last, stack_b, 1, NULL), 2);
     assert_int_equal(shm_stack_index(base)[last], 1);
     assert_int_equal(shm_stack_index(base)[0], 2);
-    assert_int_equal(stack_table_intern(base, last, stack_b, 1), 2);
+    assert_int_equal(stack_table_intern(base, last, stack_b, 1, NULL), 2);
 }
 
 /* Stacks of a small program stay in the index's near part: its pages are
@@ -154,7 +204,7 @@ static void test_few_stacks_stay_in_the_near_part(void **state)
     for (uint32_t n = 0; n < 5000; n++) {
         frames[0] = 0x400000u + n;
         frames[1] = 0x7f0000001000u + n * 16;
-        assert_int_not_equal(stack_table_intern(base, stack_hash(frames, 2), frames, 2), SHM_STACK_NONE);
+        assert_int_not_equal(stack_table_intern(base, stack_hash(frames, 2), frames, 2, NULL), SHM_STACK_NONE);
     }
     uint32_t beyond = 0;
     for (uint32_t i = STACK_INDEX_NEAR_SLOTS; i < SHM_STACK_INDEX_SLOTS; i++)
@@ -169,17 +219,17 @@ static void test_full_near_run_goes_further_out(void **state)
     void *base = *state;
     uint32_t *index = shm_stack_index(base);
     uint64_t other[1] = {99};
-    uint32_t other_id = stack_table_intern(base, 1, other, 1);
+    uint32_t other_id = stack_table_intern(base, 1, other, 1, NULL);
     uint64_t hash = 0x0005432100000100ull;
     for (uint32_t probe = 0; probe < STACK_INDEX_NEAR_PROBES; probe++)
         index[stack_index_slot(hash, probe)] = other_id;
     uint64_t stack[2] = {7, 8};
-    uint32_t id = stack_table_intern(base, hash, stack, 2);
+    uint32_t id = stack_table_intern(base, hash, stack, 2, NULL);
     assert_int_not_equal(id, SHM_STACK_NONE);
     uint32_t far = stack_index_slot(hash, STACK_INDEX_NEAR_PROBES);
     assert_int_equal(far, STACK_INDEX_NEAR_SLOTS + 0x54321u);
     assert_int_equal(index[far], id);
-    assert_int_equal(stack_table_intern(base, hash, stack, 2), id);
+    assert_int_equal(stack_table_intern(base, hash, stack, 2, NULL), id);
 }
 
 /* With the near part full (a program with some 100,000 stacks), stacks
@@ -190,16 +240,16 @@ static void test_full_near_part_drops_nothing(void **state)
     void *base = *state;
     uint32_t *index = shm_stack_index(base);
     uint64_t other[1] = {99};
-    uint32_t other_id = stack_table_intern(base, 1, other, 1);
+    uint32_t other_id = stack_table_intern(base, 1, other, 1, NULL);
     for (uint32_t i = 0; i < STACK_INDEX_NEAR_SLOTS; i++)
         index[i] = other_id;
     uint64_t frames[1];
     for (uint32_t n = 0; n < 2000; n++) {
         frames[0] = 0x400000u + n;
         uint64_t hash = stack_hash(frames, 1);
-        uint32_t id = stack_table_intern(base, hash, frames, 1);
+        uint32_t id = stack_table_intern(base, hash, frames, 1, NULL);
         assert_int_not_equal(id, SHM_STACK_NONE);
-        assert_int_equal(stack_table_intern(base, hash, frames, 1), id);
+        assert_int_equal(stack_table_intern(base, hash, frames, 1, NULL), id);
     }
     struct shm_header *header = base;
     assert_int_equal(header->stacks_dropped, 0);
@@ -210,17 +260,17 @@ static void test_full_index_drops(void **state)
     void *base = *state;
     uint32_t *index = shm_stack_index(base);
     uint64_t other[1] = {99};
-    uint32_t other_id = stack_table_intern(base, 1, other, 1);
+    uint32_t other_id = stack_table_intern(base, 1, other, 1, NULL);
     /* every slot the probe sequence of this hash could use holds that other stack */
     uint64_t hash = 0x0000500000000100ull;
     for (uint32_t probe = 0; probe < STACK_INDEX_NEAR_PROBES + STACK_TABLE_MAX_PROBES; probe++)
         index[stack_index_slot(hash, probe)] = other_id;
     uint64_t stack[2] = {7, 8};
-    assert_int_equal(stack_table_intern(base, hash, stack, 2), SHM_STACK_NONE);
+    assert_int_equal(stack_table_intern(base, hash, stack, 2, NULL), SHM_STACK_NONE);
     struct shm_header *header = base;
     assert_int_equal(header->stacks_dropped, 1);
     /* a stack hashing elsewhere still goes in */
-    assert_int_not_equal(stack_table_intern(base, 5000, stack, 2), SHM_STACK_NONE);
+    assert_int_not_equal(stack_table_intern(base, 5000, stack, 2, NULL), SHM_STACK_NONE);
 }
 
 static void test_full_table_drops(void **state)
@@ -229,10 +279,10 @@ static void test_full_table_drops(void **state)
     struct shm_header *header = base;
     header->stack_entries_used = SHM_STACK_TABLE_ENTRIES - 1;
     uint64_t last[1] = {1}, past[1] = {2};
-    assert_int_equal(stack_table_intern(base, stack_hash(last, 1), last, 1), SHM_STACK_TABLE_ENTRIES - 1);
-    assert_int_equal(stack_table_intern(base, stack_hash(past, 1), past, 1), SHM_STACK_NONE);
+    assert_int_equal(stack_table_intern(base, stack_hash(last, 1), last, 1, NULL), SHM_STACK_TABLE_ENTRIES - 1);
+    assert_int_equal(stack_table_intern(base, stack_hash(past, 1), past, 1, NULL), SHM_STACK_NONE);
     assert_int_equal(header->stacks_dropped, 1);
-    assert_int_equal(stack_table_intern(base, stack_hash(last, 1), last, 1), SHM_STACK_TABLE_ENTRIES - 1);
+    assert_int_equal(stack_table_intern(base, stack_hash(last, 1), last, 1, NULL), SHM_STACK_TABLE_ENTRIES - 1);
     /* no id past the table was taken: the check before the fetch-add held */
     assert_int_equal(header->stack_entries_used, SHM_STACK_TABLE_ENTRIES);
 }
@@ -243,9 +293,9 @@ static void test_index_written_over_is_not_trusted(void **state)
     uint64_t stack[2] = {7, 8};
     uint64_t hash = stack_hash(stack, 2);
     shm_stack_index(base)[stack_index_slot(hash, 0)] = 0xffffffffu; /* a program's stray write */
-    uint32_t id = stack_table_intern(base, hash, stack, 2);
+    uint32_t id = stack_table_intern(base, hash, stack, 2, NULL);
     assert_int_equal(id, 1);
-    assert_int_equal(stack_table_intern(base, hash, stack, 2), 1);
+    assert_int_equal(stack_table_intern(base, hash, stack, 2, NULL), 1);
 }
 
 /* A stray index value that names an entry another thread is filling with
@@ -265,10 +315,10 @@ static void test_entry_being_filled_is_not_taken(void **state)
     memcpy(shm_frame_pool(base), stack, sizeof stack);
     header->frame_pool_used = 2;
     shm_stack_index(base)[stack_index_slot(hash, 0)] = 5;
-    uint32_t id = stack_table_intern(base, hash, stack, 2);
+    uint32_t id = stack_table_intern(base, hash, stack, 2, NULL);
     assert_int_equal(id, 6);
     filling->state = SHM_STACK_READY; /* complete now: found again, as either id is the stack */
-    assert_int_equal(stack_table_intern(base, hash, stack, 2), 5);
+    assert_int_equal(stack_table_intern(base, hash, stack, 2, NULL), 5);
 }
 
 static void test_full_pool_drops(void **state)
@@ -277,13 +327,13 @@ static void test_full_pool_drops(void **state)
     struct shm_header *header = base;
     header->frame_pool_used = SHM_FRAME_POOL_FRAMES - 2;
     uint64_t big[3] = {1, 2, 3}, small[2] = {4, 5};
-    assert_int_equal(stack_table_intern(base, stack_hash(big, 3), big, 3), SHM_STACK_NONE);
+    assert_int_equal(stack_table_intern(base, stack_hash(big, 3), big, 3, NULL), SHM_STACK_NONE);
     assert_int_equal(header->stacks_dropped, 1);
-    uint32_t id = stack_table_intern(base, stack_hash(small, 2), small, 2);
+    uint32_t id = stack_table_intern(base, stack_hash(small, 2), small, 2, NULL);
     assert_int_not_equal(id, SHM_STACK_NONE);
     assert_int_equal(header->frame_pool_used, SHM_FRAME_POOL_FRAMES);
-    assert_int_equal(stack_table_intern(base, stack_hash(big, 3), big, 3), SHM_STACK_NONE);
-    assert_int_equal(stack_table_intern(base, stack_hash(small, 2), small, 2), id); /* still found */
+    assert_int_equal(stack_table_intern(base, stack_hash(big, 3), big, 3, NULL), SHM_STACK_NONE);
+    assert_int_equal(stack_table_intern(base, stack_hash(small, 2), small, 2, NULL), id); /* still found */
 }
 
 #define CONCURRENT_THREADS 4
@@ -312,7 +362,7 @@ static void *insert_all(void *arg)
         make_stack(n, frames, &depth);
         /* a weak hash makes collisions and contended entries likely (its
          * high half varies too: it picks the run past the near part) */
-        job->ids[n] = stack_table_intern(job->base, (n % 512) * 0x0001000100010001ull + 1, frames, depth);
+        job->ids[n] = stack_table_intern(job->base, (n % 512) * 0x0001000100010001ull + 1, frames, depth, NULL);
     }
     return NULL;
 }
@@ -364,6 +414,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_insert_then_dedupe, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_empty_stack_is_a_stack, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_hash_collision_keeps_probing, setup_region, teardown_region),
+        cmocka_unit_test_setup_teardown(test_outer_frames_stored_once, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_ids_are_dense_in_order_of_first_use, setup_region, teardown_region),
         cmocka_unit_test(test_near_probe_sequence),
         cmocka_unit_test_setup_teardown(test_probe_wraps_past_the_end, setup_region, teardown_region),

@@ -22,6 +22,7 @@
 
 #include "../../preload/ring_writer.h"
 #include "../../preload/shm_region.h"
+#include "../../preload/stack_table.h"
 #include "../../tracer/recorder.h"
 #include "../../tracer/shm_consumer.h"
 #include "test_region.h"
@@ -90,6 +91,41 @@ static void test_forged_events_skipped(void **state)
     assert_int_equal(recorder.allocations, 1);
     assert_int_equal(recorder.live_bytes, 100);
     assert_true(recorder.site_by_stack_size <= SHM_STACK_TABLE_ENTRIES);
+    recorder_free(&recorder);
+    consumer_off(&consumer);
+}
+
+/* A stack stored as its inner frames and another stack's outer ones
+ * (preload/stack_table.h) reaches the recorder whole. */
+static void test_shared_tail_read_whole(void **state)
+{
+    void *base = *state;
+    struct stack_tail tail = {0, 0};
+    uint64_t first[4] = {0x401010, 0x402020, 0x403030, 0x404040};
+    uint64_t second[3] = {0x405050, 0x403030, 0x404040};
+    uint32_t first_id = stack_table_intern(base, stack_hash(first, 4), first, 4, &tail); /* whole: the tail */
+    stack_table_intern(base, stack_hash(second, 3), second, 3, &tail);
+    uint64_t third[5] = {0x406060, 0x407070, 0x402020, 0x403030, 0x404040};
+    uint32_t third_id = stack_table_intern(base, stack_hash(third, 5), third, 5, &tail);
+    assert_int_equal(shm_stack_table(base)[third_id].tail_count, 3);
+    struct ring_producer producer = {0};
+    assert_true(ring_claim_slot(base, &producer, 300));
+    struct shm_event event = {.time_ns = monotonic_ns(), .addr = 0x10000, .size = 16, .stack_id = third_id,
+                              .kind = SHM_EV_ALLOC};
+    assert_true(ring_write(&producer, &event, getpid()));
+    event.addr = 0x20000;
+    event.stack_id = first_id;
+    assert_true(ring_write(&producer, &event, getpid()));
+    struct shm_consumer consumer;
+    consumer_on(&consumer, base);
+    struct recorder recorder;
+    recorder_init(&recorder, 0);
+    assert_int_equal(shm_consumer_drain(&consumer, &recorder, 1), 2);
+    assert_int_equal(recorder.site_count, 2);
+    assert_int_equal(recorder.sites[0].depth, 5);
+    assert_memory_equal(recorder.sites[0].frames, third, sizeof third);
+    assert_int_equal(recorder.sites[1].depth, 4);
+    assert_memory_equal(recorder.sites[1].frames, first, sizeof first);
     recorder_free(&recorder);
     consumer_off(&consumer);
 }
@@ -293,6 +329,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_producers_counted, setup_region, teardown_region),
+        cmocka_unit_test_setup_teardown(test_shared_tail_read_whole, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_forged_events_skipped, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_slots_above_high_water_untouched, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_high_water_stays_at_most_threads_at_once, setup_region, teardown_region),
