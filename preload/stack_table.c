@@ -32,7 +32,8 @@ static uint32_t new_entry(struct shm_header *header, uint64_t hash, const uint64
 {
     uint64_t *pool = shm_frame_pool(header);
     uint32_t shared = 0;
-    if (tail && tail->count && tail->offset <= SHM_FRAME_POOL_FRAMES - tail->count) {
+    if (tail && tail->count && tail->count <= SHM_FRAME_POOL_FRAMES &&
+        tail->offset <= SHM_FRAME_POOL_FRAMES - tail->count) {
         shared = outer_frames_in_common(pool, tail, frames, depth);
         if (shared * 2 < depth)
             shared = 0;
@@ -75,13 +76,16 @@ static int entry_holds(const struct shm_header *header, uint32_t id, uint64_t ha
     if (__atomic_load_n(&entry->state, __ATOMIC_ACQUIRE) != SHM_STACK_READY || entry->hash != hash ||
         entry->depth != depth)
         return 0;
-    uint32_t shared = entry->tail_count, own = depth - shared;
+    /* Each field read once: the bounds checked are the bounds used, even if
+     * the program writes over the entry meanwhile. */
+    uint32_t shared = __atomic_load_n(&entry->tail_count, __ATOMIC_RELAXED), own = depth - shared;
+    uint32_t offset = __atomic_load_n(&entry->frame_offset, __ATOMIC_RELAXED);
+    uint32_t tail_offset = __atomic_load_n(&entry->tail_offset, __ATOMIC_RELAXED);
     const uint64_t *pool = shm_frame_pool((void *)header);
-    if (shared > depth || entry->frame_offset > SHM_FRAME_POOL_FRAMES - own ||
-        entry->tail_offset > SHM_FRAME_POOL_FRAMES - shared)
+    if (shared > depth || offset > SHM_FRAME_POOL_FRAMES - own || tail_offset > SHM_FRAME_POOL_FRAMES - shared)
         return 0; /* written over */
-    return (own == 0 || memcmp(&pool[entry->frame_offset], frames, (size_t)own * sizeof(uint64_t)) == 0) &&
-           (shared == 0 || memcmp(&pool[entry->tail_offset], frames + own, (size_t)shared * sizeof(uint64_t)) == 0);
+    return (own == 0 || memcmp(&pool[offset], frames, (size_t)own * sizeof(uint64_t)) == 0) &&
+           (shared == 0 || memcmp(&pool[tail_offset], frames + own, (size_t)shared * sizeof(uint64_t)) == 0);
 }
 
 uint32_t stack_table_intern(void *base, uint64_t hash, const uint64_t *frames, uint32_t depth,

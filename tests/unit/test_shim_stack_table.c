@@ -407,6 +407,66 @@ static void test_concurrent_inserts_agree(void **state)
     assert_int_equal(header->stacks_dropped, 0);
 }
 
+/* Stacks in groups that share 10-29 outer frames, with 1-7 inner ones of
+ * their own. */
+static void make_shared_stack(uint32_t n, uint64_t *frames, uint32_t *depth)
+{
+    uint32_t inner = 1 + n % 7, outer = 10 + (n / 97) % 20;
+    *depth = inner + outer;
+    for (uint32_t i = 0; i < inner; i++)
+        frames[i] = 0x500000u + n * 16u + i;
+    for (uint32_t i = 0; i < outer; i++)
+        frames[inner + i] = 0x400000u + (n / 1000) * 64u + (outer - 1 - i);
+}
+
+static void *insert_all_with_tail(void *arg)
+{
+    struct insert_job *job = arg;
+    struct stack_tail tail = {0, 0};
+    for (uint32_t k = 0; k < CONCURRENT_STACKS; k++) {
+        uint32_t n = (job->start + k) % CONCURRENT_STACKS; /* nearly one order: races on the same new stacks */
+        uint64_t frames[64];
+        uint32_t depth;
+        make_shared_stack(n, frames, &depth);
+        job->ids[n] = stack_table_intern(job->base, stack_hash(frames, depth), frames, depth, &tail);
+    }
+    return NULL;
+}
+
+/* Threads with tails of their own inserting the same new stacks at once
+ * (a review's stress test): one id each, every stack read back whole,
+ * and the pool holds far fewer frames than the stacks have. */
+static void test_concurrent_inserts_with_tails_agree(void **state)
+{
+    void *base = *state;
+    static struct insert_job jobs[CONCURRENT_THREADS];
+    pthread_t threads[CONCURRENT_THREADS];
+    for (int t = 0; t < CONCURRENT_THREADS; t++) {
+        jobs[t].base = base;
+        jobs[t].start = (uint32_t)t * 3u;
+        assert_int_equal(pthread_create(&threads[t], NULL, insert_all_with_tail, &jobs[t]), 0);
+    }
+    for (int t = 0; t < CONCURRENT_THREADS; t++)
+        pthread_join(threads[t], NULL);
+    uint64_t frames_in_stacks = 0;
+    for (uint32_t n = 0; n < CONCURRENT_STACKS; n++) {
+        uint32_t id = jobs[0].ids[n];
+        assert_int_not_equal(id, SHM_STACK_NONE);
+        for (int t = 1; t < CONCURRENT_THREADS; t++)
+            assert_int_equal(jobs[t].ids[n], id);
+        uint64_t frames[64];
+        uint32_t depth, stored_depth;
+        make_shared_stack(n, frames, &depth);
+        const uint64_t *stored = frames_of(base, id, &stored_depth);
+        assert_int_equal(stored_depth, depth);
+        assert_memory_equal(stored, frames, depth * sizeof(uint64_t));
+        frames_in_stacks += depth;
+    }
+    struct shm_header *header = base;
+    assert_int_equal(header->stacks_dropped, 0);
+    assert_true(header->frame_pool_used < frames_in_stacks / 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -427,6 +487,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_entry_being_filled_is_not_taken, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_full_pool_drops, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_concurrent_inserts_agree, setup_region, teardown_region),
+        cmocka_unit_test_setup_teardown(test_concurrent_inserts_with_tails_agree, setup_region, teardown_region),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
