@@ -367,33 +367,48 @@ static void *insert_all(void *arg)
     return NULL;
 }
 
-static void test_concurrent_inserts_agree(void **state)
+/* Runs CONCURRENT_THREADS threads of worker over jobs, thread t starting
+ * at t * step. */
+static void run_inserters(void *base, struct insert_job *jobs, uint32_t step, void *(*worker)(void *))
 {
-    void *base = *state;
-    static struct insert_job jobs[CONCURRENT_THREADS];
     pthread_t threads[CONCURRENT_THREADS];
     for (int t = 0; t < CONCURRENT_THREADS; t++) {
         jobs[t].base = base;
-        jobs[t].start = (uint32_t)t * 1237u;
-        assert_int_equal(pthread_create(&threads[t], NULL, insert_all, &jobs[t]), 0);
+        jobs[t].start = (uint32_t)t * step;
+        assert_int_equal(pthread_create(&threads[t], NULL, worker, &jobs[t]), 0);
     }
     for (int t = 0; t < CONCURRENT_THREADS; t++)
         pthread_join(threads[t], NULL);
+}
 
-    uint64_t expected_frames = 0;
+/* Every thread got the same id for each stack, and each reads back as
+ * make builds it. Returns the frames of all the stacks. */
+static uint64_t check_inserted(void *base, const struct insert_job *jobs,
+                               void (*make)(uint32_t n, uint64_t *frames, uint32_t *depth))
+{
+    uint64_t total = 0;
     for (uint32_t n = 0; n < CONCURRENT_STACKS; n++) {
         uint32_t id = jobs[0].ids[n];
         assert_int_not_equal(id, SHM_STACK_NONE);
         for (int t = 1; t < CONCURRENT_THREADS; t++)
             assert_int_equal(jobs[t].ids[n], id);
-        uint64_t frames[16];
+        uint64_t frames[64];
         uint32_t depth, stored_depth;
-        make_stack(n, frames, &depth);
+        make(n, frames, &depth);
         const uint64_t *stored = frames_of(base, id, &stored_depth);
         assert_int_equal(stored_depth, depth);
         assert_memory_equal(stored, frames, depth * sizeof(uint64_t));
-        expected_frames += depth;
+        total += depth;
     }
+    return total;
+}
+
+static void test_concurrent_inserts_agree(void **state)
+{
+    void *base = *state;
+    static struct insert_job jobs[CONCURRENT_THREADS];
+    run_inserters(base, jobs, 1237u, insert_all);
+    uint64_t expected_frames = check_inserted(base, jobs, make_stack);
     /* Each stack is in the index once. Two threads inserting the same new
      * stack at once both fill an entry and one is left unused, so entries
      * and frames may exceed the stacks by those races, never fall short. */
@@ -440,28 +455,8 @@ static void test_concurrent_inserts_with_tails_agree(void **state)
 {
     void *base = *state;
     static struct insert_job jobs[CONCURRENT_THREADS];
-    pthread_t threads[CONCURRENT_THREADS];
-    for (int t = 0; t < CONCURRENT_THREADS; t++) {
-        jobs[t].base = base;
-        jobs[t].start = (uint32_t)t * 3u;
-        assert_int_equal(pthread_create(&threads[t], NULL, insert_all_with_tail, &jobs[t]), 0);
-    }
-    for (int t = 0; t < CONCURRENT_THREADS; t++)
-        pthread_join(threads[t], NULL);
-    uint64_t frames_in_stacks = 0;
-    for (uint32_t n = 0; n < CONCURRENT_STACKS; n++) {
-        uint32_t id = jobs[0].ids[n];
-        assert_int_not_equal(id, SHM_STACK_NONE);
-        for (int t = 1; t < CONCURRENT_THREADS; t++)
-            assert_int_equal(jobs[t].ids[n], id);
-        uint64_t frames[64];
-        uint32_t depth, stored_depth;
-        make_shared_stack(n, frames, &depth);
-        const uint64_t *stored = frames_of(base, id, &stored_depth);
-        assert_int_equal(stored_depth, depth);
-        assert_memory_equal(stored, frames, depth * sizeof(uint64_t));
-        frames_in_stacks += depth;
-    }
+    run_inserters(base, jobs, 3u, insert_all_with_tail);
+    uint64_t frames_in_stacks = check_inserted(base, jobs, make_shared_stack);
     struct shm_header *header = base;
     assert_int_equal(header->stacks_dropped, 0);
     assert_true(header->frame_pool_used < frames_in_stacks / 2);
