@@ -677,6 +677,7 @@ void process_end(struct session *session, struct traced_process *process)
     process->state = PROCESS_ENDED;
     if (process->warmup)
         session->warmups_running--;
+    symbolizer_warmup_stop(process->warmup); /* the output below resolves what it has not */
     symbolizer_warmup_finish(process->warmup); /* what it read is the symbol store's now */
     process->warmup = NULL;
     struct trace_image image = image_view(process, stacks_dropped, slots_exhausted);

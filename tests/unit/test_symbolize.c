@@ -633,6 +633,35 @@ static void test_warmup_fills_the_store(void **state)
     symbol_store_destroy(store);
 }
 
+/* A warm-up asked to stop resolves no address after the one at hand: one
+ * held at its start (the store locked) and stopped meanwhile resolves
+ * none, and the store resolves them all later as usual. */
+static void test_warmup_stops_when_asked(void **state)
+{
+    struct fixture *fixture = *state;
+    uint64_t addresses[] = {(uint64_t)(uintptr_t)dlsym(RTLD_DEFAULT, "getpid"),
+                            (uint64_t)(uintptr_t)dlsym(RTLD_DEFAULT, "malloc")};
+    struct symbol_store *store = symbol_store_create();
+    symbol_store_lock(store);
+    struct symbolizer_warmup *warmup = symbolizer_warmup_start(store, &fixture->maps, addresses, 2);
+    assert_non_null(warmup);
+    symbolizer_warmup_stop(warmup);
+    symbol_store_unlock(store);
+    symbolizer_warmup_finish(warmup);
+    struct symbol_store_stats stats;
+    symbol_store_stats(store, &stats);
+    assert_int_equal(stats.offsets_resolved, 0);
+    struct symbolizer *symbolizer = symbolizer_create(store, &fixture->maps);
+    struct trace_frame frames[8];
+    for (int i = 0; i < 2; i++)
+        assert_true(symbolizer_resolve(symbolizer, addresses[i], 0, frames, 8) >= 1);
+    symbol_store_stats(store, &stats);
+    assert_int_equal(stats.offsets_resolved, 2);
+    symbolizer_warmup_stop(NULL); /* no warm-up: nothing to stop */
+    symbolizer_destroy(symbolizer);
+    symbol_store_destroy(store);
+}
+
 /* A warm-up thread and the main thread resolve through one store at the
  * same time (ASan sees a use after free or a double insert if the lock
  * fails) and agree with a store used by one thread alone. */
@@ -1036,6 +1065,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ten_thousand_libc_addresses, set_up, tear_down),
         cmocka_unit_test_setup_teardown(test_frames_from_the_symbol_cache, set_up, tear_down),
         cmocka_unit_test_setup_teardown(test_warmup_fills_the_store, set_up, tear_down),
+        cmocka_unit_test_setup_teardown(test_warmup_stops_when_asked, set_up, tear_down),
         cmocka_unit_test_setup_teardown(test_warmup_and_main_thread_share_the_store, set_up, tear_down),
         cmocka_unit_test(test_two_images_share_one_module),
         cmocka_unit_test(test_minidebuginfo_names_local_functions),

@@ -300,6 +300,7 @@ struct symbolizer_warmup {
     struct proc_maps maps;
     uint64_t *addresses;
     size_t address_count;
+    int stop; /* set by symbolizer_warmup_stop: the addresses left are someone else's to resolve */
 };
 
 static void *warm_up(void *argument)
@@ -307,7 +308,8 @@ static void *warm_up(void *argument)
     struct symbolizer_warmup *warmup = argument;
     struct symbolizer *symbolizer = symbolizer_create(warmup->store, &warmup->maps);
     struct trace_frame frames[1]; /* the store keeps every frame; one is enough to fill it */
-    for (size_t i = 0; symbolizer && i < warmup->address_count; i++)
+    for (size_t i = 0; symbolizer && i < warmup->address_count && !__atomic_load_n(&warmup->stop, __ATOMIC_RELAXED);
+         i++)
         symbolizer_resolve(symbolizer, warmup->addresses[i], 1, frames, 1);
     symbolizer_destroy(symbolizer);
     return NULL;
@@ -339,6 +341,12 @@ struct symbolizer_warmup *symbolizer_warmup_start(struct symbol_store *store, co
         return NULL;
     }
     return warmup;
+}
+
+void symbolizer_warmup_stop(struct symbolizer_warmup *warmup)
+{
+    if (warmup)
+        __atomic_store_n(&warmup->stop, 1, __ATOMIC_RELAXED);
 }
 
 void symbolizer_warmup_finish(struct symbolizer_warmup *warmup)

@@ -122,6 +122,13 @@ struct symbolizer_warmup;
 struct symbolizer_warmup *symbolizer_warmup_start(struct symbol_store *store, const struct proc_maps *maps,
                                                   const uint64_t *addresses, size_t count);
 
+/* Asks the warm-up to stop after the address it is resolving, without
+ * waiting (NULL: nothing to do). At an image's end, whose output resolves
+ * what is left itself: a warm-up still at work when python3 -c pass ended
+ * (its thread runs at the target's priority, behind it and the tracer)
+ * held the end for up to 34 ms, to resolve what the end then found. */
+void symbolizer_warmup_stop(struct symbolizer_warmup *warmup);
+
 /* Waits for the warm-up and ends it (NULL: nothing to do). */
 void symbolizer_warmup_finish(struct symbolizer_warmup *warmup);
 
