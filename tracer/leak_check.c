@@ -36,6 +36,7 @@ struct aggregation {
     struct check_sum *checks;
     size_t record_count, check_count;
     struct check_sum *last_check; /* blocks of one case tend to come together */
+    struct record_sum *last_record; /* and so do the blocks of one loss record: a leak repeated */
 };
 
 static struct check_sum *check_sum_for(struct aggregation *a, uint32_t check)
@@ -67,8 +68,9 @@ static int add_block(struct aggregation *a, uint32_t check, const struct live_bl
     if (weight == 0)
         return 0;
     struct record_key key = {check, stack_id, category};
-    struct record_sum *record;
-    HASH_FIND(hh, a->records, &key, sizeof key, record);
+    struct record_sum *record = a->last_record;
+    if (!record || record->key.check != check || record->key.stack_id != stack_id || record->key.category != category)
+        HASH_FIND(hh, a->records, &key, sizeof key, record);
     if (!record) {
         if (!(record = calloc(1, sizeof *record)))
             return -1;
@@ -77,6 +79,7 @@ static int add_block(struct aggregation *a, uint32_t check, const struct live_bl
         HASH_ADD(hh, a->records, key, sizeof record->key, record);
         a->record_count++;
     }
+    a->last_record = record;
     record->record.bytes += block->size; /* exact sums, kept when nothing is scaled */
     record->record.blocks++;
     record->scaled_bytes += weight * (double)block->size;
@@ -189,11 +192,13 @@ static int aggregate(const struct recorder *recorder, const uint8_t *categories,
     struct live_block block;
     while (n < count && live_table_next(&recorder->live, &position, &block)) {
         uint32_t category = categories[n++];
+        uint32_t c = block.case_id;
+        if (open_case_only && c != recorder->open_case)
+            continue; /* before the site is looked at: most blocks at a late case's end are older */
         const struct recorder_site *site = &recorder->sites[block.site];
         double weight = !recorder_site_shown(site) ? 0 : recorder_sample_weight(recorder->sample_rate, block.size);
-        uint32_t c = block.case_id;
         if (open_case_only) {
-            if (c == recorder->open_case && add_block(a, 0, &block, site->stack_id, category, weight) < 0)
+            if (add_block(a, 0, &block, site->stack_id, category, weight) < 0)
                 return -1;
             continue;
         }
