@@ -6,6 +6,10 @@ Two workloads under the system interpreter, every object recorded:
                frees ~10 million objects (parsing, grouping, sorting)
   extension    fixtures/python/bench_leakdemo.py --markers: the example C
                extension's three cases, 60,000 marked iterations each
+and the fixed cost of one image (issue 18's item 4):
+  startup      python3 -c pass, plainly and recorded, the symbol cache warm
+               (a run before the measured ones): the paired difference in
+               milliseconds, against a bar of 50 ms
 Each runs plainly, under `memslope record` (pymalloc's objects through the
 wrapped allocator domains, the default), under `memslope record` with
 PYTHONMALLOC=malloc, and under heaptrack with PYTHONMALLOC=malloc (heaptrack
@@ -28,7 +32,7 @@ from run import fmt_bytes, run, run_polled
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-BARS = {"ratio": 3.0, "trace_bytes": 8 << 20, "tracer_rss_kib": 150 << 10}
+BARS = {"ratio": 3.0, "trace_bytes": 8 << 20, "tracer_rss_kib": 150 << 10, "startup_ms": 50.0}
 
 
 def workloads(args, build):
@@ -110,6 +114,44 @@ def measure(args, memslope, name, cmd, path, out_dir):
     return results
 
 
+def measure_startup(args, memslope, out_dir):
+    """python3 -c pass in every configuration but the PYTHONMALLOC and
+    heaptrack ones, args.startup_runs times in turns after one warm-up run
+    each (which fills that build's symbol cache): per configuration, the wall
+    times and their paired differences to plain."""
+    cmd = [args.python, "-c", "pass"]
+    wanted = [c for c in configs(args, memslope) if c[0] == "plain" or c[0].startswith("memslope") and not c[2].get(
+        "PYTHONMALLOC")]
+    walls = {}
+    for rnd in range(args.startup_runs + 1):
+        for config, make, env, kind in wanted:
+            trace = os.path.join(out_dir, "startup-%s.trace" % config)
+            res = run(with_env(env, make(cmd, trace)), out_dir, "startup-%s" % config)
+            if res["status"] != 0:
+                print("PROBLEM: startup %s exited %s (see %s/startup-%s.stderr)" % (config, res["status"], out_dir,
+                                                                                  config))
+                return None
+            if rnd > 0:
+                walls.setdefault(config, []).append(res["wall"])
+    return walls
+
+
+def summarise_startup(walls):
+    plain = walls["plain"]
+    print("\nstartup (python3 -c pass, symbol cache warm, %d runs in turns): plain median %.1f ms" % (
+        len(plain), statistics.median(plain) * 1000))
+    for config, runs in walls.items():
+        if config == "plain":
+            continue
+        over = [(r - p) * 1000 for r, p in zip(runs, plain)]
+        line = "  %-17s median %6.1f ms  over plain, paired: median %5.1f ms (min %.1f, max %.1f)" % (
+            config, statistics.median(runs) * 1000, statistics.median(over), min(over), max(over))
+        if config == "memslope":
+            line += "  bar: %s %.0f ms" % ("<=" if statistics.median(over) <= BARS["startup_ms"] else ">",
+                                          BARS["startup_ms"])
+        print(line)
+
+
 def tracer_peak(memslope, cmd, out_dir, name):
     trace = os.path.join(out_dir, name + "-polled.trace")
     peaks = run_polled([memslope, "record", "-o", trace, "--"] + cmd, out_dir, name + "-polled")
@@ -150,7 +192,8 @@ def main():
     parser.add_argument("--no-heaptrack", action="store_true")
     parser.add_argument("--compare", metavar="NAME", action="append", default=[],
                         help="also run the build saved as NAME (bench/compare.py --save NAME), in turns")
-    parser.add_argument("--only", metavar="WORKLOAD", help="run one workload: alloc_heavy or extension")
+    parser.add_argument("--only", metavar="WORKLOAD", help="run one workload: alloc_heavy, extension or startup")
+    parser.add_argument("--startup-runs", type=int, default=30, help="measured runs of the startup workload")
     args = parser.parse_args()
     build = os.path.join(ROOT, "build")
     for name in args.compare:
@@ -175,6 +218,12 @@ def main():
             failed = True
             continue
         summarise(name, results, tracer_peak(memslope, cmd, out_dir, name))
+    if not args.only or args.only == "startup":
+        walls = measure_startup(args, memslope, out_dir)
+        if walls is None:
+            failed = True
+        else:
+            summarise_startup(walls)
     return 1 if failed else 0
 
 
