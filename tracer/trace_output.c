@@ -6,6 +6,7 @@
 #include <string.h>
 #include <uthash.h>
 
+#include "../common/growable_array.h"
 #include "../common/proc_maps.h"
 #include "../common/shm_layout.h"
 #include "../common/word_map.h"
@@ -113,16 +114,8 @@ struct new_stacks {
 static int append_ids(struct new_stacks *stacks, uint64_t value)
 {
     uint32_t count = frames_count(value);
-    if (stacks->count + count > stacks->capacity) {
-        size_t capacity = stacks->capacity ? stacks->capacity * 2 : 4096;
-        while (capacity < stacks->count + count)
-            capacity *= 2;
-        uint32_t *grown = realloc(stacks->ids, capacity * sizeof *grown);
-        if (!grown)
-            return -1;
-        stacks->ids = grown;
-        stacks->capacity = capacity;
-    }
+    if (growable_array_reserve(&stacks->ids, &stacks->capacity, stacks->count + count, sizeof *stacks->ids) < 0)
+        return -1;
     for (uint32_t k = 0; k < count; k++)
         stacks->ids[stacks->count++] = frames_first(value) + k;
     return 0;
@@ -155,23 +148,17 @@ static int frames_of_word(struct symbolizer *symbolizer, const struct trace_imag
  * frame, with all the words outside it equal too, needs no lookup. */
 struct outer_frames {
     uint64_t *words, *values;
-    uint32_t count, capacity;
+    uint32_t count;
+    size_t words_capacity, values_capacity;
 };
 
 static int frame_values(struct symbolizer *symbolizer, const struct trace_image *image,
                         const struct trace_output_state *state, struct new_frames *found,
                         const struct recorder_site *site, struct outer_frames *outer)
 {
-    if (site->depth > outer->capacity) {
-        uint64_t *words = realloc(outer->words, site->depth * sizeof *words);
-        if (words)
-            outer->words = words;
-        uint64_t *values = words ? realloc(outer->values, site->depth * sizeof *values) : NULL;
-        if (!values)
-            return -1;
-        outer->values = values;
-        outer->capacity = site->depth;
-    }
+    if (growable_array_reserve(&outer->words, &outer->words_capacity, site->depth, sizeof *outer->words) < 0 ||
+        growable_array_reserve(&outer->values, &outer->values_capacity, site->depth, sizeof *outer->values) < 0)
+        return -1;
     uint32_t shared = 0;
     while (shared < site->depth && shared < outer->count &&
            outer->words[shared] == site->frames[site->depth - 1 - shared])
