@@ -155,8 +155,9 @@ enum shm_stack_state { SHM_STACK_EMPTY = 0, SHM_STACK_BUSY = 1, SHM_STACK_READY 
  * index finds the entry complete. Two threads inserting the same new stack
  * at once both fill an entry; the one whose CAS loses finds the other's and
  * leaves its own unused (READY, never named by an event; an id whose frames
- * found the pool full stays EMPTY). */
-/* A stack's frames are its depth - tail_count innermost ones at
+ * found the pool full stays EMPTY).
+ *
+ * A stack's frames are its depth - tail_count innermost ones at
  * frame_offset, then its tail_count outermost ones at tail_offset: a span
  * another stack of the same thread stored before, whose outer frames this
  * one shares (preload/stack_table.h). A Python start-up's 10,000 stacks,
