@@ -171,6 +171,29 @@ int leakscan_process_ex(pid_t pid, const pid_t *tids, size_t tid_count, const st
                         struct leakscan_stats *stats, char *err, size_t err_size);
 
 /*
+ * The process scan split where the process may run on: while every thread
+ * is stopped, leakscan_snapshot_take sorts the blocks, lists the roots as
+ * leakscan_process_ex does and copies what the scan reads (every root
+ * range, the pages holding blocks); leakscan_snapshot_classify then
+ * classifies from the copy, from any thread, while the process runs (it
+ * reads the process only for memcheck's vtable test, in read-only file
+ * mappings). The same categories as a scan of the stopped process, for as
+ * much memory as the copy (leakscan_snapshot_bytes) until it is freed.
+ *
+ * take returns 0 with *snapshot set; 1 when the copy would exceed
+ * byte_limit bytes (nothing kept: scan in place); -1 with a message.
+ * blocks stay the caller's, and must stay valid until classify returns.
+ */
+struct leakscan_snapshot;
+int leakscan_snapshot_take(pid_t pid, const pid_t *tids, size_t tid_count, const struct leakscan_shim_memory *shim,
+                           struct leakscan_block *blocks, size_t block_count, uint64_t byte_limit,
+                           struct leakscan_snapshot **snapshot, char *err, size_t err_size);
+int leakscan_snapshot_classify(struct leakscan_snapshot *snapshot, struct leakscan_totals *totals,
+                               struct leakscan_stats *stats, char *err, size_t err_size);
+uint64_t leakscan_snapshot_bytes(const struct leakscan_snapshot *snapshot);
+void leakscan_snapshot_free(struct leakscan_snapshot *snapshot);
+
+/*
  * Process scan from what a process handed over about itself, where ptrace
  * is denied (memslope record's exit check in no-ptrace mode): descriptors
  * the process opened on its own /proc/self/mem and /proc/self/maps (the

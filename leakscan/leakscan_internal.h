@@ -36,6 +36,35 @@ void leakscan_target_open_fd(struct leakscan_target *target, pid_t pid, int mem_
  * it refuses is read as leakscan_target_read reads. */
 int leakscan_target_read_ranges(void *context, const struct leakscan_range *ranges, size_t count, void *buffer);
 
+/*
+ * A copy of what a scan reads (memory_copy.c): every root range whole, the
+ * pages of every block (of a large block, the pieces whose pages hold data,
+ * by source->holds_data), merged and sorted. Read through the callbacks
+ * below (context: the copy), by one thread at a time: bytes not copied read
+ * as zero.
+ */
+struct leakscan_copy {
+    struct leakscan_range *ranges; /* sorted, disjoint */
+    uint64_t *offsets;             /* each range's place in bytes */
+    size_t count;
+    uint8_t *bytes;
+    uint64_t size;
+    size_t last; /* the range the last lookup found */
+};
+
+/* blocks: sorted by address. Returns 0; 1 when the copy would exceed
+ * byte_limit bytes (nothing copied); -1 out of memory; -2 when the source
+ * is gone. */
+int leakscan_copy_take(struct leakscan_copy *copy, const struct leakscan_memory *source,
+                       const struct leakscan_range *roots, size_t root_count, const struct leakscan_block *blocks,
+                       size_t block_count, uint64_t byte_limit);
+void leakscan_copy_free(struct leakscan_copy *copy);
+const void *leakscan_copy_view(void *context, uint64_t address, size_t length);
+int leakscan_copy_read(void *context, uint64_t address, void *buffer, size_t length);
+int leakscan_copy_holds_data(void *context, uint64_t address, size_t length);
+/* The copy as a leakscan_memory (no vtable test). */
+void leakscan_copy_as_memory(struct leakscan_copy *copy, struct leakscan_memory *memory);
+
 /* glibc's main_arena in the process: found by its contents (every empty bin
  * points at itself, next/system_mem/attached_threads consistent) in the
  * writable file mappings and their anonymous tails. 0 if not found. */

@@ -716,6 +716,115 @@ static int process_target_shim(struct leakscan_target *target, const pid_t *tids
     return rc;
 }
 
+/* ---- the scan split where the process may run on ----------------------- */
+
+struct leakscan_snapshot {
+    struct scan_plan plan;
+    struct leakscan_target target; /* the process: only the vtable test reads it, in read-only file mappings */
+    struct vtable_context vtable;
+    struct leakscan_copy copy;
+    struct leakscan_block *blocks;
+    size_t block_count;
+};
+
+static const void *snapshot_view(void *context, uint64_t address, size_t length)
+{
+    return leakscan_copy_view(&((struct leakscan_snapshot *)context)->copy, address, length);
+}
+
+static int snapshot_read(void *context, uint64_t address, void *buffer, size_t length)
+{
+    return leakscan_copy_read(&((struct leakscan_snapshot *)context)->copy, address, buffer, length);
+}
+
+static int snapshot_holds_data(void *context, uint64_t address, size_t length)
+{
+    return leakscan_copy_holds_data(&((struct leakscan_snapshot *)context)->copy, address, length);
+}
+
+static int snapshot_is_vtable(void *context, uint64_t address)
+{
+    return is_vtable(&((struct leakscan_snapshot *)context)->vtable, address);
+}
+
+/* The roots listed and the memory copied; 1: over byte_limit. */
+static int take_snapshot(struct leakscan_snapshot *s, const pid_t *tids, size_t tid_count, uint64_t byte_limit,
+                         char *err, size_t err_size)
+{
+    leakscan_sort_blocks(s->blocks, s->block_count); /* the planning looks blocks up by address */
+    if (plan_scan(&s->plan, &s->target, tids, tid_count, s->blocks, s->block_count, err, err_size) < 0)
+        return -1;
+    s->plan.shim = NULL; /* the caller's, read by the planning only */
+    s->vtable = (struct vtable_context){&s->target, &s->plan.maps};
+    struct leakscan_memory source = {.read = context_read,
+                                     .read_ranges = context_read_ranges,
+                                     .holds_data = context_holds_data,
+                                     .context = &s->vtable};
+    int rc = leakscan_copy_take(&s->copy, &source, s->plan.roots.ranges, s->plan.roots.count, s->blocks,
+                                s->block_count, byte_limit);
+    if (rc == -1)
+        error_printf(err, err_size, "leak scan: out of memory copying the heap of process %d", (int)s->target.pid);
+    else if (rc == -2)
+        error_printf(err, err_size, "process %d exited during the leak scan; nothing was reported",
+                     (int)s->target.pid);
+    return rc;
+}
+
+int leakscan_snapshot_take(pid_t pid, const pid_t *tids, size_t tid_count, const struct leakscan_shim_memory *shim,
+                           struct leakscan_block *blocks, size_t block_count, uint64_t byte_limit,
+                           struct leakscan_snapshot **snapshot, char *err, size_t err_size)
+{
+    *snapshot = NULL;
+    struct leakscan_snapshot *s = calloc(1, sizeof *s);
+    if (!s) {
+        error_printf(err, err_size, "leak scan: out of memory for a snapshot of process %d", (int)pid);
+        return -1;
+    }
+    leakscan_target_open(&s->target, pid);
+    s->plan.shim = shim;
+    s->blocks = blocks;
+    s->block_count = block_count;
+    int rc = take_snapshot(s, tids, tid_count, byte_limit, err, err_size);
+    if (rc != 0) {
+        leakscan_snapshot_free(s);
+        return rc;
+    }
+    *snapshot = s;
+    return 0;
+}
+
+uint64_t leakscan_snapshot_bytes(const struct leakscan_snapshot *snapshot)
+{
+    return snapshot->copy.size;
+}
+
+int leakscan_snapshot_classify(struct leakscan_snapshot *snapshot, struct leakscan_totals *totals,
+                               struct leakscan_stats *stats, char *err, size_t err_size)
+{
+    struct leakscan_image image = {
+        .memory = {.read = snapshot_read,
+                   .view = snapshot_view,
+                   .is_vtable = snapshot_is_vtable,
+                   .holds_data = snapshot_holds_data,
+                   .context = snapshot},
+        .roots = snapshot->plan.roots.ranges,
+        .root_count = snapshot->plan.roots.count,
+        .root_words = snapshot->plan.roots.words,
+        .root_word_count = snapshot->plan.roots.word_count,
+    };
+    return leakscan_classify(&image, snapshot->blocks, snapshot->block_count, totals, stats, err, err_size);
+}
+
+void leakscan_snapshot_free(struct leakscan_snapshot *snapshot)
+{
+    if (!snapshot)
+        return;
+    leakscan_copy_free(&snapshot->copy);
+    free_plan(&snapshot->plan);
+    leakscan_target_close(&snapshot->target);
+    free(snapshot);
+}
+
 int leakscan_process_target(struct leakscan_target *target, const pid_t *tids, size_t tid_count,
                             struct leakscan_block *blocks, size_t block_count, struct leakscan_totals *totals,
                             struct leakscan_stats *stats, char *err, size_t err_size)

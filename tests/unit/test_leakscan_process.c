@@ -200,6 +200,89 @@ static void test_roots_of_a_stopped_process(void **state)
     expect_categories(blocks, &totals);
 }
 
+/* ---- a snapshot: the memory as it was when taken -------------------- */
+
+/* As child(), but instead of waiting for good, it waits to be told to
+ * drop the global root (REACH_GLOBAL then has no pointer left), says it
+ * did, and waits. */
+static __attribute__((noinline)) void hold_on_stack_until_told(uint8_t *heap, int ready_fd, int command_fd)
+{
+    volatile uint64_t on_stack = block_address(heap, REACH_STACK);
+    char command;
+    if (write(ready_fd, "r", 1) != 1 || read(command_fd, &command, 1) != 1)
+        _exit(2);
+    global_root = 0;
+    if (write(ready_fd, "d", 1) != 1)
+        _exit(2);
+    for (;;)
+        pause();
+    (void)on_stack;
+}
+
+/* A snapshot taken while the child is stopped classifies as the child was
+ * then, after the child has run on and dropped a pointer (which a scan in
+ * place then sees); over its byte limit, none is taken. */
+static void test_snapshot_of_a_stopped_process(void **state)
+{
+    (void)state;
+    uint8_t *heap = mmap(NULL, HEAP_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(heap != MAP_FAILED);
+    int ready[2], command[2];
+    assert_int_equal(pipe(ready), 0);
+    assert_int_equal(pipe(command), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        plant_pointers(heap);
+        scrub_stack();
+        hold_on_stack_until_told(heap, ready[1], command[0]);
+        _exit(0);
+    }
+    char byte;
+    assert_int_equal(read(ready[0], &byte, 1), 1);
+
+    struct leakscan_block blocks[N_BLOCKS], later[N_BLOCKS];
+    fill_blocks(blocks, heap);
+    fill_blocks(later, heap);
+    struct leakscan_stopped stopped;
+    char err[512] = "";
+    assert_int_equal(leakscan_stop_process(pid, &stopped, err, sizeof err), 0);
+    struct leakscan_snapshot *snapshot = NULL;
+    int too_large = leakscan_snapshot_take(pid, stopped.tids, stopped.tid_count, NULL, blocks, N_BLOCKS, 4096,
+                                           &snapshot, err, sizeof err);
+    int taken = leakscan_snapshot_take(pid, stopped.tids, stopped.tid_count, NULL, blocks, N_BLOCKS, 1ull << 30,
+                                       &snapshot, err, sizeof err);
+    leakscan_detach(&stopped);
+    assert_int_equal(too_large, 1);
+    if (taken != 0)
+        fail_msg("leakscan_snapshot_take: %s", err);
+    assert_true(leakscan_snapshot_bytes(snapshot) >= HEAP_SIZE / 256);
+
+    assert_int_equal(write(command[1], "x", 1), 1);
+    assert_int_equal(read(ready[0], &byte, 1), 1);
+    assert_int_equal(byte, 'd');
+    struct leakscan_totals totals;
+    assert_int_equal(leakscan_stop_process(pid, &stopped, err, sizeof err), 0);
+    int in_place = leakscan_process(pid, stopped.tids, stopped.tid_count, later, N_BLOCKS, &totals, err, sizeof err);
+    leakscan_detach(&stopped);
+    int classified = leakscan_snapshot_classify(snapshot, &totals, NULL, err, sizeof err);
+    leakscan_snapshot_free(snapshot);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    munmap(heap, HEAP_SIZE);
+    close(ready[0]);
+    close(ready[1]);
+    close(command[0]);
+    close(command[1]);
+    assert_int_equal(in_place, 0);
+    for (int i = 0; i < N_BLOCKS; i++)
+        if (later[i].stack_id == REACH_GLOBAL)
+            assert_int_equal(later[i].category, TRACE_LEAK_DEFINITE); /* the pointer is gone now */
+    if (classified != 0)
+        fail_msg("leakscan_snapshot_classify: %s", err);
+    expect_categories(blocks, &totals); /* as it was */
+}
+
 /* ---- what the shim tells: allocator ranges and its TLS ---------------- */
 
 /* Two pymalloc-like arenas with a frame stack between them, one mapping as
@@ -395,6 +478,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roots_of_a_stopped_process),
         cmocka_unit_test(test_roots_handed_over),
+        cmocka_unit_test(test_snapshot_of_a_stopped_process),
         cmocka_unit_test(test_shim_memory_of_a_stopped_process),
         cmocka_unit_test(test_shim_memory_handed_over),
         cmocka_unit_test(test_no_such_process),

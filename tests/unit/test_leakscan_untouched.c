@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "../../leakscan/leakscan.h"
+#include "../../leakscan/leakscan_internal.h"
 
 #define MIB (1ull << 20)
 #define BIG_BASE 0x10000000ull
@@ -112,6 +112,55 @@ static void classify_skips_chunks_that_hold_no_data(void **state)
     assert_int_equal(stats.untouched_bytes, BIG_SIZE - 16 - MIB);
 }
 
+/* The copy a check takes before the process runs on (memory_copy.c): the
+ * root whole, the pages of B and C as one range, of A only the MiB that
+ * holds data, nothing read from a page that held none; classified from
+ * the copy, the same categories as from the memory; too large for its
+ * limit, nothing copied. */
+static void copy_holds_what_the_scan_reads(void **state)
+{
+    (void)state;
+    static struct fake f;
+    f = (struct fake){.pointer_to_b = SMALL_BASE, .pointer_to_c = SMALL_BASE + 4096};
+    memset(f.present + 3 * MIB / PAGE, 1, MIB / PAGE);
+    struct leakscan_block blocks[] = {
+        {.address = BIG_BASE + 16, .size = BIG_SIZE - 16, .stack_id = 0},
+        {.address = SMALL_BASE, .size = 64, .stack_id = 1},
+        {.address = SMALL_BASE + 4096, .size = 64, .stack_id = 2},
+    };
+    struct leakscan_range root = {ROOT_BASE, ROOT_BASE + 4096};
+    struct leakscan_memory memory = {.read = fake_read, .holds_data = fake_holds_data, .context = &f};
+    struct leakscan_copy copy;
+    assert_int_equal(leakscan_copy_take(&copy, &memory, &root, 1, blocks, 3, MIB), 1);
+    assert_int_equal(leakscan_copy_take(&copy, &memory, &root, 1, blocks, 3, 64 * MIB), 0);
+    assert_int_equal(f.read_in_untouched, 0);
+    assert_int_equal(copy.count, 3);
+    assert_int_equal(copy.size, MIB + 2 * PAGE + 4096);
+    assert_int_equal(copy.ranges[0].start, BIG_BASE + 3 * MIB);
+    assert_int_equal(copy.ranges[1].start, SMALL_BASE);
+    assert_int_equal(copy.ranges[1].end, SMALL_BASE + 2 * PAGE);
+    assert_int_equal(copy.ranges[2].start, ROOT_BASE);
+
+    /* Reading the copy: whole views inside a range, zeros outside. */
+    assert_non_null(leakscan_copy_view(&copy, BIG_BASE + 3 * MIB + 64, 8));
+    assert_null(leakscan_copy_view(&copy, BIG_BASE + 3 * MIB - 8, 16));
+    uint64_t words[2] = {1, 1};
+    assert_int_equal(leakscan_copy_read(&copy, BIG_BASE + 3 * MIB + 56, words, 16), 0);
+    assert_int_equal(words[0], 0);
+    assert_int_equal(words[1], SMALL_BASE);
+    assert_int_equal(leakscan_copy_holds_data(&copy, BIG_BASE + 5 * MIB, MIB), 0);
+    assert_int_equal(leakscan_copy_holds_data(&copy, BIG_BASE + 4 * MIB - 8, 16), 1);
+
+    struct leakscan_image image = {.roots = &root, .root_count = 1};
+    leakscan_copy_as_memory(&copy, &image.memory);
+    char err[256];
+    assert_int_equal(leakscan_classify(&image, blocks, 3, NULL, NULL, err, sizeof err), 0);
+    assert_int_equal(blocks[0].category, TRACE_LEAK_REACHABLE);
+    assert_int_equal(blocks[1].category, TRACE_LEAK_REACHABLE);
+    assert_int_equal(blocks[2].category, TRACE_LEAK_DEFINITE);
+    leakscan_copy_free(&copy);
+}
+
 /* The process reader on this process: in a 64 MiB private mapping with one
  * page written, only the chunk around that page holds data, and reading
  * that chunk leaves every other page untouched, so asking again still
@@ -151,6 +200,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(classify_skips_chunks_that_hold_no_data),
         cmocka_unit_test(target_tells_pages_that_hold_data),
+        cmocka_unit_test(copy_holds_what_the_scan_reads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
