@@ -1,7 +1,9 @@
 /* leak_check.c - see leak_check.h. */
 #include "leak_check.h"
 
+#include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -317,6 +319,150 @@ static int run_check(const struct scan_source *source, const struct recorder *re
         rc = -1;
     }
     free(categories);
+    return rc;
+}
+
+/* ---- a check classified on a thread of its own --------------------------- */
+
+/* An open case's block as it was when the check began, and its position
+ * in the scan's list (the live table moves on while the scan runs). */
+struct pending_block {
+    struct live_block block;
+    uint32_t position;
+};
+
+struct leak_check_pending {
+    pthread_t thread;
+    struct leakscan_snapshot *snapshot;
+    struct leakscan_block *blocks; /* every live block, scanned; freed by the thread */
+    size_t count;
+    struct pending_block *open; /* the open case's blocks, summed once classified */
+    size_t open_count;
+    uint32_t when, open_case;
+    uint64_t iteration, time_ns;
+    uint64_t copy_bytes; /* what the snapshot holds */
+    uint8_t *categories; /* by position: the thread's result */
+    int rc, done;        /* done: atomic, set when the thread is finished */
+    char err[512];
+};
+
+/* The scan's list of every live block, and the open case's blocks apart. */
+static int list_pending_blocks(struct leak_check_pending *p, const struct recorder *recorder)
+{
+    size_t capacity = recorder->live.count + 1;
+    p->blocks = calloc(capacity, sizeof *p->blocks);
+    p->open = malloc(capacity * sizeof *p->open);
+    if (!p->blocks || !p->open)
+        return -1;
+    size_t position = 0;
+    struct live_block block;
+    while (p->count < capacity && live_table_next(&recorder->live, &position, &block)) {
+        uint32_t n = (uint32_t)p->count++;
+        p->blocks[n] = (struct leakscan_block){block.address, block.size, n, 0};
+        if (block.case_id == recorder->open_case)
+            p->open[p->open_count++] = (struct pending_block){block, n};
+    }
+    return 0;
+}
+
+static void *classify_pending(void *arg)
+{
+    struct leak_check_pending *p = arg;
+    struct leakscan_totals totals;
+    p->rc = leakscan_snapshot_classify(p->snapshot, &totals, NULL, p->err, sizeof p->err);
+    if (p->rc == 0 && !(p->categories = categories_by_position(p->blocks, p->count))) {
+        snprintf(p->err, sizeof p->err, "out of memory grouping %zu blocks", p->count);
+        p->rc = -1;
+    }
+    leakscan_snapshot_free(p->snapshot);
+    p->snapshot = NULL;
+    free(p->blocks);
+    p->blocks = NULL;
+    __atomic_store_n(&p->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static void free_pending(struct leak_check_pending *p)
+{
+    leakscan_snapshot_free(p->snapshot);
+    free(p->blocks);
+    free(p->open);
+    free(p->categories);
+    free(p);
+}
+
+int leak_check_start(pid_t pid, const pid_t *tids, size_t tid_count, const struct leakscan_shim_memory *shim,
+                     const struct recorder *recorder, uint32_t when, uint64_t time_ns, uint64_t byte_limit,
+                     struct leak_check_pending **pending, char *err, size_t err_size)
+{
+    *pending = NULL;
+    struct leak_check_pending *p = calloc(1, sizeof *p);
+    if (!p || list_pending_blocks(p, recorder) < 0) {
+        snprintf(err, err_size, "out of memory for %zu blocks", recorder->live.count);
+        if (p)
+            free_pending(p);
+        return -1;
+    }
+    *p = (struct leak_check_pending){.blocks = p->blocks, .count = p->count, .open = p->open,
+                                     .open_count = p->open_count, .when = when, .open_case = recorder->open_case,
+                                     .iteration = recorder->iteration, .time_ns = time_ns};
+    int rc = leakscan_snapshot_take(pid, tids, tid_count, shim, p->blocks, p->count, byte_limit, &p->snapshot, err,
+                                    err_size);
+    if (rc == 0)
+        p->copy_bytes = leakscan_snapshot_bytes(p->snapshot);
+    if (rc == 0 && (errno = pthread_create(&p->thread, NULL, classify_pending, p)) != 0) {
+        snprintf(err, err_size, "cannot start the leak scan's thread: %s", strerror(errno));
+        rc = -1;
+    }
+    if (rc != 0) {
+        free_pending(p);
+        return rc;
+    }
+    *pending = p;
+    return 0;
+}
+
+uint64_t leak_check_pending_bytes(const struct leak_check_pending *pending)
+{
+    return pending->copy_bytes;
+}
+
+int leak_check_pending_done(const struct leak_check_pending *pending)
+{
+    return __atomic_load_n(&pending->done, __ATOMIC_ACQUIRE);
+}
+
+/* The open case's check from its blocks as they were. */
+static int sum_pending(const struct leak_check_pending *p, const struct recorder *recorder,
+                       struct leak_results *results)
+{
+    struct aggregation a = {0};
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < p->open_count; i++) {
+        const struct live_block *block = &p->open[i].block;
+        const struct recorder_site *site = &recorder->sites[block->site];
+        double weight = !recorder_site_shown(site) ? 0 : recorder_sample_weight(recorder->sample_rate, block->size);
+        rc = add_block(&a, 0, block, site->stack_id, p->categories[p->open[i].position], weight);
+    }
+    if (rc == 0)
+        rc = build_checks(&a, p->when, p->time_ns, p->open_case, p->iteration, results);
+    free_aggregation(&a);
+    if (rc < 0)
+        leak_results_free(results);
+    return rc;
+}
+
+int leak_check_finish(struct leak_check_pending *pending, const struct recorder *recorder,
+                      struct leak_results *results, char *err, size_t err_size)
+{
+    memset(results, 0, sizeof *results);
+    pthread_join(pending->thread, NULL);
+    int rc = pending->rc;
+    if (rc != 0)
+        snprintf(err, err_size, "%s", pending->err);
+    else if ((rc = sum_pending(pending, recorder, results)) < 0)
+        snprintf(err, err_size, "out of memory grouping %zu blocks", pending->open_count);
+    free_pending(pending);
     return rc;
 }
 

@@ -658,6 +658,7 @@ static struct trace_image image_view(struct traced_process *process, uint32_t st
 void process_end(struct session *session, struct traced_process *process)
 {
     int was_stopped = process->final_snapshot_taken;
+    collect_case_check(process, 1);
     process_final_snapshot(session, process, process->exit_signal ? TRACE_SNAP_SIGNAL : TRACE_SNAP_EXIT, 0);
     process_drain(process, 1);
     if (!was_stopped && session->options.leak_check != TRACE_LEAK_CHECK_OFF &&
@@ -711,6 +712,7 @@ void checkpoint_running_images(struct session *session, uint64_t now)
         struct traced_process *process = session->processes[i];
         if (process->state == PROCESS_ENDED || process->vfork_child || !(process->flags & TRACE_PROC_SHIM_SEEN))
             continue;
+        collect_case_check(process, 0);
         uint32_t stacks_dropped, slots_exhausted;
         shm_consumer_counters(&process->shm, &stacks_dropped, &slots_exhausted);
         struct trace_image image = image_view(process, stacks_dropped, slots_exhausted);
@@ -867,6 +869,19 @@ struct session *session_create(const struct record_options *options)
     return session;
 }
 
+/* What the case checks cost the program under --verbose: how long they held
+ * it, and how many classified a copy while it ran on. */
+static void say_case_checks(const struct session *session)
+{
+    if (!session->options.verbose || session->checks_copied + session->checks_in_place == 0)
+        return;
+    fprintf(stderr,
+            "memslope: case leak checks: %u classified from a copy while the program ran on (the largest %.1f MiB), "
+            "%u scanned in place; the program held %.1f ms at most\n",
+            session->checks_copied, (double)session->check_copy_max / (1 << 20), session->checks_in_place,
+            (double)session->check_hold_max_ns / 1e6);
+}
+
 /* Adds this recording's frames to the symbol cache; says what
  * symbolization cost under --verbose. */
 static void finish_symbols(struct symbol_store *symbols, const struct record_options *options)
@@ -894,6 +909,7 @@ static void finish_symbols(struct symbol_store *symbols, const struct record_opt
 int session_finish(struct session *session, int exit_code)
 {
     progress_clear(&session->progress);
+    say_case_checks(session);
     finish_symbols(session->symbols, &session->options);
     char err[4096];
     if (trace_writer_finish(session->writer, err, sizeof err) < 0) {
@@ -917,6 +933,7 @@ void session_destroy(struct session *session)
     }
     for (size_t i = 0; i < session->process_count; i++) {
         struct traced_process *process = session->processes[i];
+        collect_case_check(process, 1); /* its thread reads the recorder */
         recorder_free(&process->recorder);
         python_frames_free(&process->python);
         shm_consumer_detach(&process->shm);

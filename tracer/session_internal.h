@@ -25,6 +25,7 @@
 #include "shm_consumer.h"
 #include "sigtrap_guard.h"
 
+struct leak_check_pending;
 struct socket_message;
 struct symbol_store;
 struct symbolizer_warmup;
@@ -65,6 +66,11 @@ struct traced_process {
     unsigned char *cases_checked; /* by case id: checked at its own end */
     size_t cases_checked_count;
     char *leak_check_note;     /* why no leak check ran, if it did not */
+    /* A check of a case classified on its own thread (leak_check.h), its
+     * results not yet in leaks; at most one at a time, so checks reach
+     * the trace in the order they were taken. */
+    struct leak_check_pending *pending_check;
+    uint32_t pending_check_when, pending_check_case;
     int secure_execution;      /* AT_SECURE: setuid, setgid or file capabilities; ld.so ignores LD_PRELOAD */
     int statically_linked;     /* no PT_INTERP: no dynamic loader to preload the shim */
     uint64_t invalid_events;   /* events of its region no shim writes, skipped (shm_consumer.h) */
@@ -107,6 +113,10 @@ struct session {
     struct symbol_store *symbols;  /* shared by every image's symbolizer (symbolize.h); the caller's */
     struct progress_line progress; /* the status line on a terminal (progress.h) */
     int priority_raised;           /* the drain loop runs above the target (raise_priority) */
+    /* case checks (--verbose): classified from a copy, scanned in place;
+     * the largest copy and the longest the process was held by one */
+    uint32_t checks_copied, checks_in_place;
+    uint64_t check_copy_max, check_hold_max_ns;
 };
 
 /* Sleep between drains while the target runs and reports nothing. */
@@ -183,12 +193,20 @@ void world_stop_end(struct world_stop *world, struct session *session);
 int run_leak_check(struct traced_process *process, const pid_t *tids, size_t count, uint32_t when,
                    const unsigned char *skip_cases, size_t skip_count, struct leak_results *results, char *err,
                    size_t err_size);
+/* A check of the open case started on its own thread (leak_check_start),
+ * the process held only while its memory is copied: 0, or 1 when the copy
+ * would be too large (check in place), or -1 with a message. */
+int start_case_check(struct traced_process *process, const pid_t *tids, size_t count, uint32_t when, char *err,
+                     size_t err_size);
 void add_leak_check_note(struct traced_process *process, const char *why);
 void note_late_threads(struct traced_process *process, size_t late, const char *check);
 void process_leak_check(struct session *session, struct traced_process *process, pid_t stopped_tid, uint32_t kind);
 
 /* session_markers.c */
 void process_watch_entry(struct session *session, struct traced_process *process);
+/* The results of the process's pending case check, if any (wait: 0 takes
+ * them only when its thread is finished). */
+void collect_case_check(struct traced_process *process, int wait);
 int on_breakpoint(struct session *session, struct traced_thread *thread);
 
 /* session_noptrace.c */

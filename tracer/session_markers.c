@@ -186,16 +186,70 @@ static void mark_case_checked(struct traced_process *process, uint32_t case_id)
     process->cases_checked[case_id] = 1;
 }
 
+/* A case check's results, in the process's checks; the case is then one
+ * the exit check leaves to it. */
+static void add_case_check(struct traced_process *process, struct leak_results *results, uint32_t when,
+                           uint32_t case_id)
+{
+    leak_results_append(&process->leaks, results);
+    leak_results_free(results);
+    if (when == TRACE_SNAP_CASE_END)
+        mark_case_checked(process, case_id);
+}
+
+static void note_case_check_failed(struct traced_process *process, uint32_t case_id, const char *err)
+{
+    char why[640];
+    snprintf(why, sizeof why, "no leak check of case %u in process %d: %s", (unsigned)case_id, (int)process->pid,
+             err);
+    add_leak_check_note(process, why);
+}
+
+void collect_case_check(struct traced_process *process, int wait)
+{
+    struct leak_check_pending *pending = process->pending_check;
+    if (!pending || (!wait && !leak_check_pending_done(pending)))
+        return;
+    process->pending_check = NULL;
+    struct leak_results results;
+    char err[512];
+    if (leak_check_finish(pending, &process->recorder, &results, err, sizeof err) != 0)
+        note_case_check_failed(process, process->pending_check_case, err);
+    else
+        add_case_check(process, &results, process->pending_check_when, process->pending_check_case);
+}
+
+/* What --verbose says of the case checks that scanned (rc: 2 started on
+ * its own thread, 0 scanned in place). */
+static void count_case_check(struct session *session, const struct traced_process *process, uint64_t held_ns,
+                             int rc)
+{
+    if (rc == 2) {
+        session->checks_copied++;
+        uint64_t bytes = leak_check_pending_bytes(process->pending_check);
+        session->check_copy_max = bytes > session->check_copy_max ? bytes : session->check_copy_max;
+    } else if (rc == 0) {
+        session->checks_in_place++;
+    }
+    if (rc >= 0 && held_ns > session->check_hold_max_ns)
+        session->check_hold_max_ns = held_ns;
+}
+
 /* A leak check of the open case's blocks, the world being stopped (tids:
  * the stopped threads, the one at the marker's breakpoint first). A case
  * whose blocks were all freed has nothing to find: its check is empty,
  * without a scan (a case end cost ~1 ms of scan, mostly the kernel
- * writing /proc/PID/smaps, for loops of cases that free what they use). */
-static void case_leak_check(struct traced_process *process, const pid_t *tids, size_t count, uint32_t when)
+ * writing /proc/PID/smaps, for loops of cases that free what they use).
+ * Otherwise the process waits only while what the scan reads is copied,
+ * and the classification runs beside it (start_case_check), unless the
+ * copy would be too large. */
+static void case_leak_check(struct session *session, struct traced_process *process, const pid_t *tids,
+                            size_t count, uint32_t when)
 {
     struct recorder *recorder = &process->recorder;
     if (count == 0 || recorder->open_case == TRACE_NONE || !(process->flags & TRACE_PROC_SHIM_SEEN))
         return;
+    collect_case_check(process, 1); /* checks reach the trace in the order they were taken */
     struct leak_results results;
     char err[512];
     int rc;
@@ -205,20 +259,19 @@ static void case_leak_check(struct traced_process *process, const pid_t *tids, s
     } else {
         struct dead_state dead;
         hide_dead_state(tids[0], &dead);
-        rc = run_leak_check(process, tids, count, when, NULL, 0, &results, err, sizeof err);
+        uint64_t start = session_now_ns();
+        rc = start_case_check(process, tids, count, when, err, sizeof err);
+        if (rc == 1)
+            rc = run_leak_check(process, tids, count, when, NULL, 0, &results, err, sizeof err);
+        else if (rc == 0)
+            rc = 2; /* started: its results come in later */
         restore_dead_state(tids[0], &dead);
+        count_case_check(session, process, session_now_ns() - start, rc);
     }
-    if (rc != 0) {
-        char why[640];
-        snprintf(why, sizeof why, "no leak check of case %u in process %d: %s", (unsigned)recorder->open_case,
-                 (int)process->pid, err);
-        add_leak_check_note(process, why);
-        return;
-    }
-    leak_results_append(&process->leaks, &results);
-    leak_results_free(&results);
-    if (when == TRACE_SNAP_CASE_END)
-        mark_case_checked(process, recorder->open_case);
+    if (rc < 0)
+        note_case_check_failed(process, recorder->open_case, err);
+    else if (rc == 0)
+        add_case_check(process, &results, when, recorder->open_case);
 }
 
 /* What a breakpoint of kind is for, the world being stopped (tids: the
@@ -234,12 +287,12 @@ static int act_on_breakpoint(struct session *session, struct traced_process *pro
         return 0;
     case BREAKPOINT_CASE_END:
         process_drain(process, 1);
-        case_leak_check(process, tids, stopped, TRACE_SNAP_CASE_END);
+        case_leak_check(session, process, tids, stopped, TRACE_SNAP_CASE_END);
         return 1;
     case BREAKPOINT_MARKER_ITERATION:
         process_drain(process, 1);
         if (iteration_will_be_kept(&process->recorder))
-            case_leak_check(process, tids, stopped, TRACE_SNAP_ITERATION);
+            case_leak_check(session, process, tids, stopped, TRACE_SNAP_ITERATION);
         return 1;
     case BREAKPOINT_DLOPEN:
         resolve_iteration_symbol(session, process, tid);

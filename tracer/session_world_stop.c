@@ -12,7 +12,9 @@
 #include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "../common/units.h"
 #include "../leakscan/leakscan.h"
 
 /* ---- stopping the world for a leak check ------------------------------- */
@@ -141,6 +143,45 @@ int run_leak_check(struct traced_process *process, const pid_t *tids, size_t cou
     return rc;
 }
 
+/* The most a case check copies so that the process runs on while the copy
+ * is classified: MEMSLOPE_CHECK_COPY_MAX (a size; 0: never), by default 256
+ * MiB or a quarter of the free memory if that is less. Above it the
+ * process waits for a scan in place, whose memory stays a small part of
+ * the heap's (docs/leakscan.md). */
+static uint64_t check_copy_limit(void)
+{
+    const char *set = getenv("MEMSLOPE_CHECK_COPY_MAX");
+    uint64_t limit = 256ull << 20;
+    if (set && units_parse_size(set, &limit) == 0)
+        return limit;
+    long free_pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (free_pages > 0 && page > 0 && (uint64_t)free_pages * (uint64_t)page / 4 < limit)
+        limit = (uint64_t)free_pages * (uint64_t)page / 4;
+    return limit;
+}
+
+int start_case_check(struct traced_process *process, const pid_t *tids, size_t count, uint32_t when, char *err,
+                     size_t err_size)
+{
+    uint64_t limit = check_copy_limit();
+    if (limit == 0)
+        return 1;
+    struct leakscan_shim_memory shim;
+    struct leakscan_range *ranges;
+    if (shm_consumer_shim_memory(&process->shm, &shim, &ranges) < 0) {
+        snprintf(err, err_size, "out of memory copying the allocator ranges of process %d", (int)process->pid);
+        return -1;
+    }
+    int rc = leak_check_start(process->pid, tids, count, &shim, &process->recorder, when, session_now_ns(), limit,
+                              &process->pending_check, err, err_size);
+    free(ranges);
+    if (rc == 0) {
+        process->pending_check_when = when;
+        process->pending_check_case = process->recorder.open_case;
+    }
+    return rc;
+}
+
 /* Adds why a leak check did not run to the process's note (said on stderr
  * now, and kept in the trace as a warning). */
 void add_leak_check_note(struct traced_process *process, const char *why)
@@ -170,6 +211,7 @@ void note_late_threads(struct traced_process *process, size_t late, const char *
 void process_leak_check(struct session *session, struct traced_process *process, pid_t stopped_tid,
                         uint32_t kind)
 {
+    collect_case_check(process, 1); /* its case is one the exit check skips */
     if (session->options.leak_check == TRACE_LEAK_CHECK_OFF || !(process->flags & TRACE_PROC_SHIM_SEEN))
         return;
     struct world_stop world;

@@ -52,6 +52,24 @@ for pair in leaky:100 lazy:100 reachable:50 cycle:60; do
         "$(jget "$WORK/g.json" "sum(s['allocated_bytes'] for s in [c for c in d['cases'] if c['name']=='$name'][0]['sites'] if s['frames'][0]['function']=='temporary_work')")"
 done
 
+# The case checks above classified a copy while the process ran on; with
+# MEMSLOPE_CHECK_COPY_MAX=0 they scan the stopped process in place, and
+# find the same.
+record "$WORK/v.trace" --verbose -- "$FIXTURES/growth_cases"
+expect_eq "--verbose: the case checks classified copies" 1 \
+    "$(grep -c 'case leak checks: 4 classified from a copy while the program ran on .*, 0 scanned in place' "$WORK/rec.err")"
+export MEMSLOPE_CHECK_COPY_MAX=0
+record "$WORK/p.trace" --verbose -- "$FIXTURES/growth_cases"
+unset MEMSLOPE_CHECK_COPY_MAX
+expect_eq "in place: record exit" 0 "$REC_RC"
+expect_eq "in place: --verbose says so" 1 \
+    "$(grep -c 'case leak checks: 0 classified from a copy .*, 4 scanned in place' "$WORK/rec.err")"
+report_json "$WORK/p.trace" "$WORK/p.json"
+for name in leaky lazy reachable cycle; do
+    expect_eq "in place: $name leaks as with the copy" "$(case_get "$name" '["leaks"]')" \
+        "$(jget "$WORK/p.json" "[c for c in d['cases'] if c['name']=='$name'][0]['leaks']")"
+done
+
 # --leak-check iterations: a check at every kept iteration too, same figures
 # at the case ends; --leak-check off: no leak figures at all.
 record "$WORK/i.trace" --leak-check iterations -- "$FIXTURES/growth_cases"
