@@ -208,21 +208,39 @@ void note_late_threads(struct traced_process *process, size_t late, const char *
     add_leak_check_note(process, why);
 }
 
+/* The exit check's own entry for a case whose check at its end came in
+ * meanwhile: that one stands, as when the case was skipped. */
+static void drop_checked_case(struct traced_process *process, uint32_t case_id, struct leak_results *results)
+{
+    if (case_id < process->cases_checked_count && process->cases_checked[case_id])
+        leak_results_drop_case(results, case_id);
+}
+
+/* The check at exit (or a fatal signal). A case check still being
+ * classified (the last case of a driver ends just before its exit) runs
+ * on beside it: the exit check covers that case too, and drops it once
+ * the case's own check is in. */
 void process_leak_check(struct session *session, struct traced_process *process, pid_t stopped_tid,
                         uint32_t kind)
 {
-    collect_case_check(process, 1); /* its case is one the exit check skips */
-    if (session->options.leak_check == TRACE_LEAK_CHECK_OFF || !(process->flags & TRACE_PROC_SHIM_SEEN))
+    if (session->options.leak_check == TRACE_LEAK_CHECK_OFF || !(process->flags & TRACE_PROC_SHIM_SEEN)) {
+        collect_case_check(process, 1);
         return;
+    }
     struct world_stop world;
-    if (world_stop_begin(&world, session, process, stopped_tid) < 0)
+    if (world_stop_begin(&world, session, process, stopped_tid) < 0) {
+        collect_case_check(process, 1);
         return;
+    }
     char err[512];
     struct leak_results results;
+    uint32_t pending_case = process->pending_check ? process->pending_check_case : TRACE_NONE;
     if (world.late)
         note_late_threads(process, world.late, "end-of-process");
     else if (run_leak_check(process, world.tids, world.stopped, kind, process->cases_checked,
                             process->cases_checked_count, &results, err, sizeof err) == 0) {
+        collect_case_check(process, 1);
+        drop_checked_case(process, pending_case, &results);
         leak_results_append(&process->leaks, &results);
         leak_results_free(&results);
     } else {
@@ -230,5 +248,6 @@ void process_leak_check(struct session *session, struct traced_process *process,
         snprintf(why, sizeof why, "no leak check for process %d: %s", (int)process->pid, err);
         add_leak_check_note(process, why);
     }
+    collect_case_check(process, 1);
     world_stop_end(&world, session);
 }
