@@ -222,7 +222,25 @@ struct scan_source {
     size_t tid_count;
     const struct leakscan_handover *handover;
     const struct leakscan_shim_memory *shim;
+    uint64_t copy_limit; /* copy what the scan reads first, up to this (0: in place) */
 };
+
+/* A copy of what the scan reads, then the classification from it: one
+ * read of each range instead of a read per batch (for issue 14's driver
+ * 55-65 ms against 70-99 ms in place). 1: the copy would exceed the
+ * limit. */
+static int scan_copy(const struct scan_source *source, struct leakscan_block *blocks, size_t count,
+                     struct leakscan_totals *totals, char *err, size_t err_size)
+{
+    struct leakscan_snapshot *snapshot;
+    int rc = leakscan_snapshot_take(source->pid, source->tids, source->tid_count, source->shim, blocks, count,
+                                    source->copy_limit, &snapshot, err, err_size);
+    if (rc != 0)
+        return rc;
+    rc = leakscan_snapshot_classify(snapshot, totals, NULL, err, err_size);
+    leakscan_snapshot_free(snapshot);
+    return rc;
+}
 
 static int scan(const struct scan_source *source, struct leakscan_block *blocks, size_t count,
                 struct leakscan_totals *totals, char *err, size_t err_size)
@@ -236,6 +254,9 @@ static int scan(const struct scan_source *source, struct leakscan_block *blocks,
     }
     if (source->handover)
         return leakscan_process_handover(source->pid, source->handover, blocks, count, totals, NULL, err, err_size);
+    int rc = source->copy_limit ? scan_copy(source, blocks, count, totals, err, err_size) : 1;
+    if (rc != 1)
+        return rc;
     return leakscan_process_ex(source->pid, source->tids, source->tid_count, source->shim, blocks, count, totals,
                                NULL, err, err_size);
 }
@@ -468,16 +489,17 @@ int leak_check_finish(struct leak_check_pending *pending, const struct recorder 
 
 int leak_check_run(pid_t pid, const pid_t *tids, size_t tid_count, const struct leakscan_shim_memory *shim,
                    const struct recorder *recorder, uint32_t when, uint64_t time_ns, const unsigned char *skip_cases,
-                   size_t skip_count, struct leak_results *results, char *err, size_t err_size)
+                   size_t skip_count, uint64_t copy_limit, struct leak_results *results, char *err,
+                   size_t err_size)
 {
-    struct scan_source source = {pid, tids, tid_count, NULL, shim};
+    struct scan_source source = {pid, tids, tid_count, NULL, shim, copy_limit};
     return run_check(&source, recorder, when, time_ns, skip_cases, skip_count, results, err, err_size);
 }
 
 int leak_check_run_handover(pid_t pid, const struct leakscan_handover *handover, const struct recorder *recorder,
                             uint64_t time_ns, struct leak_results *results, char *err, size_t err_size)
 {
-    struct scan_source source = {pid, NULL, 0, handover, handover->shim};
+    struct scan_source source = {pid, NULL, 0, handover, handover->shim, 0};
     return run_check(&source, recorder, TRACE_SNAP_EXIT, time_ns, NULL, 0, results, err, err_size);
 }
 

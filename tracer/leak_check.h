@@ -24,12 +24,15 @@ struct leak_results {
  * TRACE_SNAP_SIGNAL (whole image, then every case that skip_cases does
  * not already cover), TRACE_SNAP_CASE_END or TRACE_SNAP_ITERATION (only the
  * open case's blocks: one check). skip_cases: a checked case's id has its
- * entry set (may be NULL; indexed by case id up to skip_count). Returns 0,
- * or -1 with a message in err. */
+ * entry set (may be NULL; indexed by case id up to skip_count).
+ * copy_limit: 0, or the most memory the scan may copy to read each range
+ * once (leakscan_snapshot_take; above it the scan reads in place).
+ * Returns 0, or -1 with a message in err. */
 struct leakscan_shim_memory;
 int leak_check_run(pid_t pid, const pid_t *tids, size_t tid_count, const struct leakscan_shim_memory *shim,
                    const struct recorder *recorder, uint32_t when, uint64_t time_ns, const unsigned char *skip_cases,
-                   size_t skip_count, struct leak_results *results, char *err, size_t err_size);
+                   size_t skip_count, uint64_t copy_limit, struct leak_results *results, char *err,
+                   size_t err_size);
 
 /*
  * A check of the open case (when: TRACE_SNAP_CASE_END or

@@ -190,9 +190,12 @@ struct world_stop {
 int world_stop_begin(struct world_stop *world, struct session *session, struct traced_process *process,
                      pid_t stopped_tid);
 void world_stop_end(struct world_stop *world, struct session *session);
+/* copy_limit: leak_check_run's (check_copy_limit(), or 0: in place). */
 int run_leak_check(struct traced_process *process, const pid_t *tids, size_t count, uint32_t when,
-                   const unsigned char *skip_cases, size_t skip_count, struct leak_results *results, char *err,
-                   size_t err_size);
+                   const unsigned char *skip_cases, size_t skip_count, uint64_t copy_limit,
+                   struct leak_results *results, char *err, size_t err_size);
+/* MEMSLOPE_CHECK_COPY_MAX, or its default (docs/leakscan.md). */
+uint64_t check_copy_limit(void);
 /* A check of the open case started on its own thread (leak_check_start),
  * the process held only while its memory is copied: 0, or 1 when the copy
  * would be too large (check in place), or -1 with a message. */

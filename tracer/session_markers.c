@@ -262,7 +262,7 @@ static void case_leak_check(struct session *session, struct traced_process *proc
         uint64_t start = session_now_ns();
         rc = start_case_check(process, tids, count, when, err, sizeof err);
         if (rc == 1)
-            rc = run_leak_check(process, tids, count, when, NULL, 0, &results, err, sizeof err);
+            rc = run_leak_check(process, tids, count, when, NULL, 0, 0, &results, err, sizeof err);
         else if (rc == 0)
             rc = 2; /* started: its results come in later */
         restore_dead_state(tids[0], &dead);

@@ -125,30 +125,13 @@ void world_stop_end(struct world_stop *world, struct session *session)
     memset(world, 0, sizeof *world);
 }
 
-/* leak_check_run with what the process's shim tells about its memory
- * (its pymalloc arenas, its TLS). */
-int run_leak_check(struct traced_process *process, const pid_t *tids, size_t count, uint32_t when,
-                   const unsigned char *skip_cases, size_t skip_count, struct leak_results *results, char *err,
-                   size_t err_size)
-{
-    struct leakscan_shim_memory shim;
-    struct leakscan_range *ranges;
-    if (shm_consumer_shim_memory(&process->shm, &shim, &ranges) < 0) {
-        snprintf(err, err_size, "out of memory copying the allocator ranges of process %d", (int)process->pid);
-        return -1;
-    }
-    int rc = leak_check_run(process->pid, tids, count, &shim, &process->recorder, when, session_now_ns(), skip_cases,
-                            skip_count, results, err, err_size);
-    free(ranges);
-    return rc;
-}
-
-/* The most a case check copies so that the process runs on while the copy
- * is classified: MEMSLOPE_CHECK_COPY_MAX (a size; 0: never), by default 256
- * MiB or a quarter of the free memory if that is less. Above it the
- * process waits for a scan in place, whose memory stays a small part of
- * the heap's (docs/leakscan.md). */
-static uint64_t check_copy_limit(void)
+/* The most a check copies of what its scan reads (so that a case's runs
+ * beside the program, and any reads each range once):
+ * MEMSLOPE_CHECK_COPY_MAX (a size; 0: never), by default 256 MiB or a
+ * quarter of the free memory if that is less. Above it the scan reads the
+ * stopped process in place, in memory a small part of the heap's
+ * (docs/leakscan.md). */
+uint64_t check_copy_limit(void)
 {
     const char *set = getenv("MEMSLOPE_CHECK_COPY_MAX");
     uint64_t limit = 256ull << 20;
@@ -158,6 +141,24 @@ static uint64_t check_copy_limit(void)
     if (free_pages > 0 && page > 0 && (uint64_t)free_pages * (uint64_t)page / 4 < limit)
         limit = (uint64_t)free_pages * (uint64_t)page / 4;
     return limit;
+}
+
+/* leak_check_run with what the process's shim tells about its memory
+ * (its pymalloc arenas, its TLS). */
+int run_leak_check(struct traced_process *process, const pid_t *tids, size_t count, uint32_t when,
+                   const unsigned char *skip_cases, size_t skip_count, uint64_t copy_limit,
+                   struct leak_results *results, char *err, size_t err_size)
+{
+    struct leakscan_shim_memory shim;
+    struct leakscan_range *ranges;
+    if (shm_consumer_shim_memory(&process->shm, &shim, &ranges) < 0) {
+        snprintf(err, err_size, "out of memory copying the allocator ranges of process %d", (int)process->pid);
+        return -1;
+    }
+    int rc = leak_check_run(process->pid, tids, count, &shim, &process->recorder, when, session_now_ns(), skip_cases,
+                            skip_count, copy_limit, results, err, err_size);
+    free(ranges);
+    return rc;
 }
 
 int start_case_check(struct traced_process *process, const pid_t *tids, size_t count, uint32_t when, char *err,
@@ -238,7 +239,7 @@ void process_leak_check(struct session *session, struct traced_process *process,
     if (world.late)
         note_late_threads(process, world.late, "end-of-process");
     else if (run_leak_check(process, world.tids, world.stopped, kind, process->cases_checked,
-                            process->cases_checked_count, &results, err, sizeof err) == 0) {
+                            process->cases_checked_count, check_copy_limit(), &results, err, sizeof err) == 0) {
         collect_case_check(process, 1);
         drop_checked_case(process, pending_case, &results);
         leak_results_append(&process->leaks, &results);
