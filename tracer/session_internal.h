@@ -34,6 +34,11 @@ struct trace_writer;
 
 enum traced_process_state { PROCESS_RUNNING, PROCESS_EXITING, PROCESS_ENDED };
 
+/* Case checks classified at once beside the program, at most: a case
+ * shorter than its classification does not wait for it at the next case's
+ * end (their copies together stay under check_copy_limit()). */
+#define PENDING_CHECKS_MAX 3
+
 struct traced_process {
     uint32_t process_id;
     pid_t pid;
@@ -66,11 +71,15 @@ struct traced_process {
     unsigned char *cases_checked; /* by case id: checked at its own end */
     size_t cases_checked_count;
     char *leak_check_note;     /* why no leak check ran, if it did not */
-    /* A check of a case classified on its own thread (leak_check.h), its
-     * results not yet in leaks; at most one at a time, so checks reach
-     * the trace in the order they were taken. */
-    struct leak_check_pending *pending_check;
-    uint32_t pending_check_when, pending_check_case;
+    /* Checks of cases classified on threads of their own (leak_check.h),
+     * their results not yet in leaks, oldest first: results go in in the
+     * order the checks were taken. */
+    struct pending_case_check {
+        struct leak_check_pending *check;
+        uint32_t when, case_id;
+        uint64_t bytes; /* its copy */
+    } pending_checks[PENDING_CHECKS_MAX];
+    size_t pending_count;
     int secure_execution;      /* AT_SECURE: setuid, setgid or file capabilities; ld.so ignores LD_PRELOAD */
     int statically_linked;     /* no PT_INTERP: no dynamic loader to preload the shim */
     uint64_t invalid_events;   /* events of its region no shim writes, skipped (shm_consumer.h) */
@@ -207,9 +216,11 @@ void process_leak_check(struct session *session, struct traced_process *process,
 
 /* session_markers.c */
 void process_watch_entry(struct session *session, struct traced_process *process);
-/* The results of the process's pending case check, if any (wait: 0 takes
- * them only when its thread is finished). */
+/* The results of the process's pending case checks, oldest first (wait: 0
+ * takes them only as far as their threads are finished). */
 void collect_case_check(struct traced_process *process, int wait);
+/* Waits for the oldest pending case check and takes its results. */
+void collect_oldest_case_check(struct traced_process *process);
 int on_breakpoint(struct session *session, struct traced_thread *thread);
 
 /* session_noptrace.c */

@@ -205,18 +205,26 @@ static void note_case_check_failed(struct traced_process *process, uint32_t case
     add_leak_check_note(process, why);
 }
 
-void collect_case_check(struct traced_process *process, int wait)
+void collect_oldest_case_check(struct traced_process *process)
 {
-    struct leak_check_pending *pending = process->pending_check;
-    if (!pending || (!wait && !leak_check_pending_done(pending)))
+    if (process->pending_count == 0)
         return;
-    process->pending_check = NULL;
+    struct pending_case_check oldest = process->pending_checks[0];
+    process->pending_count--;
+    memmove(&process->pending_checks[0], &process->pending_checks[1],
+            process->pending_count * sizeof process->pending_checks[0]);
     struct leak_results results;
     char err[512];
-    if (leak_check_finish(pending, &process->recorder, &results, err, sizeof err) != 0)
-        note_case_check_failed(process, process->pending_check_case, err);
+    if (leak_check_finish(oldest.check, &process->recorder, &results, err, sizeof err) != 0)
+        note_case_check_failed(process, oldest.case_id, err);
     else
-        add_case_check(process, &results, process->pending_check_when, process->pending_check_case);
+        add_case_check(process, &results, oldest.when, oldest.case_id);
+}
+
+void collect_case_check(struct traced_process *process, int wait)
+{
+    while (process->pending_count > 0 && (wait || leak_check_pending_done(process->pending_checks[0].check)))
+        collect_oldest_case_check(process);
 }
 
 /* What --verbose says of the case checks that scanned (rc: 2 started on
@@ -226,7 +234,7 @@ static void count_case_check(struct session *session, const struct traced_proces
 {
     if (rc == 2) {
         session->checks_copied++;
-        uint64_t bytes = leak_check_pending_bytes(process->pending_check);
+        uint64_t bytes = process->pending_checks[process->pending_count - 1].bytes;
         session->check_copy_max = bytes > session->check_copy_max ? bytes : session->check_copy_max;
     } else if (rc == 0) {
         session->checks_in_place++;
@@ -249,7 +257,6 @@ static void case_leak_check(struct session *session, struct traced_process *proc
     struct recorder *recorder = &process->recorder;
     if (count == 0 || recorder->open_case == TRACE_NONE || !(process->flags & TRACE_PROC_SHIM_SEEN))
         return;
-    collect_case_check(process, 1); /* checks reach the trace in the order they were taken */
     struct leak_results results;
     char err[512];
     int rc;
@@ -268,6 +275,8 @@ static void case_leak_check(struct session *session, struct traced_process *proc
         restore_dead_state(tids[0], &dead);
         count_case_check(session, process, session_now_ns() - start, rc);
     }
+    if (rc == 0 || rc < 0)
+        collect_case_check(process, 1); /* results go in in the order the checks were taken */
     if (rc < 0)
         note_case_check_failed(process, recorder->open_case, err);
     else if (rc == 0)

@@ -161,25 +161,43 @@ int run_leak_check(struct traced_process *process, const pid_t *tids, size_t cou
     return rc;
 }
 
+/* The copies of the pending case checks, together. */
+static uint64_t pending_bytes(const struct traced_process *process)
+{
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < process->pending_count; i++)
+        bytes += process->pending_checks[i].bytes;
+    return bytes;
+}
+
 int start_case_check(struct traced_process *process, const pid_t *tids, size_t count, uint32_t when, char *err,
                      size_t err_size)
 {
     uint64_t limit = check_copy_limit();
     if (limit == 0)
         return 1;
+    if (process->pending_count == PENDING_CHECKS_MAX)
+        collect_oldest_case_check(process);
     struct leakscan_shim_memory shim;
     struct leakscan_range *ranges;
     if (shm_consumer_shim_memory(&process->shm, &shim, &ranges) < 0) {
         snprintf(err, err_size, "out of memory copying the allocator ranges of process %d", (int)process->pid);
         return -1;
     }
-    int rc = leak_check_start(process->pid, tids, count, &shim, &process->recorder, when, session_now_ns(), limit,
-                              &process->pending_check, err, err_size);
-    free(ranges);
-    if (rc == 0) {
-        process->pending_check_when = when;
-        process->pending_check_case = process->recorder.open_case;
+    struct leak_check_pending *check;
+    uint64_t held = pending_bytes(process);
+    int rc = leak_check_start(process->pid, tids, count, &shim, &process->recorder, when, session_now_ns(),
+                              held < limit ? limit - held : 0, &check, err, err_size);
+    if (rc == 1 && held > 0) {
+        /* the copies before it are in the way: their memory back first */
+        collect_case_check(process, 1);
+        rc = leak_check_start(process->pid, tids, count, &shim, &process->recorder, when, session_now_ns(), limit,
+                              &check, err, err_size);
     }
+    free(ranges);
+    if (rc == 0)
+        process->pending_checks[process->pending_count++] =
+            (struct pending_case_check){check, when, process->recorder.open_case, leak_check_pending_bytes(check)};
     return rc;
 }
 
@@ -209,18 +227,27 @@ void note_late_threads(struct traced_process *process, size_t late, const char *
     add_leak_check_note(process, why);
 }
 
-/* The exit check's own entry for a case whose check at its end came in
- * meanwhile: that one stands, as when the case was skipped. */
-static void drop_checked_case(struct traced_process *process, uint32_t case_id, struct leak_results *results)
+/* What the exit check may copy beside the pending case checks' copies. */
+static uint64_t exit_copy_limit(const struct traced_process *process)
 {
-    if (case_id < process->cases_checked_count && process->cases_checked[case_id])
-        leak_results_drop_case(results, case_id);
+    uint64_t limit = check_copy_limit(), held = pending_bytes(process);
+    return held < limit ? limit - held : 0;
 }
 
-/* The check at exit (or a fatal signal). A case check still being
- * classified (the last case of a driver ends just before its exit) runs
- * on beside it: the exit check covers that case too, and drops it once
- * the case's own check is in. */
+/* The exit check's own entries for the cases whose checks at their ends
+ * came in meanwhile: those stand, as when the cases were skipped. */
+static void drop_checked_cases(struct traced_process *process, const uint32_t *case_ids, size_t count,
+                               struct leak_results *results)
+{
+    for (size_t i = 0; i < count; i++)
+        if (case_ids[i] < process->cases_checked_count && process->cases_checked[case_ids[i]])
+            leak_results_drop_case(results, case_ids[i]);
+}
+
+/* The check at exit (or a fatal signal). Case checks still being
+ * classified (the last case of a driver ends just before its exit) run on
+ * beside it: the exit check covers those cases too, and drops them once
+ * their own checks are in. */
 void process_leak_check(struct session *session, struct traced_process *process, pid_t stopped_tid,
                         uint32_t kind)
 {
@@ -235,13 +262,17 @@ void process_leak_check(struct session *session, struct traced_process *process,
     }
     char err[512];
     struct leak_results results;
-    uint32_t pending_case = process->pending_check ? process->pending_check_case : TRACE_NONE;
+    uint32_t pending_cases[PENDING_CHECKS_MAX];
+    size_t pending = process->pending_count;
+    for (size_t i = 0; i < pending; i++)
+        pending_cases[i] = process->pending_checks[i].case_id;
     if (world.late)
         note_late_threads(process, world.late, "end-of-process");
     else if (run_leak_check(process, world.tids, world.stopped, kind, process->cases_checked,
-                            process->cases_checked_count, check_copy_limit(), &results, err, sizeof err) == 0) {
+                            process->cases_checked_count, exit_copy_limit(process), &results, err,
+                            sizeof err) == 0) {
         collect_case_check(process, 1);
-        drop_checked_case(process, pending_case, &results);
+        drop_checked_cases(process, pending_cases, pending, &results);
         leak_results_append(&process->leaks, &results);
         leak_results_free(&results);
     } else {
