@@ -866,6 +866,7 @@ struct session *session_create(const struct record_options *options)
     }
     if (!options->no_symbol_cache)
         symbol_store_use_cache(session->symbols, symbol_cache_open_user());
+    read_check_copy_max(session);
     return session;
 }
 

@@ -36,7 +36,7 @@ enum traced_process_state { PROCESS_RUNNING, PROCESS_EXITING, PROCESS_ENDED };
 
 /* Case checks classified at once beside the program, at most: a case
  * shorter than its classification does not wait for it at the next case's
- * end (their copies together stay under check_copy_limit()). */
+ * end (their copies together stay under check_copy_limit). */
 #define PENDING_CHECKS_MAX 3
 
 struct traced_process {
@@ -126,6 +126,9 @@ struct session {
      * the largest copy and the longest the process was held by one */
     uint32_t checks_copied, checks_in_place;
     uint64_t check_copy_max, check_hold_max_ns;
+    /* MEMSLOPE_CHECK_COPY_MAX, when set (check_copy_limit) */
+    int check_copy_set;
+    uint64_t check_copy_limit_set;
 };
 
 /* Sleep between drains while the target runs and reports nothing. */
@@ -199,17 +202,19 @@ struct world_stop {
 int world_stop_begin(struct world_stop *world, struct session *session, struct traced_process *process,
                      pid_t stopped_tid);
 void world_stop_end(struct world_stop *world, struct session *session);
-/* copy_limit: leak_check_run's (check_copy_limit(), or 0: in place). */
+/* copy_limit: leak_check_run's (check_copy_limit, or 0: in place). */
 int run_leak_check(struct traced_process *process, const pid_t *tids, size_t count, uint32_t when,
                    const unsigned char *skip_cases, size_t skip_count, uint64_t copy_limit,
                    struct leak_results *results, char *err, size_t err_size);
-/* MEMSLOPE_CHECK_COPY_MAX, or its default (docs/leakscan.md). */
-uint64_t check_copy_limit(void);
+/* MEMSLOPE_CHECK_COPY_MAX (read once, by read_check_copy_max, which warns
+ * of a value that is not a size), or its default (docs/leakscan.md). */
+uint64_t check_copy_limit(const struct session *session);
+void read_check_copy_max(struct session *session);
 /* A check of the open case started on its own thread (leak_check_start),
  * the process held only while its memory is copied: 0, or 1 when the copy
  * would be too large (check in place), or -1 with a message. */
-int start_case_check(struct traced_process *process, const pid_t *tids, size_t count, uint32_t when, char *err,
-                     size_t err_size);
+int start_case_check(const struct session *session, struct traced_process *process, const pid_t *tids,
+                     size_t count, uint32_t when, char *err, size_t err_size);
 void add_leak_check_note(struct traced_process *process, const char *why);
 void note_late_threads(struct traced_process *process, size_t late, const char *check);
 void process_leak_check(struct session *session, struct traced_process *process, pid_t stopped_tid, uint32_t kind);

@@ -267,7 +267,7 @@ static void case_leak_check(struct session *session, struct traced_process *proc
         struct dead_state dead;
         hide_dead_state(tids[0], &dead);
         uint64_t start = session_now_ns();
-        rc = start_case_check(process, tids, count, when, err, sizeof err);
+        rc = start_case_check(session, process, tids, count, when, err, sizeof err);
         if (rc == 1)
             rc = run_leak_check(process, tids, count, when, NULL, 0, 0, &results, err, sizeof err);
         else if (rc == 0)

@@ -131,16 +131,30 @@ void world_stop_end(struct world_stop *world, struct session *session)
  * quarter of the free memory if that is less. Above it the scan reads the
  * stopped process in place, in memory a small part of the heap's
  * (docs/leakscan.md). */
-uint64_t check_copy_limit(void)
+uint64_t check_copy_limit(const struct session *session)
 {
-    const char *set = getenv("MEMSLOPE_CHECK_COPY_MAX");
+    if (session->check_copy_set)
+        return session->check_copy_limit_set;
     uint64_t limit = 256ull << 20;
-    if (set && units_parse_size(set, &limit) == 0)
-        return limit;
     long free_pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     if (free_pages > 0 && page > 0 && (uint64_t)free_pages * (uint64_t)page / 4 < limit)
         limit = (uint64_t)free_pages * (uint64_t)page / 4;
     return limit;
+}
+
+void read_check_copy_max(struct session *session)
+{
+    const char *set = getenv("MEMSLOPE_CHECK_COPY_MAX");
+    if (!set || !*set)
+        return;
+    if (units_parse_size(set, &session->check_copy_limit_set) == 0) {
+        session->check_copy_set = 1;
+        return;
+    }
+    fprintf(stderr,
+            "memslope: warning: MEMSLOPE_CHECK_COPY_MAX=%s is not a size (bytes, or with K, M or G, as 64M); the "
+            "default limit applies\n",
+            set);
 }
 
 /* leak_check_run with what the process's shim tells about its memory
@@ -170,10 +184,10 @@ static uint64_t pending_bytes(const struct traced_process *process)
     return bytes;
 }
 
-int start_case_check(struct traced_process *process, const pid_t *tids, size_t count, uint32_t when, char *err,
-                     size_t err_size)
+int start_case_check(const struct session *session, struct traced_process *process, const pid_t *tids,
+                     size_t count, uint32_t when, char *err, size_t err_size)
 {
-    uint64_t limit = check_copy_limit();
+    uint64_t limit = check_copy_limit(session);
     if (limit == 0)
         return 1;
     if (process->pending_count == PENDING_CHECKS_MAX)
@@ -228,9 +242,9 @@ void note_late_threads(struct traced_process *process, size_t late, const char *
 }
 
 /* What the exit check may copy beside the pending case checks' copies. */
-static uint64_t exit_copy_limit(const struct traced_process *process)
+static uint64_t exit_copy_limit(const struct session *session, const struct traced_process *process)
 {
-    uint64_t limit = check_copy_limit(), held = pending_bytes(process);
+    uint64_t limit = check_copy_limit(session), held = pending_bytes(process);
     return held < limit ? limit - held : 0;
 }
 
@@ -269,7 +283,7 @@ void process_leak_check(struct session *session, struct traced_process *process,
     if (world.late)
         note_late_threads(process, world.late, "end-of-process");
     else if (run_leak_check(process, world.tids, world.stopped, kind, process->cases_checked,
-                            process->cases_checked_count, exit_copy_limit(process), &results, err,
+                            process->cases_checked_count, exit_copy_limit(session, process), &results, err,
                             sizeof err) == 0) {
         collect_case_check(process, 1);
         drop_checked_cases(process, pending_cases, pending, &results);

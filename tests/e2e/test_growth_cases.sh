@@ -70,6 +70,22 @@ for name in leaky lazy reachable cycle; do
         "$(jget "$WORK/p.json" "[c for c in d['cases'] if c['name']=='$name'][0]['leaks']")"
 done
 
+# A copy over the limit (1K here) is not taken: the checks scan in place.
+export MEMSLOPE_CHECK_COPY_MAX=1K
+record "$WORK/k.trace" --verbose -- "$FIXTURES/growth_cases"
+expect_eq "over the copy limit: in place" 1 \
+    "$(grep -c 'case leak checks: 0 classified from a copy .*, 4 scanned in place' "$WORK/rec.err")"
+report_json "$WORK/k.trace" "$WORK/k.json"
+expect_eq "over the copy limit: leaky leaks as with the copy" "$(case_get leaky '["leaks"]')" \
+    "$(jget "$WORK/k.json" "[c for c in d['cases'] if c['name']=='leaky'][0]['leaks']")"
+# A value that is no size: said, and the default applies.
+export MEMSLOPE_CHECK_COPY_MAX=lots
+record "$WORK/b.trace" -- "$FIXTURES/growth_cases"
+unset MEMSLOPE_CHECK_COPY_MAX
+expect_eq "MEMSLOPE_CHECK_COPY_MAX=lots: record exit" 0 "$REC_RC"
+expect_eq "MEMSLOPE_CHECK_COPY_MAX=lots: a warning naming it" 1 \
+    "$(grep -c 'MEMSLOPE_CHECK_COPY_MAX=lots is not a size' "$WORK/rec.err")"
+
 # --leak-check iterations: a check at every kept iteration too, same figures
 # at the case ends; --leak-check off: no leak figures at all.
 record "$WORK/i.trace" --leak-check iterations -- "$FIXTURES/growth_cases"
