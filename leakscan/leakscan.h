@@ -183,15 +183,32 @@ int leakscan_process_ex(pid_t pid, const pid_t *tids, size_t tid_count, const st
  * take returns 0 with *snapshot set; 1 when the copy would exceed
  * byte_limit bytes (nothing kept: scan in place); -1 with a message.
  * blocks stay the caller's, and must stay valid until classify returns.
+ * spare: NULL, or a buffer of an earlier copy (leakscan_snapshot_release)
+ * that the copy takes when it is large enough, its pages being in memory
+ * already (populating 23 MB cost 11 ms here, writing into it 1.2 ms).
  */
 struct leakscan_snapshot;
+struct leakscan_buffer;
 int leakscan_snapshot_take(pid_t pid, const pid_t *tids, size_t tid_count, const struct leakscan_shim_memory *shim,
                            struct leakscan_block *blocks, size_t block_count, uint64_t byte_limit,
-                           struct leakscan_snapshot **snapshot, char *err, size_t err_size);
+                           struct leakscan_buffer *spare, struct leakscan_snapshot **snapshot, char *err,
+                           size_t err_size);
 int leakscan_snapshot_classify(struct leakscan_snapshot *snapshot, struct leakscan_totals *totals,
                                struct leakscan_stats *stats, char *err, size_t err_size);
 uint64_t leakscan_snapshot_bytes(const struct leakscan_snapshot *snapshot);
 void leakscan_snapshot_free(struct leakscan_snapshot *snapshot);
+
+/* A populated buffer kept from one copy for the next. keep_larger keeps
+ * the larger of *keep and *buffer in *keep and unmaps the other. */
+struct leakscan_buffer {
+    uint8_t *bytes;
+    uint64_t size;
+};
+/* Moves the snapshot's buffer into keep (keep_larger); classify reads the
+ * copy no more after it. */
+void leakscan_snapshot_release(struct leakscan_snapshot *snapshot, struct leakscan_buffer *keep);
+void leakscan_buffer_keep_larger(struct leakscan_buffer *keep, struct leakscan_buffer *buffer);
+void leakscan_buffer_free(struct leakscan_buffer *buffer);
 
 /*
  * Process scan from what a process handed over about itself, where ptrace

@@ -48,17 +48,22 @@ struct leakscan_copy {
     uint64_t *offsets;             /* each range's place in bytes */
     size_t count;
     uint8_t *bytes;
-    uint64_t size;
+    uint64_t size;   /* bytes copied */
+    struct leakscan_buffer buffer; /* where they are: at least size bytes */
     size_t last; /* the range the last lookup found */
 };
 
-/* blocks: sorted by address. Returns 0; 1 when the copy would exceed
- * byte_limit bytes (nothing copied); -1 out of memory; -2 when the source
- * is gone. */
+/* blocks: sorted by address. spare: NULL, or a buffer the copy takes
+ * (leaving spare empty) when it is large enough. Returns 0; 1 when the
+ * copy would exceed byte_limit bytes (nothing copied); -1 out of memory;
+ * -2 when the source is gone. */
 int leakscan_copy_take(struct leakscan_copy *copy, const struct leakscan_memory *source,
                        const struct leakscan_range *roots, size_t root_count, const struct leakscan_block *blocks,
-                       size_t block_count, uint64_t byte_limit);
+                       size_t block_count, uint64_t byte_limit, struct leakscan_buffer *spare);
 void leakscan_copy_free(struct leakscan_copy *copy);
+/* Gives the copy's buffer to keep (leakscan_buffer_keep_larger); the copy
+ * reads nothing after. */
+void leakscan_copy_release(struct leakscan_copy *copy, struct leakscan_buffer *keep);
 const void *leakscan_copy_view(void *context, uint64_t address, size_t length);
 int leakscan_copy_read(void *context, uint64_t address, void *buffer, size_t length);
 int leakscan_copy_holds_data(void *context, uint64_t address, size_t length);

@@ -111,9 +111,28 @@ static int read_all(struct leakscan_copy *copy, const struct leakscan_memory *so
     return 0;
 }
 
+/* The copy's buffer: the spare one when it is large enough (its pages are
+ * in already: populating 23 MB cost 11 ms here, writing into it 1.2 ms),
+ * else a new mapping populated at once (a fault a page would cost more). */
+static int take_buffer(struct leakscan_copy *copy, uint64_t size, struct leakscan_buffer *spare)
+{
+    if (spare && spare->bytes && spare->size >= size) {
+        copy->buffer = *spare;
+        *spare = (struct leakscan_buffer){0};
+        return 0;
+    }
+    if (size == 0)
+        return 0;
+    void *bytes = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (bytes == MAP_FAILED)
+        return -1;
+    copy->buffer = (struct leakscan_buffer){bytes, size};
+    return 0;
+}
+
 int leakscan_copy_take(struct leakscan_copy *copy, const struct leakscan_memory *source,
                        const struct leakscan_range *roots, size_t root_count, const struct leakscan_block *blocks,
-                       size_t block_count, uint64_t byte_limit)
+                       size_t block_count, uint64_t byte_limit, struct leakscan_buffer *spare)
 {
     memset(copy, 0, sizeof *copy);
     struct wanted w = {0};
@@ -127,16 +146,11 @@ int leakscan_copy_take(struct leakscan_copy *copy, const struct leakscan_memory 
     copy->count = w.count;
     copy->size = w.bytes;
     copy->offsets = malloc((w.count + 1) * sizeof *copy->offsets);
-    /* populated at once: a fault a page would cost more than the copy */
-    copy->bytes = w.bytes ? mmap(NULL, (size_t)w.bytes, PROT_READ | PROT_WRITE,
-                                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0)
-                          : NULL;
-    if (!copy->offsets || copy->bytes == MAP_FAILED) {
-        if (copy->bytes == MAP_FAILED)
-            copy->bytes = NULL;
+    if (!copy->offsets || take_buffer(copy, w.bytes, spare) < 0) {
         leakscan_copy_free(copy);
         return -1;
     }
+    copy->bytes = copy->buffer.bytes;
     uint64_t at = 0;
     for (size_t r = 0; r < w.count; r++) {
         copy->offsets[r] = at;
@@ -149,10 +163,32 @@ int leakscan_copy_take(struct leakscan_copy *copy, const struct leakscan_memory 
     return 0;
 }
 
+void leakscan_buffer_free(struct leakscan_buffer *buffer)
+{
+    if (buffer->bytes)
+        munmap(buffer->bytes, (size_t)buffer->size);
+    *buffer = (struct leakscan_buffer){0};
+}
+
+void leakscan_buffer_keep_larger(struct leakscan_buffer *keep, struct leakscan_buffer *buffer)
+{
+    if (buffer->size > keep->size) {
+        struct leakscan_buffer swap = *keep;
+        *keep = *buffer;
+        *buffer = swap;
+    }
+    leakscan_buffer_free(buffer);
+}
+
+void leakscan_copy_release(struct leakscan_copy *copy, struct leakscan_buffer *keep)
+{
+    leakscan_buffer_keep_larger(keep, &copy->buffer);
+    copy->bytes = NULL;
+}
+
 void leakscan_copy_free(struct leakscan_copy *copy)
 {
-    if (copy->bytes)
-        munmap(copy->bytes, (size_t)copy->size);
+    leakscan_buffer_free(&copy->buffer);
     free(copy->ranges);
     free(copy->offsets);
     memset(copy, 0, sizeof *copy);

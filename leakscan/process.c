@@ -749,7 +749,7 @@ static int snapshot_is_vtable(void *context, uint64_t address)
 
 /* The roots listed and the memory copied; 1: over byte_limit. */
 static int take_snapshot(struct leakscan_snapshot *s, const pid_t *tids, size_t tid_count, uint64_t byte_limit,
-                         char *err, size_t err_size)
+                         struct leakscan_buffer *spare, char *err, size_t err_size)
 {
     leakscan_sort_blocks(s->blocks, s->block_count); /* the planning looks blocks up by address */
     if (plan_scan(&s->plan, &s->target, tids, tid_count, s->blocks, s->block_count, err, err_size) < 0)
@@ -761,7 +761,7 @@ static int take_snapshot(struct leakscan_snapshot *s, const pid_t *tids, size_t 
                                      .holds_data = context_holds_data,
                                      .context = &s->vtable};
     int rc = leakscan_copy_take(&s->copy, &source, s->plan.roots.ranges, s->plan.roots.count, s->blocks,
-                                s->block_count, byte_limit);
+                                s->block_count, byte_limit, spare);
     if (rc == -1)
         error_printf(err, err_size, "leak scan: out of memory copying the heap of process %d", (int)s->target.pid);
     else if (rc == -2)
@@ -772,7 +772,8 @@ static int take_snapshot(struct leakscan_snapshot *s, const pid_t *tids, size_t 
 
 int leakscan_snapshot_take(pid_t pid, const pid_t *tids, size_t tid_count, const struct leakscan_shim_memory *shim,
                            struct leakscan_block *blocks, size_t block_count, uint64_t byte_limit,
-                           struct leakscan_snapshot **snapshot, char *err, size_t err_size)
+                           struct leakscan_buffer *spare, struct leakscan_snapshot **snapshot, char *err,
+                           size_t err_size)
 {
     *snapshot = NULL;
     struct leakscan_snapshot *s = calloc(1, sizeof *s);
@@ -784,7 +785,7 @@ int leakscan_snapshot_take(pid_t pid, const pid_t *tids, size_t tid_count, const
     s->plan.shim = shim;
     s->blocks = blocks;
     s->block_count = block_count;
-    int rc = take_snapshot(s, tids, tid_count, byte_limit, err, err_size);
+    int rc = take_snapshot(s, tids, tid_count, byte_limit, spare, err, err_size);
     if (rc != 0) {
         leakscan_snapshot_free(s);
         return rc;
@@ -813,6 +814,11 @@ int leakscan_snapshot_classify(struct leakscan_snapshot *snapshot, struct leaksc
         .root_word_count = snapshot->plan.roots.word_count,
     };
     return leakscan_classify(&image, snapshot->blocks, snapshot->block_count, totals, stats, err, err_size);
+}
+
+void leakscan_snapshot_release(struct leakscan_snapshot *snapshot, struct leakscan_buffer *keep)
+{
+    leakscan_copy_release(&snapshot->copy, keep);
 }
 
 void leakscan_snapshot_free(struct leakscan_snapshot *snapshot)

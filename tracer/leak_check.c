@@ -223,6 +223,7 @@ struct scan_source {
     const struct leakscan_handover *handover;
     const struct leakscan_shim_memory *shim;
     uint64_t copy_limit; /* copy what the scan reads first, up to this (0: in place) */
+    struct leakscan_buffer *spare; /* for the copy, and its buffer after */
 };
 
 /* A copy of what the scan reads, then the classification from it: one
@@ -234,10 +235,12 @@ static int scan_copy(const struct scan_source *source, struct leakscan_block *bl
 {
     struct leakscan_snapshot *snapshot;
     int rc = leakscan_snapshot_take(source->pid, source->tids, source->tid_count, source->shim, blocks, count,
-                                    source->copy_limit, &snapshot, err, err_size);
+                                    source->copy_limit, source->spare, &snapshot, err, err_size);
     if (rc != 0)
         return rc;
     rc = leakscan_snapshot_classify(snapshot, totals, NULL, err, err_size);
+    if (source->spare)
+        leakscan_snapshot_release(snapshot, source->spare);
     leakscan_snapshot_free(snapshot);
     return rc;
 }
@@ -362,6 +365,7 @@ struct leak_check_pending {
     uint32_t when, open_case;
     uint64_t iteration, time_ns;
     uint64_t copy_bytes; /* what the snapshot holds */
+    struct leakscan_buffer buffer; /* the copy's, once classified: for the next copy */
     uint8_t *categories; /* by position: the thread's result */
     int rc, done;        /* done: atomic, set when the thread is finished */
     char err[512];
@@ -391,6 +395,7 @@ static void *classify_pending(void *arg)
     struct leak_check_pending *p = arg;
     struct leakscan_totals totals;
     p->rc = leakscan_snapshot_classify(p->snapshot, &totals, NULL, p->err, sizeof p->err);
+    leakscan_snapshot_release(p->snapshot, &p->buffer);
     if (p->rc == 0 && !(p->categories = categories_by_position(p->blocks, p->count))) {
         snprintf(p->err, sizeof p->err, "out of memory grouping %zu blocks", p->count);
         p->rc = -1;
@@ -406,6 +411,7 @@ static void *classify_pending(void *arg)
 static void free_pending(struct leak_check_pending *p)
 {
     leakscan_snapshot_free(p->snapshot);
+    leakscan_buffer_free(&p->buffer);
     free(p->blocks);
     free(p->open);
     free(p->categories);
@@ -414,7 +420,8 @@ static void free_pending(struct leak_check_pending *p)
 
 int leak_check_start(pid_t pid, const pid_t *tids, size_t tid_count, const struct leakscan_shim_memory *shim,
                      const struct recorder *recorder, uint32_t when, uint64_t time_ns, uint64_t byte_limit,
-                     struct leak_check_pending **pending, char *err, size_t err_size)
+                     struct leakscan_buffer *spare, struct leak_check_pending **pending, char *err,
+                     size_t err_size)
 {
     *pending = NULL;
     struct leak_check_pending *p = calloc(1, sizeof *p);
@@ -427,8 +434,8 @@ int leak_check_start(pid_t pid, const pid_t *tids, size_t tid_count, const struc
     *p = (struct leak_check_pending){.blocks = p->blocks, .count = p->count, .open = p->open,
                                      .open_count = p->open_count, .when = when, .open_case = recorder->open_case,
                                      .iteration = recorder->iteration, .time_ns = time_ns};
-    int rc = leakscan_snapshot_take(pid, tids, tid_count, shim, p->blocks, p->count, byte_limit, &p->snapshot, err,
-                                    err_size);
+    int rc = leakscan_snapshot_take(pid, tids, tid_count, shim, p->blocks, p->count, byte_limit, spare,
+                                    &p->snapshot, err, err_size);
     if (rc == 0)
         p->copy_bytes = leakscan_snapshot_bytes(p->snapshot);
     if (rc == 0 && (errno = pthread_create(&p->thread, NULL, classify_pending, p)) != 0) {
@@ -474,10 +481,12 @@ static int sum_pending(const struct leak_check_pending *p, const struct recorder
 }
 
 int leak_check_finish(struct leak_check_pending *pending, const struct recorder *recorder,
-                      struct leak_results *results, char *err, size_t err_size)
+                      struct leakscan_buffer *keep, struct leak_results *results, char *err, size_t err_size)
 {
     memset(results, 0, sizeof *results);
     pthread_join(pending->thread, NULL);
+    if (keep)
+        leakscan_buffer_keep_larger(keep, &pending->buffer);
     int rc = pending->rc;
     if (rc != 0)
         snprintf(err, err_size, "%s", pending->err);
@@ -489,17 +498,17 @@ int leak_check_finish(struct leak_check_pending *pending, const struct recorder 
 
 int leak_check_run(pid_t pid, const pid_t *tids, size_t tid_count, const struct leakscan_shim_memory *shim,
                    const struct recorder *recorder, uint32_t when, uint64_t time_ns, const unsigned char *skip_cases,
-                   size_t skip_count, uint64_t copy_limit, struct leak_results *results, char *err,
-                   size_t err_size)
+                   size_t skip_count, uint64_t copy_limit, struct leakscan_buffer *spare,
+                   struct leak_results *results, char *err, size_t err_size)
 {
-    struct scan_source source = {pid, tids, tid_count, NULL, shim, copy_limit};
+    struct scan_source source = {pid, tids, tid_count, NULL, shim, copy_limit, spare};
     return run_check(&source, recorder, when, time_ns, skip_cases, skip_count, results, err, err_size);
 }
 
 int leak_check_run_handover(pid_t pid, const struct leakscan_handover *handover, const struct recorder *recorder,
                             uint64_t time_ns, struct leak_results *results, char *err, size_t err_size)
 {
-    struct scan_source source = {pid, NULL, 0, handover, handover->shim, 0};
+    struct scan_source source = {pid, NULL, 0, handover, handover->shim, 0, NULL};
     return run_check(&source, recorder, TRACE_SNAP_EXIT, time_ns, NULL, 0, results, err, err_size);
 }
 

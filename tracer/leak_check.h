@@ -26,13 +26,15 @@ struct leak_results {
  * open case's blocks: one check). skip_cases: a checked case's id has its
  * entry set (may be NULL; indexed by case id up to skip_count).
  * copy_limit: 0, or the most memory the scan may copy to read each range
- * once (leakscan_snapshot_take; above it the scan reads in place).
+ * once (leakscan_snapshot_take; above it the scan reads in place); spare:
+ * NULL, or a buffer the copy may take, and which keeps the copy's after.
  * Returns 0, or -1 with a message in err. */
 struct leakscan_shim_memory;
+struct leakscan_buffer;
 int leak_check_run(pid_t pid, const pid_t *tids, size_t tid_count, const struct leakscan_shim_memory *shim,
                    const struct recorder *recorder, uint32_t when, uint64_t time_ns, const unsigned char *skip_cases,
-                   size_t skip_count, uint64_t copy_limit, struct leak_results *results, char *err,
-                   size_t err_size);
+                   size_t skip_count, uint64_t copy_limit, struct leakscan_buffer *spare,
+                   struct leak_results *results, char *err, size_t err_size);
 
 /*
  * A check of the open case (when: TRACE_SNAP_CASE_END or
@@ -44,17 +46,20 @@ int leak_check_run(pid_t pid, const pid_t *tids, size_t tid_count, const struct 
  * leak_check_run); -1 with a message. leak_check_finish waits for the
  * thread and gives the check leak_check_run would have given at the start
  * (recorder: the same one, any later state), and frees pending: 0, or -1
- * with a message. leak_check_pending_done: whether finish would not wait;
+ * with a message. spare (start) and keep (finish), as leak_check_run's
+ * spare: the buffer a copy may take, and which keeps the larger buffer
+ * after. leak_check_pending_done: whether finish would not wait;
  * leak_check_pending_bytes: the size of the copy.
  */
 struct leak_check_pending;
 int leak_check_start(pid_t pid, const pid_t *tids, size_t tid_count, const struct leakscan_shim_memory *shim,
                      const struct recorder *recorder, uint32_t when, uint64_t time_ns, uint64_t byte_limit,
-                     struct leak_check_pending **pending, char *err, size_t err_size);
+                     struct leakscan_buffer *spare, struct leak_check_pending **pending, char *err,
+                     size_t err_size);
 int leak_check_pending_done(const struct leak_check_pending *pending);
 uint64_t leak_check_pending_bytes(const struct leak_check_pending *pending);
 int leak_check_finish(struct leak_check_pending *pending, const struct recorder *recorder,
-                      struct leak_results *results, char *err, size_t err_size);
+                      struct leakscan_buffer *keep, struct leak_results *results, char *err, size_t err_size);
 
 /* The check at exit of a process that cannot be stopped (no-ptrace mode):
  * it reads what the process handed over (see leakscan.h) while its

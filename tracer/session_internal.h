@@ -16,6 +16,7 @@
 #include <uthash.h>
 
 #include "breakpoint.h"
+#include "../leakscan/leakscan.h"
 #include "leak_check.h"
 #include "../common/proc_maps.h"
 #include "progress.h"
@@ -80,6 +81,7 @@ struct traced_process {
         uint64_t bytes; /* its copy */
     } pending_checks[PENDING_CHECKS_MAX];
     size_t pending_count;
+    struct leakscan_buffer check_buffer; /* the last copy's, for the next (leakscan.h) */
     int secure_execution;      /* AT_SECURE: setuid, setgid or file capabilities; ld.so ignores LD_PRELOAD */
     int statically_linked;     /* no PT_INTERP: no dynamic loader to preload the shim */
     uint64_t invalid_events;   /* events of its region no shim writes, skipped (shm_consumer.h) */

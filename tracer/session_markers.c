@@ -215,7 +215,7 @@ void collect_oldest_case_check(struct traced_process *process)
             process->pending_count * sizeof process->pending_checks[0]);
     struct leak_results results;
     char err[512];
-    if (leak_check_finish(oldest.check, &process->recorder, &results, err, sizeof err) != 0)
+    if (leak_check_finish(oldest.check, &process->recorder, &process->check_buffer, &results, err, sizeof err) != 0)
         note_case_check_failed(process, oldest.case_id, err);
     else
         add_case_check(process, &results, oldest.when, oldest.case_id);

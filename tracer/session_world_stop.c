@@ -170,7 +170,7 @@ int run_leak_check(struct traced_process *process, const pid_t *tids, size_t cou
         return -1;
     }
     int rc = leak_check_run(process->pid, tids, count, &shim, &process->recorder, when, session_now_ns(), skip_cases,
-                            skip_count, copy_limit, results, err, err_size);
+                            skip_count, copy_limit, &process->check_buffer, results, err, err_size);
     free(ranges);
     return rc;
 }
@@ -190,6 +190,7 @@ int start_case_check(const struct session *session, struct traced_process *proce
     uint64_t limit = check_copy_limit(session);
     if (limit == 0)
         return 1;
+    collect_case_check(process, 0); /* those done give their buffers back for this copy */
     if (process->pending_count == PENDING_CHECKS_MAX)
         collect_oldest_case_check(process);
     struct leakscan_shim_memory shim;
@@ -201,12 +202,12 @@ int start_case_check(const struct session *session, struct traced_process *proce
     struct leak_check_pending *check;
     uint64_t held = pending_bytes(process);
     int rc = leak_check_start(process->pid, tids, count, &shim, &process->recorder, when, session_now_ns(),
-                              held < limit ? limit - held : 0, &check, err, err_size);
+                              held < limit ? limit - held : 0, &process->check_buffer, &check, err, err_size);
     if (rc == 1 && held > 0) {
         /* the copies before it are in the way: their memory back first */
         collect_case_check(process, 1);
         rc = leak_check_start(process->pid, tids, count, &shim, &process->recorder, when, session_now_ns(), limit,
-                              &check, err, err_size);
+                              &process->check_buffer, &check, err, err_size);
     }
     free(ranges);
     if (rc == 0)

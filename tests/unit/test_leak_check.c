@@ -261,7 +261,7 @@ static void no_block_needs_no_scan(void **state)
     assert_int_equal(waitpid(child, NULL, 0), child); /* its pid names no process now */
     struct leak_results results;
     char err[256] = "";
-    assert_int_equal(leak_check_run(child, &child, 1, NULL, &r, TRACE_SNAP_EXIT, 1000, NULL, 0, 0, &results, err,
+    assert_int_equal(leak_check_run(child, &child, 1, NULL, &r, TRACE_SNAP_EXIT, 1000, NULL, 0, 0, NULL, &results, err,
                                     sizeof err),
                      0);
     assert_int_equal(results.count, 1);

@@ -248,10 +248,10 @@ static void test_snapshot_of_a_stopped_process(void **state)
     char err[512] = "";
     assert_int_equal(leakscan_stop_process(pid, &stopped, err, sizeof err), 0);
     struct leakscan_snapshot *snapshot = NULL;
-    int too_large = leakscan_snapshot_take(pid, stopped.tids, stopped.tid_count, NULL, blocks, N_BLOCKS, 4096,
+    int too_large = leakscan_snapshot_take(pid, stopped.tids, stopped.tid_count, NULL, blocks, N_BLOCKS, 4096, NULL,
                                            &snapshot, err, sizeof err);
     int taken = leakscan_snapshot_take(pid, stopped.tids, stopped.tid_count, NULL, blocks, N_BLOCKS, 1ull << 30,
-                                       &snapshot, err, sizeof err);
+                                       NULL, &snapshot, err, sizeof err);
     leakscan_detach(&stopped);
     assert_int_equal(too_large, 1);
     if (taken != 0)

@@ -131,8 +131,8 @@ static void copy_holds_what_the_scan_reads(void **state)
     struct leakscan_range root = {ROOT_BASE, ROOT_BASE + 4096};
     struct leakscan_memory memory = {.read = fake_read, .holds_data = fake_holds_data, .context = &f};
     struct leakscan_copy copy;
-    assert_int_equal(leakscan_copy_take(&copy, &memory, &root, 1, blocks, 3, MIB), 1);
-    assert_int_equal(leakscan_copy_take(&copy, &memory, &root, 1, blocks, 3, 64 * MIB), 0);
+    assert_int_equal(leakscan_copy_take(&copy, &memory, &root, 1, blocks, 3, MIB, NULL), 1);
+    assert_int_equal(leakscan_copy_take(&copy, &memory, &root, 1, blocks, 3, 64 * MIB, NULL), 0);
     assert_int_equal(f.read_in_untouched, 0);
     assert_int_equal(copy.count, 3);
     assert_int_equal(copy.size, MIB + 2 * PAGE + 4096);
@@ -158,7 +158,34 @@ static void copy_holds_what_the_scan_reads(void **state)
     assert_int_equal(blocks[0].category, TRACE_LEAK_REACHABLE);
     assert_int_equal(blocks[1].category, TRACE_LEAK_REACHABLE);
     assert_int_equal(blocks[2].category, TRACE_LEAK_DEFINITE);
+
+    /* Its buffer kept for the next copy, which takes it (its pages are in
+     * already), the same bytes read into it; one too small is not taken. */
+    struct leakscan_buffer spare = {0};
+    uint8_t *buffer = copy.bytes;
+    leakscan_copy_release(&copy, &spare);
     leakscan_copy_free(&copy);
+    assert_ptr_equal(spare.bytes, buffer);
+    memset(spare.bytes, 0xee, (size_t)spare.size); /* stale bytes of an earlier copy */
+    assert_int_equal(leakscan_copy_take(&copy, &memory, &root, 1, blocks, 3, 64 * MIB, &spare), 0);
+    assert_ptr_equal(copy.bytes, buffer);
+    assert_null(spare.bytes);
+    assert_int_equal(leakscan_copy_read(&copy, BIG_BASE + 3 * MIB + 56, words, 16), 0);
+    assert_int_equal(words[0], 0);
+    assert_int_equal(words[1], SMALL_BASE);
+    leakscan_copy_release(&copy, &spare);
+    leakscan_copy_free(&copy);
+    struct leakscan_buffer smaller = {mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
+                                      4096};
+    assert_true(smaller.bytes != MAP_FAILED);
+    assert_int_equal(leakscan_copy_take(&copy, &memory, &root, 1, blocks, 3, 64 * MIB, &smaller), 0);
+    assert_ptr_not_equal(copy.bytes, smaller.bytes);
+    assert_non_null(smaller.bytes);
+    leakscan_copy_free(&copy);
+    leakscan_buffer_keep_larger(&spare, &smaller); /* the larger stays, the other is unmapped */
+    assert_ptr_equal(spare.bytes, buffer);
+    assert_null(smaller.bytes);
+    leakscan_buffer_free(&spare);
 }
 
 /* The process reader on this process: in a 64 MiB private mapping with one
