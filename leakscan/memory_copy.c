@@ -16,6 +16,10 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels refuse it and fault the pages in as they are written */
+#endif
+
 #include "../common/growable_array.h"
 
 #define PAGE 4096ull
@@ -120,6 +124,16 @@ static int take_buffer(struct leakscan_copy *copy, uint64_t size, struct leaksca
         copy->buffer = *spare;
         *spare = (struct leakscan_buffer){0};
         return 0;
+    }
+    if (spare && spare->bytes) {
+        /* A heap that grew since: the pages in stay, only the rest is new. */
+        void *grown = mremap(spare->bytes, (size_t)spare->size, (size_t)size, MREMAP_MAYMOVE);
+        if (grown != MAP_FAILED) {
+            madvise((uint8_t *)grown + spare->size, (size_t)(size - spare->size), MADV_POPULATE_WRITE);
+            copy->buffer = (struct leakscan_buffer){grown, size};
+            *spare = (struct leakscan_buffer){0};
+            return 0;
+        }
     }
     if (size == 0)
         return 0;

@@ -277,6 +277,7 @@ void process_leak_check(struct session *session, struct traced_process *process,
     }
     char err[512];
     struct leak_results results;
+    collect_case_check(process, 0); /* those done give their buffers back for this copy */
     uint32_t pending_cases[PENDING_CHECKS_MAX];
     size_t pending = process->pending_count;
     for (size_t i = 0; i < pending; i++)
