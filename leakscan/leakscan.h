@@ -285,12 +285,19 @@ void leakscan_heap_free(struct leakscan_heap *heap);
  * Unreadable bytes read as zero. Nothing is kept: the walk and the scan
  * read what they reach, a window at a time.
  */
+struct leakscan_copy;
 struct leakscan_target {
     pid_t pid;
     int mem_fd; /* /proc/PID/mem, -1 until needed */
     int gone;   /* the process no longer exists */
     int handed_over; /* mem_fd came from the process itself: the only way in, not ours to close */
     int pagemap_fd;  /* /proc/PID/pagemap; -1 until needed, -2 when it cannot be read */
+    /* Internal (a snapshot's plan, process.c): reads and holds_data inside
+     * these mappings are served by the copy taken when the process was
+     * stopped; NULL: none. */
+    struct leakscan_copy *copy;
+    const struct leakscan_range *copied; /* sorted, disjoint */
+    size_t copied_count;
 };
 
 void leakscan_target_open(struct leakscan_target *target, pid_t pid);

@@ -260,7 +260,9 @@ struct scan_plan {
     /* Every live thread's SP is known (ptrace): a thread stack holding
      * none is the cached stack of a thread that exited. */
     bool threads_complete;
-    const struct leakscan_shim_memory *shim; /* NULL: no shim */
+    const struct leakscan_shim_memory *shim; /* NULL: no shim (the caller's: read while planning only) */
+    int64_t shim_tls_offset; /* the shim's TLS block, from shim */
+    uint64_t shim_tls_size;
     struct leakscan_range *owned;            /* the shim's allocator ranges, sorted and merged */
     size_t owned_count;
     struct leakscan_range *pieces;           /* one mapping's roots (leakscan_mapping_roots) */
@@ -397,6 +399,24 @@ static int add_present_pages(struct roots *r, pid_t pid, uint64_t start, uint64_
     return rc;
 }
 
+/* The present pages of [start, end) as roots: by the pagemap, or when the
+ * plan runs on a copy, the parts of it the copy holds (it took a large
+ * mapping's pieces that held data when the process was stopped). */
+static int add_present(struct roots *r, struct leakscan_target *target, uint64_t start, uint64_t end)
+{
+    if (!target->copy)
+        return add_present_pages(r, target->pid, start, end);
+    const struct leakscan_copy *copy = target->copy;
+    for (size_t k = leakscan_first_range_ending_after(copy->ranges, copy->count, start);
+         k < copy->count && copy->ranges[k].start < end; k++) {
+        uint64_t from = copy->ranges[k].start > start ? copy->ranges[k].start : start;
+        uint64_t to = copy->ranges[k].end < end ? copy->ranges[k].end : end;
+        if (add_range(r, from, to) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* A mapping's roots as leakscan_mapping_roots found them (not the whole
  * mapping): from a thread's lowest SP up, if it is a thread's stack that
  * the kernel merged with the mapping above it; only the present pages of
@@ -416,7 +436,7 @@ static int add_pieces(struct scan_plan *plan, const struct proc_map *map, struct
         if (tcb && remember_tcb(plan, tcb) < 0)
             return -1;
         int rc = map->end - map->start > SPARSE_MAPPING
-                     ? add_present_pages(&plan->roots, target->pid, start, piece->end)
+                     ? add_present(&plan->roots, target, start, piece->end)
                      : add_range(&plan->roots, start, piece->end);
         if (rc < 0)
             return -1;
@@ -437,7 +457,7 @@ static int add_whole_mapping(struct scan_plan *plan, size_t i, struct leakscan_t
     if (!floor && tcb && plan->threads_complete)
         floor = dead_thread_floor(map, tcb);
     return map->end - map->start > SPARSE_MAPPING && !floor
-               ? add_present_pages(&plan->roots, target->pid, map->start, map->end)
+               ? add_present(&plan->roots, target, map->start, map->end)
                : add_range(&plan->roots, floor ? floor : map->start, map->end);
 }
 
@@ -516,10 +536,10 @@ static int add_tls_roots(struct scan_plan *plan)
  * hand-over does not name, the stacks of threads that exited). */
 static int exclude_shim_tls(struct scan_plan *plan)
 {
-    if (!plan->shim || plan->shim->tls_size == 0)
+    int64_t offset = plan->shim_tls_offset;
+    uint64_t size = plan->shim_tls_size;
+    if (size == 0)
         return 0;
-    int64_t offset = plan->shim->tls_offset;
-    uint64_t size = plan->shim->tls_size;
     for (size_t t = 0; t < plan->thread_count + plan->tcb_count; t++) {
         uint64_t pointer = t < plan->thread_count ? plan->threads[t].fs_base : plan->tcbs[t - plan->thread_count];
         uint64_t start = pointer + (uint64_t)offset;
@@ -588,18 +608,14 @@ static int read_maps_of_a_live_thread(struct scan_plan *plan, struct leakscan_ta
     return rc;
 }
 
-/* What every scan needs besides the maps and the threads: the blocks'
+/* The roots, from the maps, registers and residence taken: the blocks'
  * extents, the roots from the mappings and TLS, main_arena left out. */
-static int plan_roots(struct scan_plan *plan, struct leakscan_target *target, const struct leakscan_block *blocks,
-                      size_t block_count, char *err, size_t err_size)
+static int plan_roots_from_residence(struct scan_plan *plan, struct leakscan_target *target,
+                                     const struct leakscan_block *blocks, size_t block_count, char *err,
+                                     size_t err_size)
 {
     plan->extents = blocks;
     plan->extent_count = block_count;
-    plan->resident = malloc((plan->maps.count ? plan->maps.count : 1) * sizeof *plan->resident);
-    plan->rooted = calloc(plan->maps.count ? plan->maps.count : 1, sizeof *plan->rooted);
-    if (!plan->resident || !plan->rooted || sort_owned(plan) < 0)
-        goto out_of_memory;
-    read_resident(target->pid, &plan->maps, plan->resident);
     if (add_mapping_roots(plan, target) < 0 || add_tls_roots(plan) < 0)
         goto out_of_memory;
     /* main_arena's bins point at free chunks' headers, which lie inside
@@ -615,7 +631,37 @@ out_of_memory:
     return -1;
 }
 
-/* A process stopped under ptrace: maps, and every thread's registers. */
+/* What the plan reads of the process besides its memory, maps and
+ * registers: what the shim says it owns, and what each mapping holds
+ * (/proc/PID/smaps). */
+static int plan_residence(struct scan_plan *plan, struct leakscan_target *target, char *err, size_t err_size)
+{
+    plan->resident = malloc((plan->maps.count ? plan->maps.count : 1) * sizeof *plan->resident);
+    plan->rooted = calloc(plan->maps.count ? plan->maps.count : 1, sizeof *plan->rooted);
+    if (!plan->resident || !plan->rooted || sort_owned(plan) < 0) {
+        error_printf(err, err_size, "leak scan: out of memory while listing the roots of process %d",
+                     (int)target->pid);
+        return -1;
+    }
+    read_resident(target->pid, &plan->maps, plan->resident);
+    if (plan->shim) {
+        plan->shim_tls_offset = plan->shim->tls_offset;
+        plan->shim_tls_size = plan->shim->tls_size;
+    }
+    return 0;
+}
+
+/* What every scan needs besides the maps and the threads. */
+static int plan_roots(struct scan_plan *plan, struct leakscan_target *target, const struct leakscan_block *blocks,
+                      size_t block_count, char *err, size_t err_size)
+{
+    return plan_residence(plan, target, err, err_size) < 0
+               ? -1
+               : plan_roots_from_residence(plan, target, blocks, block_count, err, err_size);
+}
+
+/* A process stopped under ptrace: maps, and every thread's registers; then
+ * the roots, unless blocks is NULL (a snapshot's plan, finished later). */
 static int plan_scan(struct scan_plan *plan, struct leakscan_target *target, const pid_t *tids, size_t tid_count,
                      const struct leakscan_block *blocks, size_t block_count, char *err, size_t err_size)
 {
@@ -637,7 +683,7 @@ static int plan_scan(struct scan_plan *plan, struct leakscan_target *target, con
     for (size_t t = 0; t < tid_count; t++)
         if (read_registers(tids[t], &plan->roots, &plan->threads[t], err, err_size) < 0)
             return -1;
-    return plan_roots(plan, target, blocks, block_count, err, err_size);
+    return blocks ? plan_roots(plan, target, blocks, block_count, err, err_size) : 0;
 }
 
 /* A process that handed over its maps, one thread's SP and root words. */
@@ -720,9 +766,14 @@ static int process_target_shim(struct leakscan_target *target, const pid_t *tids
 
 struct leakscan_snapshot {
     struct scan_plan plan;
-    struct leakscan_target target; /* the process: only the vtable test reads it, in read-only file mappings */
+    bool planned; /* the roots are listed (else finish_plan lists them from the copy) */
+    /* the process: after the copy, read only in read-only file mappings
+     * (the vtable test, the shim's ELF header) and through the copy */
+    struct leakscan_target target;
     struct vtable_context vtable;
     struct leakscan_copy copy;
+    struct leakscan_range *copied; /* the mappings the copy holds (what of them held data) */
+    size_t copied_count;
     struct leakscan_block *blocks;
     size_t block_count;
 };
@@ -747,27 +798,133 @@ static int snapshot_is_vtable(void *context, uint64_t address)
     return is_vtable(&((struct leakscan_snapshot *)context)->vtable, address);
 }
 
-/* The roots listed and the memory copied; 1: over byte_limit. */
-static int take_snapshot(struct leakscan_snapshot *s, const pid_t *tids, size_t tid_count, uint64_t byte_limit,
-                         struct leakscan_buffer *spare, char *err, size_t err_size)
+/* The mappings a snapshot copies whole, so that the plan can follow from
+ * the copy: every readable and writable mapping that held data, but the
+ * profiler's own and devices' (which no scan reads). */
+static bool is_copied_mapping(const struct scan_plan *plan, size_t i)
 {
-    leakscan_sort_blocks(s->blocks, s->block_count); /* the planning looks blocks up by address */
-    if (plan_scan(&s->plan, &s->target, tids, tid_count, s->blocks, s->block_count, err, err_size) < 0)
+    const struct proc_map *map = &plan->maps.maps[i];
+    const char *path = map->path;
+    if ((map->perms & (PROC_MAP_READ | PROC_MAP_WRITE)) != (PROC_MAP_READ | PROC_MAP_WRITE) || plan->resident[i] == 0)
+        return false;
+    if (path[0] == '[' && !starts_with(path, "[stack") && !starts_with(path, "[anon:") && strcmp(path, "[heap]") != 0)
+        return false;
+    if (starts_with(path, "/dev/") && strcmp(path, "/dev/zero") != 0 && !starts_with(path, "/dev/shm/"))
+        return false;
+    return !is_profiler_mapping(path);
+}
+
+/* Whether the plan can follow from a copy of the mappings: no reservation
+ * (the scan reads only the blocks in one, which may be anywhere in it). */
+static bool plan_can_follow(const struct scan_plan *plan)
+{
+    for (size_t i = 0; i < plan->maps.count; i++)
+        if (is_copied_mapping(plan, i) && is_anonymous(plan->maps.maps[i].path) &&
+            plan->maps.maps[i].end - plan->maps.maps[i].start > RESERVATION)
+            return false;
+    return true;
+}
+
+/* The copied mappings, and what to copy of them: a shared mapping whole (a
+ * page another process wrote holds data without being in this one's page
+ * table), of a private one the 1 MiB pieces whose pages hold data. */
+static int list_copied_mappings(struct leakscan_snapshot *s, struct leakscan_range **pieces, size_t *piece_count)
+{
+    size_t capacity = 0, mapping_capacity = 0;
+    for (size_t i = 0; i < s->plan.maps.count; i++) {
+        if (!is_copied_mapping(&s->plan, i))
+            continue;
+        const struct proc_map *map = &s->plan.maps.maps[i];
+        if (growable_array_reserve(&s->copied, &mapping_capacity, s->copied_count + 1, sizeof *s->copied) < 0)
+            return -1;
+        s->copied[s->copied_count++] = (struct leakscan_range){map->start, map->end};
+        for (uint64_t at = map->start; at < map->end;) {
+            uint64_t stop = map->perms & PROC_MAP_SHARED ? map->end : (at | ((1ull << 20) - 1)) + 1;
+            stop = stop < map->end ? stop : map->end;
+            if ((map->perms & PROC_MAP_SHARED) || leakscan_target_holds_data(&s->target, at, (size_t)(stop - at))) {
+                if (growable_array_reserve(pieces, &capacity, *piece_count + 1, sizeof **pieces) < 0)
+                    return -1;
+                (*pieces)[(*piece_count)++] = (struct leakscan_range){at, stop};
+            }
+            at = stop;
+        }
+    }
+    return 0;
+}
+
+/* What the process holds now, for a plan that follows from the copy: its
+ * maps, registers and residence, and a copy of its readable and writable
+ * mappings. 1: over byte_limit (nothing copied). */
+static int copy_mappings(struct leakscan_snapshot *s, uint64_t byte_limit, struct leakscan_buffer *spare,
+                         char *err, size_t err_size)
+{
+    struct leakscan_range *pieces = NULL;
+    size_t piece_count = 0;
+    if (list_copied_mappings(s, &pieces, &piece_count) < 0) {
+        free(pieces);
+        error_printf(err, err_size, "leak scan: out of memory copying the heap of process %d", (int)s->target.pid);
         return -1;
-    s->plan.shim = NULL; /* the caller's, read by the planning only */
-    s->vtable = (struct vtable_context){&s->target, &s->plan.maps};
+    }
     struct leakscan_memory source = {.read = context_read,
                                      .read_ranges = context_read_ranges,
                                      .holds_data = context_holds_data,
                                      .context = &s->vtable};
-    int rc = leakscan_copy_take(&s->copy, &source, s->plan.roots.ranges, s->plan.roots.count, s->blocks,
-                                s->block_count, byte_limit, spare);
+    int rc = leakscan_copy_take(&s->copy, &source, pieces, piece_count, NULL, 0, byte_limit, spare);
+    free(pieces);
+    return rc;
+}
+
+/* The blocks' pages and the roots copied, the plan made, with the process
+ * stopped (a process with a reservation). 1: over byte_limit. */
+static int copy_planned(struct leakscan_snapshot *s, uint64_t byte_limit, struct leakscan_buffer *spare,
+                        char *err, size_t err_size)
+{
+    leakscan_sort_blocks(s->blocks, s->block_count); /* the planning looks blocks up by address */
+    if (plan_roots_from_residence(&s->plan, &s->target, s->blocks, s->block_count, err, err_size) < 0)
+        return -1;
+    struct leakscan_memory source = {.read = context_read,
+                                     .read_ranges = context_read_ranges,
+                                     .holds_data = context_holds_data,
+                                     .context = &s->vtable};
+    s->planned = true;
+    return leakscan_copy_take(&s->copy, &source, s->plan.roots.ranges, s->plan.roots.count, s->blocks,
+                              s->block_count, byte_limit, spare);
+}
+
+/* With the process stopped: its maps, registers and residence, then a copy
+ * of its mappings (the blocks sorted and the roots planned later, from the
+ * copy), or where it cannot be (a reservation), the roots planned and
+ * what the scan reads of them and of the blocks copied. 1: over byte_limit. */
+static int take_snapshot(struct leakscan_snapshot *s, const pid_t *tids, size_t tid_count, uint64_t byte_limit,
+                         struct leakscan_buffer *spare, char *err, size_t err_size)
+{
+    if (plan_scan(&s->plan, &s->target, tids, tid_count, NULL, 0, err, err_size) < 0 ||
+        plan_residence(&s->plan, &s->target, err, err_size) < 0)
+        return -1;
+    s->vtable = (struct vtable_context){&s->target, &s->plan.maps};
+    int rc = plan_can_follow(&s->plan) ? copy_mappings(s, byte_limit, spare, err, err_size)
+                                       : copy_planned(s, byte_limit, spare, err, err_size);
+    s->plan.shim = NULL; /* the caller's, read while planning only */
     if (rc == -1)
         error_printf(err, err_size, "leak scan: out of memory copying the heap of process %d", (int)s->target.pid);
     else if (rc == -2)
         error_printf(err, err_size, "process %d exited during the leak scan; nothing was reported",
                      (int)s->target.pid);
     return rc;
+}
+
+/* The plan from the copy: the blocks sorted, the roots found as in the
+ * stopped process, its memory read from the copy. */
+static int finish_plan(struct leakscan_snapshot *s, char *err, size_t err_size)
+{
+    if (s->planned)
+        return 0;
+    s->planned = true;
+    leakscan_sort_blocks(s->blocks, s->block_count);
+    s->target.copy = &s->copy;
+    s->target.copied = s->copied;
+    s->target.copied_count = s->copied_count;
+    return plan_roots_from_residence(&s->plan, &s->target, s->blocks, s->block_count, err, err_size);
 }
 
 int leakscan_snapshot_take(pid_t pid, const pid_t *tids, size_t tid_count, const struct leakscan_shim_memory *shim,
@@ -802,6 +959,8 @@ uint64_t leakscan_snapshot_bytes(const struct leakscan_snapshot *snapshot)
 int leakscan_snapshot_classify(struct leakscan_snapshot *snapshot, struct leakscan_totals *totals,
                                struct leakscan_stats *stats, char *err, size_t err_size)
 {
+    if (finish_plan(snapshot, err, err_size) < 0)
+        return -1;
     struct leakscan_image image = {
         .memory = {.read = snapshot_read,
                    .view = snapshot_view,
@@ -826,6 +985,7 @@ void leakscan_snapshot_free(struct leakscan_snapshot *snapshot)
     if (!snapshot)
         return;
     leakscan_copy_free(&snapshot->copy);
+    free(snapshot->copied);
     free_plan(&snapshot->plan);
     leakscan_target_close(&snapshot->target);
     free(snapshot);

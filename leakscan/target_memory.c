@@ -147,8 +147,21 @@ static int read_pagemap(struct leakscan_target *target, uint64_t first, size_t n
     return pread(target->pagemap_fd, entries, (size_t)want, (off_t)(first * sizeof *entries)) == want ? 0 : -1;
 }
 
+/* Whether [address, address + length) lies in a mapping the target's copy
+ * holds (what the process had there when it was stopped). */
+static bool in_copy(const struct leakscan_target *target, uint64_t address, size_t length)
+{
+    if (!target->copy)
+        return false;
+    size_t r = leakscan_first_range_ending_after(target->copied, target->copied_count, address);
+    return r < target->copied_count && target->copied[r].start <= address && address + length <= target->copied[r].end;
+}
+
 int leakscan_target_read(void *context, uint64_t address, void *buffer, size_t length)
 {
+    struct leakscan_target *target = context;
+    if (in_copy(target, address, length))
+        return leakscan_copy_read(target->copy, address, buffer, length);
     return read_direct(context, address, buffer, length);
 }
 
@@ -157,6 +170,8 @@ int leakscan_target_holds_data(void *context, uint64_t address, size_t length)
     struct leakscan_target *target = context;
     if (length == 0)
         return 1;
+    if (in_copy(target, address, length))
+        return leakscan_copy_holds_data(target->copy, address, length);
     uint64_t page = address / PAGE, last = (address + length - 1) / PAGE, entries[PAGEMAP_BATCH];
     while (page <= last) {
         size_t n = last - page + 1 < PAGEMAP_BATCH ? (size_t)(last - page + 1) : PAGEMAP_BATCH;
