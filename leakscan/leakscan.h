@@ -178,10 +178,12 @@ int leakscan_process_ex(pid_t pid, const pid_t *tids, size_t tid_count, const st
  * classifies from the copy, from any thread, while the process runs (it
  * reads the process only for memcheck's vtable test, in read-only file
  * mappings). The same categories as a scan of the stopped process, for as
- * much memory as the copy (leakscan_snapshot_bytes) until it is freed.
+ * much memory as the copy's buffer (leakscan_snapshot_bytes) until it is
+ * freed.
  *
  * take returns 0 with *snapshot set; 1 when the copy would exceed
- * byte_limit bytes (nothing kept: scan in place); -1 with a message.
+ * byte_limit bytes or its memory cannot be had (nothing kept: scan in
+ * place); -1 with a message.
  * blocks stay the caller's, and must stay valid until classify returns.
  * spare: NULL, or a buffer of an earlier copy (leakscan_snapshot_release)
  * that the copy takes when it is large enough, its pages being in memory
@@ -298,6 +300,7 @@ struct leakscan_target {
     struct leakscan_copy *copy;
     const struct leakscan_range *copied; /* sorted, disjoint */
     size_t copied_count;
+    int mem_only; /* reads only through mem_fd, ours (leakscan_target_hold_memory) */
 };
 
 void leakscan_target_open(struct leakscan_target *target, pid_t pid);

@@ -32,6 +32,13 @@ int leakscan_mapping_roots(const struct leakscan_memory *memory, struct leakscan
 /* Reads through mem_fd (a /proc/PID/mem the process opened itself) only. */
 void leakscan_target_open_fd(struct leakscan_target *target, pid_t pid, int mem_fd);
 
+/* From now on, reads through a /proc/PID/mem opened now, while the process
+ * is stopped: the descriptor holds on to this address space, so a read
+ * after the thread named by pid has exited still works, and after an exec
+ * reads nothing rather than the new image. Stays as it was if the file
+ * cannot be opened. */
+void leakscan_target_hold_memory(struct leakscan_target *target);
+
 /* process_vm_readv over many ranges at once (IOV_MAX at a time); a range
  * it refuses is read as leakscan_target_read reads. */
 int leakscan_target_read_ranges(void *context, const struct leakscan_range *ranges, size_t count, void *buffer);

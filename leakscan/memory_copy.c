@@ -86,8 +86,11 @@ static int list_wanted(struct wanted *w, const struct leakscan_memory *source, c
         listed.ranges[listed.count++] = roots[r];
     }
     qsort(listed.ranges, listed.count, sizeof *listed.ranges, compare_starts);
+    /* Whole words (a word's page is its start's): the ranges then lie back
+     * to back in the buffer with each word 8-aligned, as the scan reads
+     * them. */
     for (size_t i = 0; i < listed.count; i++)
-        if (want(w, listed.ranges[i].start, listed.ranges[i].end) < 0)
+        if (want(w, listed.ranges[i].start & ~7ull, (listed.ranges[i].end + 7) & ~7ull) < 0)
             goto out_of_memory;
     free(listed.ranges);
     return 0;
@@ -115,17 +118,22 @@ static int read_all(struct leakscan_copy *copy, const struct leakscan_memory *so
     return 0;
 }
 
+#define PAGE_ROUND(size) (((size) + PAGE - 1) & ~(PAGE - 1))
+
 /* The copy's buffer: the spare one when it is large enough (its pages are
- * in already: populating 23 MB cost 11 ms here, writing into it 1.2 ms),
- * else a new mapping populated at once (a fault a page would cost more). */
+ * in already: populating 23 MB cost 11 ms here, writing into it 1.2 ms)
+ * and not four times more than needed, or grown in place when it is too
+ * small; else a new mapping populated at once (a fault a page would cost
+ * more). Sizes are whole pages. */
 static int take_buffer(struct leakscan_copy *copy, uint64_t size, struct leakscan_buffer *spare)
 {
-    if (spare && spare->bytes && spare->size >= size) {
+    size = PAGE_ROUND(size);
+    if (spare && spare->bytes && spare->size >= size && spare->size / 4 <= size) {
         copy->buffer = *spare;
         *spare = (struct leakscan_buffer){0};
         return 0;
     }
-    if (spare && spare->bytes) {
+    if (spare && spare->bytes && spare->size < size) {
         /* A heap that grew since: the pages in stay, only the rest is new. */
         void *grown = mremap(spare->bytes, (size_t)spare->size, (size_t)size, MREMAP_MAYMOVE);
         if (grown != MAP_FAILED) {
@@ -135,6 +143,8 @@ static int take_buffer(struct leakscan_copy *copy, uint64_t size, struct leaksca
             return 0;
         }
     }
+    if (spare)
+        leakscan_buffer_free(spare); /* far too large, or not to be grown: not kept beside this one */
     if (size == 0)
         return 0;
     void *bytes = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
@@ -156,6 +166,8 @@ int leakscan_copy_take(struct leakscan_copy *copy, const struct leakscan_memory 
         free(w.ranges);
         return 1;
     }
+    if (spare && spare->size > byte_limit)
+        leakscan_buffer_free(spare); /* what the copy holds stays under the limit */
     copy->ranges = w.ranges;
     copy->count = w.count;
     copy->size = w.bytes;

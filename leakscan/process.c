@@ -855,14 +855,12 @@ static int list_copied_mappings(struct leakscan_snapshot *s, struct leakscan_ran
 /* What the process holds now, for a plan that follows from the copy: its
  * maps, registers and residence, and a copy of its readable and writable
  * mappings. 1: over byte_limit (nothing copied). */
-static int copy_mappings(struct leakscan_snapshot *s, uint64_t byte_limit, struct leakscan_buffer *spare,
-                         char *err, size_t err_size)
+static int copy_mappings(struct leakscan_snapshot *s, uint64_t byte_limit, struct leakscan_buffer *spare)
 {
     struct leakscan_range *pieces = NULL;
     size_t piece_count = 0;
     if (list_copied_mappings(s, &pieces, &piece_count) < 0) {
         free(pieces);
-        error_printf(err, err_size, "leak scan: out of memory copying the heap of process %d", (int)s->target.pid);
         return -1;
     }
     struct leakscan_memory source = {.read = context_read,
@@ -894,7 +892,8 @@ static int copy_planned(struct leakscan_snapshot *s, uint64_t byte_limit, struct
 /* With the process stopped: its maps, registers and residence, then a copy
  * of its mappings (the blocks sorted and the roots planned later, from the
  * copy), or where it cannot be (a reservation), the roots planned and
- * what the scan reads of them and of the blocks copied. 1: over byte_limit. */
+ * what the scan reads of them and of the blocks copied. 1: over byte_limit,
+ * or no memory for the copy. */
 static int take_snapshot(struct leakscan_snapshot *s, const pid_t *tids, size_t tid_count, uint64_t byte_limit,
                          struct leakscan_buffer *spare, char *err, size_t err_size)
 {
@@ -902,11 +901,13 @@ static int take_snapshot(struct leakscan_snapshot *s, const pid_t *tids, size_t 
         plan_residence(&s->plan, &s->target, err, err_size) < 0)
         return -1;
     s->vtable = (struct vtable_context){&s->target, &s->plan.maps};
-    int rc = plan_can_follow(&s->plan) ? copy_mappings(s, byte_limit, spare, err, err_size)
+    int rc = plan_can_follow(&s->plan) ? copy_mappings(s, byte_limit, spare)
                                        : copy_planned(s, byte_limit, spare, err, err_size);
     s->plan.shim = NULL; /* the caller's, read while planning only */
+    if (rc == 0)
+        leakscan_target_hold_memory(&s->target); /* for what is read later: the thread may exit, the image change */
     if (rc == -1)
-        error_printf(err, err_size, "leak scan: out of memory copying the heap of process %d", (int)s->target.pid);
+        rc = 1; /* no memory for the copy (an mmap refused): a scan in place needs far less */
     else if (rc == -2)
         error_printf(err, err_size, "process %d exited during the leak scan; nothing was reported",
                      (int)s->target.pid);
@@ -953,7 +954,7 @@ int leakscan_snapshot_take(pid_t pid, const pid_t *tids, size_t tid_count, const
 
 uint64_t leakscan_snapshot_bytes(const struct leakscan_snapshot *snapshot)
 {
-    return snapshot->copy.size;
+    return snapshot->copy.buffer.size;
 }
 
 int leakscan_snapshot_classify(struct leakscan_snapshot *snapshot, struct leakscan_totals *totals,

@@ -83,9 +83,23 @@ static void read_handed_over(struct leakscan_target *target, uint64_t address, u
 }
 
 /* Reads what process_vm_readv can, then the rest page by page. */
+void leakscan_target_hold_memory(struct leakscan_target *target)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/mem", (int)target->pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    if (target->mem_fd >= 0 && !target->handed_over)
+        close(target->mem_fd);
+    target->mem_fd = fd;
+    target->handed_over = 0;
+    target->mem_only = 1;
+}
+
 static int read_direct(struct leakscan_target *target, uint64_t address, uint8_t *buffer, size_t length)
 {
-    if (target->handed_over) {
+    if (target->handed_over || target->mem_only) {
         read_handed_over(target, address, buffer, length);
         return 0;
     }

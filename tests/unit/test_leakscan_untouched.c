@@ -197,6 +197,30 @@ static void copy_holds_what_the_scan_reads(void **state)
     leakscan_buffer_free(&grown);
 }
 
+/* Root ranges that do not start or end on a word: the copy takes whole
+ * words, so every range after one lies 8-aligned in the buffer as its
+ * words are in memory (the scan reads them as uint64_t). */
+static void copy_keeps_words_aligned(void **state)
+{
+    (void)state;
+    static struct fake f;
+    f = (struct fake){0};
+    struct leakscan_range roots[] = {{ROOT_BASE + 4, ROOT_BASE + 4 + 20}, {ROOT_BASE + 64, ROOT_BASE + 128}};
+    struct leakscan_memory memory = {.read = fake_read, .context = &f};
+    struct leakscan_copy copy;
+    assert_int_equal(leakscan_copy_take(&copy, &memory, roots, 2, NULL, 0, MIB, NULL), 0);
+    assert_int_equal(copy.count, 2);
+    assert_int_equal(copy.ranges[0].start, ROOT_BASE);
+    assert_int_equal(copy.ranges[0].end, ROOT_BASE + 24);
+    const uint64_t *word = leakscan_copy_view(&copy, ROOT_BASE + 64, 8);
+    assert_non_null(word);
+    assert_int_equal((uintptr_t)word % 8, 0);
+    const uint64_t *first = leakscan_copy_view(&copy, ROOT_BASE, 8);
+    assert_non_null(first);
+    assert_int_equal(*first, BIG_BASE + 16); /* the fake's root word */
+    leakscan_copy_free(&copy);
+}
+
 /* The process reader on this process: in a 64 MiB private mapping with one
  * page written, only the chunk around that page holds data, and reading
  * that chunk leaves every other page untouched, so asking again still
@@ -237,6 +261,7 @@ int main(void)
         cmocka_unit_test(classify_skips_chunks_that_hold_no_data),
         cmocka_unit_test(target_tells_pages_that_hold_data),
         cmocka_unit_test(copy_holds_what_the_scan_reads),
+        cmocka_unit_test(copy_keeps_words_aligned),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
