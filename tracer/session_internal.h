@@ -76,9 +76,10 @@ struct traced_process {
      * their results not yet in leaks, oldest first: results go in in the
      * order the checks were taken. */
     struct pending_case_check {
-        struct leak_check_pending *check;
+        struct leak_check_pending *check; /* NULL: results ready, waiting for older ones */
+        struct leak_results ready;
         uint32_t when, case_id;
-        uint64_t bytes; /* its copy */
+        uint64_t bytes; /* its copy's buffer */
     } pending_checks[PENDING_CHECKS_MAX];
     size_t pending_count;
     struct leakscan_buffer check_buffer; /* the last copy's, for the next (leakscan.h) */

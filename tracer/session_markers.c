@@ -213,9 +213,10 @@ void collect_oldest_case_check(struct traced_process *process)
     process->pending_count--;
     memmove(&process->pending_checks[0], &process->pending_checks[1],
             process->pending_count * sizeof process->pending_checks[0]);
-    struct leak_results results;
+    struct leak_results results = oldest.ready;
     char err[512];
-    if (leak_check_finish(oldest.check, &process->recorder, &process->check_buffer, &results, err, sizeof err) != 0)
+    if (oldest.check &&
+        leak_check_finish(oldest.check, &process->recorder, &process->check_buffer, &results, err, sizeof err) != 0)
         note_case_check_failed(process, oldest.case_id, err);
     else
         add_case_check(process, &results, oldest.when, oldest.case_id);
@@ -223,8 +224,26 @@ void collect_oldest_case_check(struct traced_process *process)
 
 void collect_case_check(struct traced_process *process, int wait)
 {
-    while (process->pending_count > 0 && (wait || leak_check_pending_done(process->pending_checks[0].check)))
+    while (process->pending_count > 0 &&
+           (wait || !process->pending_checks[0].check || leak_check_pending_done(process->pending_checks[0].check)))
         collect_oldest_case_check(process);
+}
+
+/* Results of a case check that needed no thread: in the process's checks
+ * now, or behind the pending ones (which the program, stopped, does not
+ * wait for). */
+static void add_or_queue_case_check(struct traced_process *process, struct leak_results *results, uint32_t when,
+                                    uint32_t case_id)
+{
+    collect_case_check(process, 0);
+    if (process->pending_count == 0) {
+        add_case_check(process, results, when, case_id);
+        return;
+    }
+    if (process->pending_count == PENDING_CHECKS_MAX)
+        collect_oldest_case_check(process);
+    process->pending_checks[process->pending_count++] = (struct pending_case_check){NULL, *results, when, case_id, 0};
+    memset(results, 0, sizeof *results);
 }
 
 /* What --verbose says of the case checks that scanned (rc: 2 started on
@@ -275,12 +294,10 @@ static void case_leak_check(struct session *session, struct traced_process *proc
         restore_dead_state(tids[0], &dead);
         count_case_check(session, process, session_now_ns() - start, rc);
     }
-    if (rc == 0 || rc < 0)
-        collect_case_check(process, 1); /* results go in in the order the checks were taken */
     if (rc < 0)
         note_case_check_failed(process, recorder->open_case, err);
     else if (rc == 0)
-        add_case_check(process, &results, when, recorder->open_case);
+        add_or_queue_case_check(process, &results, when, recorder->open_case);
 }
 
 /* What a breakpoint of kind is for, the world being stopped (tids: the

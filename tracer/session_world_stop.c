@@ -128,18 +128,62 @@ void world_stop_end(struct world_stop *world, struct session *session)
 /* The most a check copies of what its scan reads (so that a case's runs
  * beside the program, and any reads each range once):
  * MEMSLOPE_CHECK_COPY_MAX (a size; 0: never), by default 256 MiB or a
- * quarter of the free memory if that is less. Above it the scan reads the
+ * quarter of the memory available (free, and left under a cgroup's
+ * limit) if that is less. Above it the scan reads the
  * stopped process in place, in memory a small part of the heap's
  * (docs/leakscan.md). */
+/* One number from a memory cgroup file of memslope's own cgroup: v1's
+ * (its memory controller's) if there is one, else v2's; UINT64_MAX when
+ * there is none ("max", no such file). */
+static uint64_t cgroup_value(const char *v2_file, const char *v1_file)
+{
+    char line[4096], path[4096 + 64] = "";
+    FILE *cgroups = fopen("/proc/self/cgroup", "re");
+    if (!cgroups)
+        return UINT64_MAX;
+    while (fgets(line, sizeof line, cgroups)) {
+        line[strcspn(line, "\n")] = '\0';
+        const char *v1 = strstr(line, ":memory:");
+        if (v1) {
+            snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/%s", v1 + 8, v1_file);
+            break;
+        }
+        if (strncmp(line, "0::", 3) == 0)
+            snprintf(path, sizeof path, "/sys/fs/cgroup%s/%s", line + 3, v2_file);
+    }
+    fclose(cgroups);
+    FILE *value_file = path[0] ? fopen(path, "re") : NULL;
+    unsigned long long value;
+    int got = value_file && fscanf(value_file, "%llu", &value) == 1;
+    if (value_file)
+        fclose(value_file);
+    return got ? (uint64_t)value : UINT64_MAX;
+}
+
+/* The memory memslope may still take: the free memory, and in a cgroup
+ * with a limit what is left under it (where MAP_POPULATE over it would
+ * have the tracer killed, not refused). */
+static uint64_t memory_available(void)
+{
+    uint64_t available = UINT64_MAX;
+    long free_pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (free_pages > 0 && page > 0)
+        available = (uint64_t)free_pages * (uint64_t)page;
+    uint64_t max = cgroup_value("memory.max", "memory.limit_in_bytes");
+    uint64_t current = cgroup_value("memory.current", "memory.usage_in_bytes");
+    if (max != UINT64_MAX && current != UINT64_MAX) {
+        uint64_t left = max > current ? max - current : 0;
+        available = left < available ? left : available;
+    }
+    return available;
+}
+
 uint64_t check_copy_limit(const struct session *session)
 {
     if (session->check_copy_set)
         return session->check_copy_limit_set;
-    uint64_t limit = 256ull << 20;
-    long free_pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    if (free_pages > 0 && page > 0 && (uint64_t)free_pages * (uint64_t)page / 4 < limit)
-        limit = (uint64_t)free_pages * (uint64_t)page / 4;
-    return limit;
+    uint64_t limit = 256ull << 20, available = memory_available();
+    return available / 4 < limit ? available / 4 : limit;
 }
 
 void read_check_copy_max(struct session *session)
@@ -175,12 +219,19 @@ int run_leak_check(struct traced_process *process, const pid_t *tids, size_t cou
     return rc;
 }
 
-/* The copies of the pending case checks, together. */
-static uint64_t pending_bytes(const struct traced_process *process)
+/* The memory the session's copies hold: every process's pending case
+ * checks' and kept buffers (but process's kept one, which its next copy
+ * takes or frees). MEMSLOPE_CHECK_COPY_MAX bounds them together. */
+static uint64_t copies_held(const struct session *session, const struct traced_process *process)
 {
     uint64_t bytes = 0;
-    for (size_t i = 0; i < process->pending_count; i++)
-        bytes += process->pending_checks[i].bytes;
+    for (size_t p = 0; p < session->process_count; p++) {
+        const struct traced_process *other = session->processes[p];
+        for (size_t i = 0; i < other->pending_count; i++)
+            bytes += other->pending_checks[i].bytes; /* 0 for results ready */
+        if (other != process)
+            bytes += other->check_buffer.size;
+    }
     return bytes;
 }
 
@@ -200,19 +251,20 @@ int start_case_check(const struct session *session, struct traced_process *proce
         return -1;
     }
     struct leak_check_pending *check;
-    uint64_t held = pending_bytes(process);
+    uint64_t held = copies_held(session, process);
     int rc = leak_check_start(process->pid, tids, count, &shim, &process->recorder, when, session_now_ns(),
                               held < limit ? limit - held : 0, &process->check_buffer, &check, err, err_size);
-    if (rc == 1 && held > 0) {
+    if (rc == 1 && process->pending_count > 0) {
         /* the copies before it are in the way: their memory back first */
         collect_case_check(process, 1);
-        rc = leak_check_start(process->pid, tids, count, &shim, &process->recorder, when, session_now_ns(), limit,
-                              &process->check_buffer, &check, err, err_size);
+        held = copies_held(session, process);
+        rc = leak_check_start(process->pid, tids, count, &shim, &process->recorder, when, session_now_ns(),
+                              held < limit ? limit - held : 0, &process->check_buffer, &check, err, err_size);
     }
     free(ranges);
     if (rc == 0)
-        process->pending_checks[process->pending_count++] =
-            (struct pending_case_check){check, when, process->recorder.open_case, leak_check_pending_bytes(check)};
+        process->pending_checks[process->pending_count++] = (struct pending_case_check){
+            check, {0}, when, process->recorder.open_case, leak_check_pending_bytes(check)};
     return rc;
 }
 
@@ -245,7 +297,7 @@ void note_late_threads(struct traced_process *process, size_t late, const char *
 /* What the exit check may copy beside the pending case checks' copies. */
 static uint64_t exit_copy_limit(const struct session *session, const struct traced_process *process)
 {
-    uint64_t limit = check_copy_limit(session), held = pending_bytes(process);
+    uint64_t limit = check_copy_limit(session), held = copies_held(session, process);
     return held < limit ? limit - held : 0;
 }
 
