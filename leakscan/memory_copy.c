@@ -125,11 +125,12 @@ static int read_all(struct leakscan_copy *copy, const struct leakscan_memory *so
  * and not four times more than needed, or grown in place when it is too
  * small; else a new mapping populated at once (a fault a page would cost
  * more). Sizes are whole pages. */
-static int take_buffer(struct leakscan_copy *copy, uint64_t size, struct leakscan_buffer *spare)
+int leakscan_buffer_take(struct leakscan_buffer *buffer, uint64_t size, struct leakscan_buffer *spare)
 {
+    *buffer = (struct leakscan_buffer){0};
     size = PAGE_ROUND(size);
     if (spare && spare->bytes && spare->size >= size && spare->size / 4 <= size) {
-        copy->buffer = *spare;
+        *buffer = *spare;
         *spare = (struct leakscan_buffer){0};
         return 0;
     }
@@ -138,7 +139,7 @@ static int take_buffer(struct leakscan_copy *copy, uint64_t size, struct leaksca
         void *grown = mremap(spare->bytes, (size_t)spare->size, (size_t)size, MREMAP_MAYMOVE);
         if (grown != MAP_FAILED) {
             madvise((uint8_t *)grown + spare->size, (size_t)(size - spare->size), MADV_POPULATE_WRITE);
-            copy->buffer = (struct leakscan_buffer){grown, size};
+            *buffer = (struct leakscan_buffer){grown, size};
             *spare = (struct leakscan_buffer){0};
             return 0;
         }
@@ -150,7 +151,7 @@ static int take_buffer(struct leakscan_copy *copy, uint64_t size, struct leaksca
     void *bytes = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (bytes == MAP_FAILED)
         return -1;
-    copy->buffer = (struct leakscan_buffer){bytes, size};
+    *buffer = (struct leakscan_buffer){bytes, size};
     return 0;
 }
 
@@ -172,7 +173,7 @@ int leakscan_copy_take(struct leakscan_copy *copy, const struct leakscan_memory 
     copy->count = w.count;
     copy->size = w.bytes;
     copy->offsets = malloc((w.count + 1) * sizeof *copy->offsets);
-    if (!copy->offsets || take_buffer(copy, w.bytes, spare) < 0) {
+    if (!copy->offsets || leakscan_buffer_take(&copy->buffer, w.bytes, spare) < 0) {
         leakscan_copy_free(copy);
         return -1;
     }
@@ -266,6 +267,11 @@ int leakscan_copy_read(void *context, uint64_t address, void *buffer, size_t len
 int leakscan_copy_holds_data(void *context, uint64_t address, size_t length)
 {
     struct leakscan_copy *copy = context;
+    /* asked of every block the scan reaches, mostly one inside the range
+     * the last lookup found */
+    size_t last = copy->last;
+    if (last < copy->count && copy->ranges[last].start <= address && address < copy->ranges[last].end)
+        return 1;
     size_t r = leakscan_first_range_ending_after(copy->ranges, copy->count, address);
     return r < copy->count && copy->ranges[r].start < address + length;
 }
