@@ -139,9 +139,14 @@ static inline void sample_timeline(struct recorder *recorder, uint64_t time_ns)
         timeline_append(recorder, time_ns);
 }
 
-static struct case_site_counter *case_site(struct recorder *recorder, uint32_t case_id, size_t site_index)
+/* The counter of a site's share in a case. Every event in a case looks one
+ * up, mostly the site's in the open case: the site keeps the last one it
+ * used (counters live as long as the recorder). */
+static struct case_site_counter *case_site(struct recorder *recorder, uint32_t case_id, struct recorder_site *site)
 {
-    uint64_t key = (uint64_t)case_id << 32 | (uint32_t)site_index;
+    if (site->case_counter && site->counter_case == case_id)
+        return site->case_counter;
+    uint64_t key = (uint64_t)case_id << 32 | (uint32_t)(site - recorder->sites);
     struct case_site_counter *counter;
     HASH_FIND(hh, recorder->case_sites, &key, sizeof key, counter);
     if (!counter && (counter = calloc(1, sizeof *counter)) != NULL) {
@@ -150,6 +155,8 @@ static struct case_site_counter *case_site(struct recorder *recorder, uint32_t c
     }
     if (!counter)
         recorder->out_of_memory = 1;
+    site->case_counter = counter;
+    site->counter_case = case_id;
     return counter;
 }
 
@@ -175,12 +182,12 @@ static double block_weight(const struct recorder *recorder, const struct recorde
     return recorder->sample_rate && !site->unsampled ? recorder_sample_weight(recorder->sample_rate, size) : 0;
 }
 
-static void case_count_in_case(struct recorder *recorder, const struct recorder_site *site, uint32_t case_id,
+static void case_count_in_case(struct recorder *recorder, struct recorder_site *site, uint32_t case_id,
                                uint64_t size, double weight, int allocated, int freed)
 {
     if (case_id < recorder->case_count) /* a fork child's inherited blocks name its parent's cases */
         recorder->cases[case_id].live_blocks += (uint64_t)(allocated - freed);
-    struct case_site_counter *counter = case_site(recorder, case_id, (size_t)(site - recorder->sites));
+    struct case_site_counter *counter = case_site(recorder, case_id, site);
     if (!counter)
         return;
     counter->changed = 1;
@@ -221,7 +228,7 @@ static void site_count_scaled(struct recorder_site *site, uint64_t size, double 
 /* Counts `allocated` allocations and `freed` frees of a block for case
  * case_id's share of the site (nothing outside a case). weight: see
  * block_weight. Inline: most events are outside any case. */
-static inline void case_count(struct recorder *recorder, const struct recorder_site *site, uint32_t case_id,
+static inline void case_count(struct recorder *recorder, struct recorder_site *site, uint32_t case_id,
                               uint64_t size, double weight, int allocated, int freed)
 {
     if (case_id != TRACE_NONE)

@@ -26,6 +26,8 @@ struct recorder_site {
     uint64_t peak_epoch;
     uint32_t live_context; /* the live table's context cache word for this site */
     uint8_t unsampled;     /* with --sample-rate: the allocations without a backtrace */
+    uint32_t counter_case; /* the case whose counter for this site case_counter is (valid when it is set) */
+    struct case_site_counter *case_counter; /* in recorder.case_sites: the last one used, found again at once */
     uint8_t touched;       /* its live figures moved since the last snapshot: in recorder.touched */
     /* Live figures as the process's last snapshot recorded them ((0, 0)
      * without a live block then): a snapshot holds the sites that differ. */
