@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include <uthash.h>
 
@@ -366,47 +365,27 @@ struct leak_check_pending {
     uint32_t when, open_case;
     uint64_t iteration, time_ns;
     uint64_t copy_bytes; /* what the snapshot holds */
-    struct leak_check_buffers buffers; /* blocks and open live in theirs; the copy's once classified */
+    struct leakscan_buffer buffer; /* the copy's, once classified: for the next copy */
     uint8_t *categories; /* by position: the thread's result */
     int rc, done;        /* done: atomic, set when the thread is finished */
     char err[512];
 };
 
-/* More room for the open case's blocks than its count said (the buffer
- * grown in place, its contents kept). */
-static int grow_open(struct leak_check_pending *p, size_t *capacity)
-{
-    size_t size = (2 * *capacity * sizeof *p->open + 4095) & ~(size_t)4095;
-    void *grown = mremap(p->buffers.open.bytes, (size_t)p->buffers.open.size, size, MREMAP_MAYMOVE);
-    if (grown == MAP_FAILED)
-        return -1;
-    p->buffers.open = (struct leakscan_buffer){grown, size};
-    p->open = grown;
-    *capacity = size / sizeof *p->open;
-    return 0;
-}
-
 /* The scan's list of every live block, and the open case's blocks apart. */
-static int list_pending_blocks(struct leak_check_pending *p, const struct recorder *recorder,
-                               struct leak_check_buffers *spares)
+static int list_pending_blocks(struct leak_check_pending *p, const struct recorder *recorder)
 {
-    size_t capacity = recorder->live.count + 1, open_capacity = (size_t)recorder_open_case_live_blocks(recorder) + 1;
-    struct leak_check_buffers none = {0}, *from = spares ? spares : &none;
-    if (leakscan_buffer_take(&p->buffers.blocks, capacity * sizeof *p->blocks, &from->blocks) < 0 ||
-        leakscan_buffer_take(&p->buffers.open, open_capacity * sizeof *p->open, &from->open) < 0)
+    size_t capacity = recorder->live.count + 1;
+    p->blocks = calloc(capacity, sizeof *p->blocks);
+    p->open = malloc(capacity * sizeof *p->open);
+    if (!p->blocks || !p->open)
         return -1;
-    p->blocks = (struct leakscan_block *)p->buffers.blocks.bytes;
-    p->open = (struct pending_block *)p->buffers.open.bytes;
     size_t position = 0;
     struct live_block block;
     while (p->count < capacity && live_table_next(&recorder->live, &position, &block)) {
         uint32_t n = (uint32_t)p->count++;
         p->blocks[n] = (struct leakscan_block){block.address, block.size, n, 0};
-        if (block.case_id != recorder->open_case)
-            continue;
-        if (p->open_count == open_capacity && grow_open(p, &open_capacity) < 0)
-            return -1;
-        p->open[p->open_count++] = (struct pending_block){block, n};
+        if (block.case_id == recorder->open_case)
+            p->open[p->open_count++] = (struct pending_block){block, n};
     }
     return 0;
 }
@@ -416,14 +395,15 @@ static void *classify_pending(void *arg)
     struct leak_check_pending *p = arg;
     struct leakscan_totals totals;
     p->rc = leakscan_snapshot_classify(p->snapshot, &totals, NULL, p->err, sizeof p->err);
-    leakscan_snapshot_release(p->snapshot, &p->buffers.copy);
+    leakscan_snapshot_release(p->snapshot, &p->buffer);
     if (p->rc == 0 && !(p->categories = categories_by_position(p->blocks, p->count))) {
         snprintf(p->err, sizeof p->err, "out of memory grouping %zu blocks", p->count);
         p->rc = -1;
     }
     leakscan_snapshot_free(p->snapshot);
     p->snapshot = NULL;
-    p->blocks = NULL; /* its buffer waits in p->buffers for the next check */
+    free(p->blocks);
+    p->blocks = NULL;
     __atomic_store_n(&p->done, 1, __ATOMIC_RELEASE);
     return NULL;
 }
@@ -431,30 +411,31 @@ static void *classify_pending(void *arg)
 static void free_pending(struct leak_check_pending *p)
 {
     leakscan_snapshot_free(p->snapshot);
-    leak_check_buffers_free(&p->buffers);
+    leakscan_buffer_free(&p->buffer);
+    free(p->blocks);
+    free(p->open);
     free(p->categories);
     free(p);
 }
 
 int leak_check_start(pid_t pid, const pid_t *tids, size_t tid_count, const struct leakscan_shim_memory *shim,
                      const struct recorder *recorder, uint32_t when, uint64_t time_ns, uint64_t byte_limit,
-                     struct leak_check_buffers *spares, struct leak_check_pending **pending, char *err,
+                     struct leakscan_buffer *spare, struct leak_check_pending **pending, char *err,
                      size_t err_size)
 {
     *pending = NULL;
     struct leak_check_pending *p = calloc(1, sizeof *p);
-    if (!p || list_pending_blocks(p, recorder, spares) < 0) {
+    if (!p || list_pending_blocks(p, recorder) < 0) {
         snprintf(err, err_size, "out of memory for %zu blocks", recorder->live.count);
         if (p)
             free_pending(p);
         return -1;
     }
     *p = (struct leak_check_pending){.blocks = p->blocks, .count = p->count, .open = p->open,
-                                     .open_count = p->open_count, .buffers = p->buffers, .when = when,
-                                     .open_case = recorder->open_case,
+                                     .open_count = p->open_count, .when = when, .open_case = recorder->open_case,
                                      .iteration = recorder->iteration, .time_ns = time_ns};
-    int rc = leakscan_snapshot_take(pid, tids, tid_count, shim, p->blocks, p->count, byte_limit,
-                                    spares ? &spares->copy : NULL, &p->snapshot, err, err_size);
+    int rc = leakscan_snapshot_take(pid, tids, tid_count, shim, p->blocks, p->count, byte_limit, spare,
+                                    &p->snapshot, err, err_size);
     if (rc == 0)
         p->copy_bytes = leakscan_snapshot_bytes(p->snapshot);
     if (rc == 0 && (errno = pthread_create(&p->thread, NULL, classify_pending, p)) != 0) {
@@ -499,28 +480,18 @@ static int sum_pending(const struct leak_check_pending *p, const struct recorder
     return rc;
 }
 
-void leak_check_buffers_free(struct leak_check_buffers *buffers)
-{
-    leakscan_buffer_free(&buffers->copy);
-    leakscan_buffer_free(&buffers->blocks);
-    leakscan_buffer_free(&buffers->open);
-}
-
 int leak_check_finish(struct leak_check_pending *pending, const struct recorder *recorder,
-                      struct leak_check_buffers *keep, struct leak_results *results, char *err, size_t err_size)
+                      struct leakscan_buffer *keep, struct leak_results *results, char *err, size_t err_size)
 {
     memset(results, 0, sizeof *results);
     pthread_join(pending->thread, NULL);
+    if (keep)
+        leakscan_buffer_keep_larger(keep, &pending->buffer);
     int rc = pending->rc;
     if (rc != 0)
         snprintf(err, err_size, "%s", pending->err);
     else if ((rc = sum_pending(pending, recorder, results)) < 0)
         snprintf(err, err_size, "out of memory grouping %zu blocks", pending->open_count);
-    if (keep) {
-        leakscan_buffer_keep_larger(&keep->copy, &pending->buffers.copy);
-        leakscan_buffer_keep_larger(&keep->blocks, &pending->buffers.blocks);
-        leakscan_buffer_keep_larger(&keep->open, &pending->buffers.open);
-    }
     free_pending(pending);
     return rc;
 }

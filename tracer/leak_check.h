@@ -12,7 +12,6 @@
 #include <sys/types.h>
 
 #include "../common/trace_format.h"
-#include "../leakscan/leakscan.h"
 #include "recorder.h"
 
 struct leak_results {
@@ -47,29 +46,20 @@ int leak_check_run(pid_t pid, const pid_t *tids, size_t tid_count, const struct 
  * leak_check_run); -1 with a message. leak_check_finish waits for the
  * thread and gives the check leak_check_run would have given at the start
  * (recorder: the same one, any later state), and frees pending: 0, or -1
- * with a message. spares (start): buffers the check may take (may be
- * NULL); keep (finish): where its buffers go, the larger of two kept. leak_check_pending_done: whether finish would not wait;
+ * with a message. spare (start) and keep (finish), as leak_check_run's
+ * spare: the buffer a copy may take, and which keeps the larger buffer
+ * after. leak_check_pending_done: whether finish would not wait;
  * leak_check_pending_bytes: the size of the copy.
  */
-/* Buffers a finished check leaves for the next (leakscan_buffer_take):
- * their pages are in already, which at a case end the program would
- * otherwise wait for (populating 25 MB took 11 ms here). */
-struct leak_check_buffers {
-    struct leakscan_buffer copy;   /* the copy of the process's memory */
-    struct leakscan_buffer blocks; /* the list of live blocks */
-    struct leakscan_buffer open;   /* the open case's blocks */
-};
-void leak_check_buffers_free(struct leak_check_buffers *buffers);
-
 struct leak_check_pending;
 int leak_check_start(pid_t pid, const pid_t *tids, size_t tid_count, const struct leakscan_shim_memory *shim,
                      const struct recorder *recorder, uint32_t when, uint64_t time_ns, uint64_t byte_limit,
-                     struct leak_check_buffers *spares, struct leak_check_pending **pending, char *err,
+                     struct leakscan_buffer *spare, struct leak_check_pending **pending, char *err,
                      size_t err_size);
 int leak_check_pending_done(const struct leak_check_pending *pending);
 uint64_t leak_check_pending_bytes(const struct leak_check_pending *pending);
 int leak_check_finish(struct leak_check_pending *pending, const struct recorder *recorder,
-                      struct leak_check_buffers *keep, struct leak_results *results, char *err, size_t err_size);
+                      struct leakscan_buffer *keep, struct leak_results *results, char *err, size_t err_size);
 
 /* The check at exit of a process that cannot be stopped (no-ptrace mode):
  * it reads what the process handed over (see leakscan.h) while its
