@@ -240,7 +240,7 @@ static void add_or_queue_case_check(struct traced_process *process, struct leak_
         add_case_check(process, results, when, case_id);
         return;
     }
-    if (process->pending_count == PENDING_CHECKS_MAX)
+    if (process->pending_count == PENDING_QUEUE)
         collect_oldest_case_check(process);
     process->pending_checks[process->pending_count++] = (struct pending_case_check){NULL, *results, when, case_id, 0};
     memset(results, 0, sizeof *results);
