@@ -211,11 +211,6 @@ struct leakscan_buffer {
 void leakscan_snapshot_release(struct leakscan_snapshot *snapshot, struct leakscan_buffer *keep);
 void leakscan_buffer_keep_larger(struct leakscan_buffer *keep, struct leakscan_buffer *buffer);
 void leakscan_buffer_free(struct leakscan_buffer *buffer);
-/* A buffer of at least size bytes (whole pages), its pages in: spare
- * (NULL, or a kept one) when it is large enough and not four times more,
- * or spare grown in place (mremap) when too small; else a new mapping.
- * spare is left empty (taken, or unmapped). 0, or -1 when no memory. */
-int leakscan_buffer_take(struct leakscan_buffer *buffer, uint64_t size, struct leakscan_buffer *spare);
 
 /*
  * Process scan from what a process handed over about itself, where ptrace

@@ -124,8 +124,9 @@ static int read_all(struct leakscan_copy *copy, const struct leakscan_memory *so
  * in already: populating 23 MB cost 11 ms here, writing into it 1.2 ms)
  * and not four times more than needed, or grown in place when it is too
  * small; else a new mapping populated at once (a fault a page would cost
- * more). Sizes are whole pages. */
-int leakscan_buffer_take(struct leakscan_buffer *buffer, uint64_t size, struct leakscan_buffer *spare)
+ * more). Sizes are whole pages; spare is left empty (taken, or unmapped).
+ * 0, or -1 when no memory. */
+static int take_buffer(struct leakscan_buffer *buffer, uint64_t size, struct leakscan_buffer *spare)
 {
     *buffer = (struct leakscan_buffer){0};
     size = PAGE_ROUND(size);
@@ -173,7 +174,7 @@ int leakscan_copy_take(struct leakscan_copy *copy, const struct leakscan_memory 
     copy->count = w.count;
     copy->size = w.bytes;
     copy->offsets = malloc((w.count + 1) * sizeof *copy->offsets);
-    if (!copy->offsets || leakscan_buffer_take(&copy->buffer, w.bytes, spare) < 0) {
+    if (!copy->offsets || take_buffer(&copy->buffer, w.bytes, spare) < 0) {
         leakscan_copy_free(copy);
         return -1;
     }

@@ -49,7 +49,7 @@ int leak_check_run(pid_t pid, const pid_t *tids, size_t tid_count, const struct 
  * with a message. spare (start) and keep (finish), as leak_check_run's
  * spare: the buffer a copy may take, and which keeps the larger buffer
  * after. leak_check_pending_done: whether finish would not wait;
- * leak_check_pending_bytes: the size of the copy.
+ * leak_check_pending_bytes: the size of its copy's buffer.
  */
 struct leak_check_pending;
 int leak_check_start(pid_t pid, const pid_t *tids, size_t tid_count, const struct leakscan_shim_memory *shim,

@@ -251,16 +251,9 @@ int start_case_check(const struct session *session, struct traced_process *proce
         return -1;
     }
     struct leak_check_pending *check;
-    uint64_t held = copies_held(session, process);
+    uint64_t held = copies_held(session, process); /* other processes' copies: this one has none pending */
     int rc = leak_check_start(process->pid, tids, count, &shim, &process->recorder, when, session_now_ns(),
                               held < limit ? limit - held : 0, &process->check_buffer, &check, err, err_size);
-    if (rc == 1 && process->pending_count > 0) {
-        /* the copies before it are in the way: their memory back first */
-        collect_case_check(process, 1);
-        held = copies_held(session, process);
-        rc = leak_check_start(process->pid, tids, count, &shim, &process->recorder, when, session_now_ns(),
-                              held < limit ? limit - held : 0, &process->check_buffer, &check, err, err_size);
-    }
     free(ranges);
     if (rc == 0)
         process->pending_checks[process->pending_count++] = (struct pending_case_check){
