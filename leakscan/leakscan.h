@@ -66,6 +66,12 @@ struct leakscan_memory {
     /* Optional: a pointer to length bytes at address held in memory already
      * (a snapshot), or NULL, in which case read is used. Saves a copy. */
     const void *(*view)(void *context, uint64_t address, size_t length);
+    /* Optional, with view: the whole run of memory held around address,
+     * [*start, *end), and a pointer to its first byte; NULL when address
+     * is not held. Every range inside the run can be viewed, and holds
+     * data as far as holds_data says. The scan keeps the last run and
+     * views the small blocks inside it without a call each. */
+    const void *(*view_span)(void *context, uint64_t address, uint64_t *start, uint64_t *end);
     /* Optional: fills buffer with the bytes of count ranges, back to back
      * (unreadable bytes zero), in one go; -1 as read. Without it each
      * range is a read, and the scan reads neighbouring blocks as one

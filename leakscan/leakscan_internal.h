@@ -72,6 +72,7 @@ void leakscan_copy_free(struct leakscan_copy *copy);
  * reads nothing after. */
 void leakscan_copy_release(struct leakscan_copy *copy, struct leakscan_buffer *keep);
 const void *leakscan_copy_view(void *context, uint64_t address, size_t length);
+const void *leakscan_copy_view_span(void *context, uint64_t address, uint64_t *start, uint64_t *end);
 int leakscan_copy_read(void *context, uint64_t address, void *buffer, size_t length);
 int leakscan_copy_holds_data(void *context, uint64_t address, size_t length);
 /* The copy as a leakscan_memory (no vtable test). */

@@ -246,6 +246,17 @@ const void *leakscan_copy_view(void *context, uint64_t address, size_t length)
     return copy->bytes + copy->offsets[r] + (address - copy->ranges[r].start);
 }
 
+const void *leakscan_copy_view_span(void *context, uint64_t address, uint64_t *start, uint64_t *end)
+{
+    struct leakscan_copy *copy = context;
+    size_t r = range_of(copy, address);
+    if (r == copy->count)
+        return NULL;
+    *start = copy->ranges[r].start;
+    *end = copy->ranges[r].end;
+    return copy->bytes + copy->offsets[r];
+}
+
 /* What view cannot serve whole: the copied parts, zeros between them. */
 int leakscan_copy_read(void *context, uint64_t address, void *buffer, size_t length)
 {
@@ -282,6 +293,7 @@ void leakscan_copy_as_memory(struct leakscan_copy *copy, struct leakscan_memory 
     memset(memory, 0, sizeof *memory);
     memory->read = leakscan_copy_read;
     memory->view = leakscan_copy_view;
+    memory->view_span = leakscan_copy_view_span;
     memory->holds_data = leakscan_copy_holds_data;
     memory->context = copy;
 }

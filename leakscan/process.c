@@ -783,6 +783,11 @@ static const void *snapshot_view(void *context, uint64_t address, size_t length)
     return leakscan_copy_view(&((struct leakscan_snapshot *)context)->copy, address, length);
 }
 
+static const void *snapshot_view_span(void *context, uint64_t address, uint64_t *start, uint64_t *end)
+{
+    return leakscan_copy_view_span(&((struct leakscan_snapshot *)context)->copy, address, start, end);
+}
+
 static int snapshot_read(void *context, uint64_t address, void *buffer, size_t length)
 {
     return leakscan_copy_read(&((struct leakscan_snapshot *)context)->copy, address, buffer, length);
@@ -965,6 +970,7 @@ int leakscan_snapshot_classify(struct leakscan_snapshot *snapshot, struct leaksc
     struct leakscan_image image = {
         .memory = {.read = snapshot_read,
                    .view = snapshot_view,
+                   .view_span = snapshot_view_span,
                    .is_vtable = snapshot_is_vtable,
                    .holds_data = snapshot_holds_data,
                    .context = snapshot},
