@@ -540,18 +540,6 @@ int leak_check_run_handover(pid_t pid, const struct leakscan_handover *handover,
     return run_check(&source, recorder, TRACE_SNAP_EXIT, time_ns, NULL, 0, results, err, err_size);
 }
 
-void leak_results_drop_case(struct leak_results *results, uint32_t case_id)
-{
-    size_t kept = results->count ? 1 : 0;
-    for (size_t i = kept; i < results->count; i++) {
-        if (results->checks[i].case_id == case_id)
-            free((void *)results->checks[i].records);
-        else
-            results->checks[kept++] = results->checks[i];
-    }
-    results->count = kept;
-}
-
 void leak_results_free(struct leak_results *results)
 {
     for (size_t i = 0; i < results->count; i++)

@@ -85,8 +85,5 @@ int leak_check_results(const struct recorder *recorder, const struct leakscan_bl
 int leak_results_append(struct leak_results *results, struct leak_results *more);
 
 void leak_results_free(struct leak_results *results);
-/* Drops a whole-image check's entry for one case (checks[0], the whole
- * image, stays). */
-void leak_results_drop_case(struct leak_results *results, uint32_t case_id);
 
 #endif

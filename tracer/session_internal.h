@@ -39,9 +39,9 @@ enum traced_process_state { PROCESS_RUNNING, PROCESS_EXITING, PROCESS_ENDED };
  * checks that needed no thread may queue behind it: the queue holds one
  * more). Each holds a copy of the heap's memory and its lists until it is
  * collected: with three, issue 14's driver (a 25 MB copy per check) had
- * the tracer peak at 127-153 MiB against its 150 MB bar; with one, and
- * the exit check in place while one is pending, 83-103 MiB, for a case end
- * that may wait for the last case's classification (0.43 -> 0.465 s). */
+ * the tracer peak at 127-153 MiB against its 150 MB bar; with one (the
+ * exit check waiting for it), 83-103 MiB, for a case end that may wait for
+ * the last case's classification (0.43 -> 0.465 s). */
 #define PENDING_CHECKS_MAX 1
 #define PENDING_QUEUE (PENDING_CHECKS_MAX + 1)
 

@@ -162,33 +162,6 @@ static void exit_checks_the_image_then_each_case(void **state)
     recorder_free(&r);
 }
 
-/* An exit check that ran while case 0's own check was still being
- * classified covered case 0 too; once that check is in, the exit check's
- * entry for case 0 goes, the whole image's stays. */
-static void exit_check_drops_a_case_checked_meanwhile(void **state)
-{
-    (void)state;
-    struct recorder r;
-    record_cases(&r);
-    recorder_case_end(&r, 19);
-    size_t count;
-    struct leakscan_block *blocks = scanned(&r, &count);
-    struct leak_results results;
-    assert_int_equal(leak_check_results(&r, blocks, count, TRACE_SNAP_EXIT, 99, NULL, 0, &results), 0);
-    assert_int_equal(results.count, 4);
-    leak_results_drop_case(&results, 0);
-    assert_int_equal(results.count, 3);
-    assert_int_equal(results.checks[0].case_id, TRACE_NONE);
-    assert_int_equal(results.checks[0].count, 4);
-    assert_int_equal(results.checks[1].case_id, 1);
-    assert_int_equal(results.checks[2].case_id, 2);
-    leak_results_drop_case(&results, 7); /* no such case: nothing goes */
-    assert_int_equal(results.count, 3);
-    leak_results_free(&results);
-    free(blocks);
-    recorder_free(&r);
-}
-
 /* --sample-rate: a sampled site's record is scaled by its blocks' weights;
  * the unsampled blocks (stack 0) count in the totals only. */
 static void sampled_records_are_scaled(void **state)
@@ -277,7 +250,6 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(case_end_checks_the_open_case),
         cmocka_unit_test(exit_checks_the_image_then_each_case),
-        cmocka_unit_test(exit_check_drops_a_case_checked_meanwhile),
         cmocka_unit_test(sampled_records_are_scaled),
         cmocka_unit_test(first_iteration_is_the_earliest),
         cmocka_unit_test(no_block_needs_no_scan),
