@@ -251,8 +251,73 @@ struct scan_source {
     const struct leakscan_handover *handover;
     const struct leakscan_shim_memory *shim;
     uint64_t copy_limit; /* copy what the scan reads first, up to this (0: in place) */
-    struct leakscan_buffer *spare; /* for the copy, and its buffer after */
+    struct leak_check_spare *spare; /* for the copy and the list, and what they were after */
 };
+
+/* An open case's block as it was when the check began, and its position
+ * in the scan's list (the live table moves on while the scan runs). */
+struct pending_block {
+    struct live_block block;
+    uint32_t position;
+};
+
+void leak_check_spare_free(struct leak_check_spare *spare)
+{
+    leakscan_buffer_free(&spare->copy);
+    free(spare->blocks);
+    free(spare->open);
+    spare->blocks = NULL;
+    spare->open = NULL;
+    spare->capacity = 0;
+}
+
+/* Lists for needed blocks: spare's when they hold that many (their pages
+ * written already), else new ones with room for the heap to grow by half
+ * before the next check takes them. 0, or -1 when out of memory. */
+static int take_lists(struct leak_check_spare *spare, size_t needed, struct leakscan_block **blocks,
+                      struct pending_block **open, size_t *capacity)
+{
+    if (spare && spare->capacity >= needed) {
+        *blocks = spare->blocks;
+        *open = spare->open;
+        *capacity = spare->capacity;
+    } else {
+        size_t room = needed + needed / 2;
+        *blocks = malloc(room * sizeof **blocks);
+        *open = malloc(room * sizeof **open);
+        *capacity = room;
+        if (spare) {
+            free(spare->blocks);
+            free(spare->open);
+        }
+    }
+    if (spare) {
+        spare->blocks = NULL;
+        spare->open = NULL;
+        spare->capacity = 0;
+    }
+    if (*blocks && *open)
+        return 0;
+    free(*blocks);
+    free(*open);
+    *blocks = NULL;
+    *open = NULL;
+    return -1;
+}
+
+/* Gives lists back: spare keeps the larger ones. */
+static void keep_lists(struct leak_check_spare *spare, struct leakscan_block *blocks, struct pending_block *open,
+                       size_t capacity)
+{
+    if (spare && capacity > spare->capacity) {
+        free(spare->blocks);
+        free(spare->open);
+        *spare = (struct leak_check_spare){spare->copy, blocks, open, capacity};
+        return;
+    }
+    free(blocks);
+    free(open);
+}
 
 /* A copy of what the scan reads, then the classification from it: one
  * read of each range instead of a read per batch (issue 14's driver's
@@ -263,12 +328,13 @@ static int scan_copy(const struct scan_source *source, struct leakscan_block *bl
 {
     struct leakscan_snapshot *snapshot;
     int rc = leakscan_snapshot_take(source->pid, source->tids, source->tid_count, source->shim, blocks, count,
-                                    source->copy_limit, source->spare, &snapshot, err, err_size);
+                                    source->copy_limit, source->spare ? &source->spare->copy : NULL, &snapshot,
+                                    err, err_size);
     if (rc != 0)
         return rc;
     rc = leakscan_snapshot_classify(snapshot, totals, NULL, err, err_size);
     if (source->spare)
-        leakscan_snapshot_release(snapshot, source->spare);
+        leakscan_snapshot_release(snapshot, &source->spare->copy);
     leakscan_snapshot_free(snapshot);
     return rc;
 }
@@ -294,16 +360,22 @@ static int scan(const struct scan_source *source, struct leakscan_block *blocks,
 
 /* The scan's view of the live blocks: address and size, and in stack_id
  * the block's position in the live table's walk. */
-struct leakscan_block *leak_check_blocks(const struct recorder *recorder, size_t *count)
+static size_t list_blocks(const struct recorder *recorder, struct leakscan_block *blocks, size_t capacity)
 {
-    struct leakscan_block *blocks = calloc(recorder->live.count + 1, sizeof *blocks);
     size_t n = 0, position = 0;
     struct live_block block;
-    while (blocks && live_table_next(&recorder->live, &position, &block)) {
+    while (n < capacity && live_table_next(&recorder->live, &position, &block)) {
         blocks[n] = (struct leakscan_block){block.address, block.size, (uint32_t)n, 0};
         n++;
     }
-    *count = n;
+    return n;
+}
+
+struct leakscan_block *leak_check_blocks(const struct recorder *recorder, size_t *count)
+{
+    size_t capacity = recorder->live.count + 1;
+    struct leakscan_block *blocks = malloc(capacity * sizeof *blocks);
+    *count = blocks ? list_blocks(recorder, blocks, capacity) : 0;
     return blocks;
 }
 
@@ -353,18 +425,18 @@ static int run_check(const struct scan_source *source, const struct recorder *re
                      struct leak_results *results, char *err, size_t err_size)
 {
     memset(results, 0, sizeof *results);
-    size_t n = 0;
-    struct leakscan_block *blocks = leak_check_blocks(recorder, &n);
-    if (!blocks) {
+    struct leakscan_block *blocks;
+    struct pending_block *open;
+    size_t capacity, n = 0;
+    if (take_lists(source->spare, recorder->live.count + 1, &blocks, &open, &capacity) < 0) {
         snprintf(err, err_size, "out of memory for %zu blocks", recorder->live.count);
         return -1;
     }
+    n = list_blocks(recorder, blocks, capacity);
     struct leakscan_totals totals;
     int rc = scan(source, blocks, n, &totals, err, err_size);
-    /* The block list goes before the records are summed: the summing
-     * needs a byte a block, the list 24. */
     uint8_t *categories = rc == 0 ? categories_by_position(blocks, n) : NULL;
-    free(blocks);
+    keep_lists(source->spare, blocks, open, capacity);
     if (rc == 0 && (!categories ||
                     results_of(recorder, categories, n, when, time_ns, skip_cases, skip_count, results) < 0)) {
         snprintf(err, err_size, "out of memory grouping %zu blocks", n);
@@ -376,20 +448,13 @@ static int run_check(const struct scan_source *source, const struct recorder *re
 
 /* ---- a check classified on a thread of its own --------------------------- */
 
-/* An open case's block as it was when the check began, and its position
- * in the scan's list (the live table moves on while the scan runs). */
-struct pending_block {
-    struct live_block block;
-    uint32_t position;
-};
-
 struct leak_check_pending {
     pthread_t thread;
     struct leakscan_snapshot *snapshot;
-    struct leakscan_block *blocks; /* every live block, scanned; freed by the thread */
+    struct leakscan_block *blocks; /* every live block, scanned */
     size_t count;
     struct pending_block *open; /* the open case's blocks, summed once classified */
-    size_t open_count;
+    size_t open_count, capacity; /* capacity: of blocks and open */
     uint32_t when, open_case;
     uint64_t iteration, time_ns;
     uint64_t copy_bytes; /* what the snapshot holds */
@@ -400,16 +465,14 @@ struct leak_check_pending {
 };
 
 /* The scan's list of every live block, and the open case's blocks apart. */
-static int list_pending_blocks(struct leak_check_pending *p, const struct recorder *recorder)
+static int list_pending_blocks(struct leak_check_pending *p, const struct recorder *recorder,
+                               struct leak_check_spare *spare)
 {
-    size_t capacity = recorder->live.count + 1;
-    p->blocks = calloc(capacity, sizeof *p->blocks);
-    p->open = malloc(capacity * sizeof *p->open);
-    if (!p->blocks || !p->open)
+    if (take_lists(spare, recorder->live.count + 1, &p->blocks, &p->open, &p->capacity) < 0)
         return -1;
     size_t position = 0;
     struct live_block block;
-    while (p->count < capacity && live_table_next(&recorder->live, &position, &block)) {
+    while (p->count < p->capacity && live_table_next(&recorder->live, &position, &block)) {
         uint32_t n = (uint32_t)p->count++;
         p->blocks[n] = (struct leakscan_block){block.address, block.size, n, 0};
         if (block.case_id == recorder->open_case)
@@ -430,40 +493,41 @@ static void *classify_pending(void *arg)
     }
     leakscan_snapshot_free(p->snapshot);
     p->snapshot = NULL;
-    free(p->blocks);
-    p->blocks = NULL;
     __atomic_store_n(&p->done, 1, __ATOMIC_RELEASE);
     return NULL;
 }
 
-static void free_pending(struct leak_check_pending *p)
+/* Frees pending, giving its buffer and lists to keep (may be NULL). */
+static void free_pending(struct leak_check_pending *p, struct leak_check_spare *keep)
 {
     leakscan_snapshot_free(p->snapshot);
+    if (keep)
+        leakscan_buffer_keep_larger(&keep->copy, &p->buffer);
     leakscan_buffer_free(&p->buffer);
-    free(p->blocks);
-    free(p->open);
+    keep_lists(keep, p->blocks, p->open, p->capacity);
     free(p->categories);
     free(p);
 }
 
 int leak_check_start(pid_t pid, const pid_t *tids, size_t tid_count, const struct leakscan_shim_memory *shim,
                      const struct recorder *recorder, uint32_t when, uint64_t time_ns, uint64_t byte_limit,
-                     struct leakscan_buffer *spare, struct leak_check_pending **pending, char *err,
+                     struct leak_check_spare *spare, struct leak_check_pending **pending, char *err,
                      size_t err_size)
 {
     *pending = NULL;
     struct leak_check_pending *p = calloc(1, sizeof *p);
-    if (!p || list_pending_blocks(p, recorder) < 0) {
+    if (!p || list_pending_blocks(p, recorder, spare) < 0) {
         snprintf(err, err_size, "out of memory for %zu blocks", recorder->live.count);
         if (p)
-            free_pending(p);
+            free_pending(p, spare);
         return -1;
     }
     *p = (struct leak_check_pending){.blocks = p->blocks, .count = p->count, .open = p->open,
-                                     .open_count = p->open_count, .when = when, .open_case = recorder->open_case,
-                                     .iteration = recorder->iteration, .time_ns = time_ns};
-    int rc = leakscan_snapshot_take(pid, tids, tid_count, shim, p->blocks, p->count, byte_limit, spare,
-                                    &p->snapshot, err, err_size);
+                                     .open_count = p->open_count, .capacity = p->capacity, .when = when,
+                                     .open_case = recorder->open_case, .iteration = recorder->iteration,
+                                     .time_ns = time_ns};
+    int rc = leakscan_snapshot_take(pid, tids, tid_count, shim, p->blocks, p->count, byte_limit,
+                                    spare ? &spare->copy : NULL, &p->snapshot, err, err_size);
     if (rc == 0)
         p->copy_bytes = leakscan_snapshot_bytes(p->snapshot);
     if (rc == 0 && (errno = pthread_create(&p->thread, NULL, classify_pending, p)) != 0) {
@@ -471,7 +535,7 @@ int leak_check_start(pid_t pid, const pid_t *tids, size_t tid_count, const struc
         rc = -1;
     }
     if (rc != 0) {
-        free_pending(p);
+        free_pending(p, spare);
         return rc;
     }
     *pending = p;
@@ -509,24 +573,22 @@ static int sum_pending(const struct leak_check_pending *p, const struct recorder
 }
 
 int leak_check_finish(struct leak_check_pending *pending, const struct recorder *recorder,
-                      struct leakscan_buffer *keep, struct leak_results *results, char *err, size_t err_size)
+                      struct leak_check_spare *keep, struct leak_results *results, char *err, size_t err_size)
 {
     memset(results, 0, sizeof *results);
     pthread_join(pending->thread, NULL);
-    if (keep)
-        leakscan_buffer_keep_larger(keep, &pending->buffer);
     int rc = pending->rc;
     if (rc != 0)
         snprintf(err, err_size, "%s", pending->err);
     else if ((rc = sum_pending(pending, recorder, results)) < 0)
         snprintf(err, err_size, "out of memory grouping %zu blocks", pending->open_count);
-    free_pending(pending);
+    free_pending(pending, keep);
     return rc;
 }
 
 int leak_check_run(pid_t pid, const pid_t *tids, size_t tid_count, const struct leakscan_shim_memory *shim,
                    const struct recorder *recorder, uint32_t when, uint64_t time_ns, const unsigned char *skip_cases,
-                   size_t skip_count, uint64_t copy_limit, struct leakscan_buffer *spare,
+                   size_t skip_count, uint64_t copy_limit, struct leak_check_spare *spare,
                    struct leak_results *results, char *err, size_t err_size)
 {
     struct scan_source source = {pid, tids, tid_count, NULL, shim, copy_limit, spare};

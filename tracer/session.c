@@ -661,7 +661,7 @@ void process_end(struct session *session, struct traced_process *process)
     collect_case_check(process, 1);
     process_final_snapshot(session, process, process->exit_signal ? TRACE_SNAP_SIGNAL : TRACE_SNAP_EXIT, 0);
     process_drain(process, 1);
-    leakscan_buffer_free(&process->check_buffer); /* no check after this */
+    leak_check_spare_free(&process->check_spare); /* no check after this */
     if (!was_stopped && session->options.leak_check != TRACE_LEAK_CHECK_OFF &&
         (process->flags & TRACE_PROC_SHIM_SEEN) && !process->leak_check_note &&
         asprintf(&process->leak_check_note,
@@ -936,7 +936,7 @@ void session_destroy(struct session *session)
     for (size_t i = 0; i < session->process_count; i++) {
         struct traced_process *process = session->processes[i];
         collect_case_check(process, 1); /* its thread reads the recorder */
-        leakscan_buffer_free(&process->check_buffer);
+        leak_check_spare_free(&process->check_spare);
         recorder_free(&process->recorder);
         python_frames_free(&process->python);
         shm_consumer_detach(&process->shm);

@@ -87,7 +87,7 @@ struct traced_process {
         uint64_t bytes; /* its copy's buffer */
     } pending_checks[PENDING_QUEUE];
     size_t pending_count;
-    struct leakscan_buffer check_buffer; /* the last copy's, for the next (leakscan.h) */
+    struct leak_check_spare check_spare; /* what the last check wrote, for the next (leak_check.h) */
     int secure_execution;      /* AT_SECURE: setuid, setgid or file capabilities; ld.so ignores LD_PRELOAD */
     int statically_linked;     /* no PT_INTERP: no dynamic loader to preload the shim */
     uint64_t invalid_events;   /* events of its region no shim writes, skipped (shm_consumer.h) */

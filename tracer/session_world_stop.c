@@ -214,7 +214,7 @@ int run_leak_check(struct traced_process *process, const pid_t *tids, size_t cou
         return -1;
     }
     int rc = leak_check_run(process->pid, tids, count, &shim, &process->recorder, when, session_now_ns(), skip_cases,
-                            skip_count, copy_limit, &process->check_buffer, results, err, err_size);
+                            skip_count, copy_limit, &process->check_spare, results, err, err_size);
     free(ranges);
     return rc;
 }
@@ -230,7 +230,7 @@ static uint64_t copies_held(const struct session *session, const struct traced_p
         for (size_t i = 0; i < other->pending_count; i++)
             bytes += other->pending_checks[i].bytes; /* 0 for results ready */
         if (other != process)
-            bytes += other->check_buffer.size;
+            bytes += other->check_spare.copy.size;
     }
     return bytes;
 }
@@ -253,7 +253,7 @@ int start_case_check(const struct session *session, struct traced_process *proce
     struct leak_check_pending *check;
     uint64_t held = copies_held(session, process); /* other processes' copies: this one has none pending */
     int rc = leak_check_start(process->pid, tids, count, &shim, &process->recorder, when, session_now_ns(),
-                              held < limit ? limit - held : 0, &process->check_buffer, &check, err, err_size);
+                              held < limit ? limit - held : 0, &process->check_spare, &check, err, err_size);
     free(ranges);
     if (rc == 0)
         process->pending_checks[process->pending_count++] = (struct pending_case_check){

@@ -245,6 +245,50 @@ static void no_block_needs_no_scan(void **state)
     recorder_free(&r);
 }
 
+/* A check writes into the lists the last one kept (their pages written
+ * already), and keeps its own, larger ones for the next, even when its
+ * scan failed. */
+static void a_check_writes_into_the_lists_the_last_one_kept(void **state)
+{
+    (void)state;
+    struct recorder r;
+    recorder_init(&r, 0);
+    pid_t child = fork();
+    if (child == 0)
+        _exit(0);
+    assert_true(child > 0);
+    assert_int_equal(waitpid(child, NULL, 0), child); /* gone: a scan of it fails */
+    struct leak_check_spare spare = {0};
+    struct leak_results results;
+    char err[256] = "";
+    assert_int_equal(leak_check_run(child, &child, 1, NULL, &r, TRACE_SNAP_EXIT, 10, NULL, 0, 0, &spare, &results, err,
+                                    sizeof err),
+                     0);
+    leak_results_free(&results);
+    assert_non_null(spare.blocks);
+    assert_non_null(spare.open);
+    const struct leakscan_block *first = spare.blocks;
+    size_t capacity = spare.capacity;
+    assert_true(capacity >= 1);
+    assert_int_equal(leak_check_run(child, &child, 1, NULL, &r, TRACE_SNAP_EXIT, 20, NULL, 0, 0, &spare, &results, err,
+                                    sizeof err),
+                     0);
+    leak_results_free(&results);
+    assert_ptr_equal(spare.blocks, first); /* written into again */
+    assert_int_equal(spare.capacity, capacity);
+    for (uint64_t i = 0; i < 100; i++)
+        recorder_alloc(&r, 30 + i, 0x100000 + 0x100 * i, 16, 5, lookup, NULL);
+    assert_int_equal(leak_check_run(child, &child, 1, NULL, &r, TRACE_SNAP_EXIT, 200, NULL, 0, 0, &spare, &results,
+                                    err, sizeof err),
+                     -1); /* the process is gone */
+    assert_true(spare.capacity >= 101 + 101 / 2); /* room for the heap to grow before the next */
+    leak_check_spare_free(&spare);
+    assert_null(spare.blocks);
+    assert_null(spare.open);
+    assert_int_equal(spare.capacity, 0);
+    recorder_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -253,6 +297,7 @@ int main(void)
         cmocka_unit_test(sampled_records_are_scaled),
         cmocka_unit_test(first_iteration_is_the_earliest),
         cmocka_unit_test(no_block_needs_no_scan),
+        cmocka_unit_test(a_check_writes_into_the_lists_the_last_one_kept),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
