@@ -87,8 +87,9 @@ static inline struct check_sum *check_sum_for(struct aggregation *a, uint32_t ch
 /* Adds one block to a check: its totals, and its loss record unless the
  * block stands for nothing there (weight 0: an unsampled one). Inlined
  * into its three callers: it runs once a block of every check. */
-static inline __attribute__((always_inline)) int add_block(struct aggregation *a, uint32_t check, const struct live_block *block, uint32_t stack_id,
-                     uint32_t category, double weight)
+static inline __attribute__((always_inline)) int add_block(struct aggregation *a, uint32_t check,
+                                                           const struct live_block *block, uint32_t stack_id,
+                                                           uint32_t category, double weight)
 {
     struct check_sum *sum = check_sum_for(a, check);
     if (!sum)
