@@ -361,12 +361,18 @@ static int scan(const struct scan_source *source, struct leakscan_block *blocks,
 
 /* The scan's view of the live blocks: address and size, and in stack_id
  * the block's position in the live table's walk. */
-static size_t list_blocks(const struct recorder *recorder, struct leakscan_block *blocks, size_t capacity)
+/* Up to capacity live blocks into blocks, as the scan takes them; with
+ * open, the open case's blocks apart as well (*open_count of them).
+ * Returns how many were listed. */
+static size_t list_blocks(const struct recorder *recorder, struct leakscan_block *blocks, size_t capacity,
+                          struct pending_block *open, size_t *open_count)
 {
     size_t n = 0, position = 0;
     struct live_block block;
     while (n < capacity && live_table_next(&recorder->live, &position, &block)) {
         blocks[n] = (struct leakscan_block){block.address, block.size, (uint32_t)n, 0};
+        if (open && block.case_id == recorder->open_case)
+            open[(*open_count)++] = (struct pending_block){block, (uint32_t)n};
         n++;
     }
     return n;
@@ -376,7 +382,7 @@ struct leakscan_block *leak_check_blocks(const struct recorder *recorder, size_t
 {
     size_t capacity = recorder->live.count + 1;
     struct leakscan_block *blocks = malloc(capacity * sizeof *blocks);
-    *count = blocks ? list_blocks(recorder, blocks, capacity) : 0;
+    *count = blocks ? list_blocks(recorder, blocks, capacity, NULL, NULL) : 0;
     return blocks;
 }
 
@@ -428,12 +434,12 @@ static int run_check(const struct scan_source *source, const struct recorder *re
     memset(results, 0, sizeof *results);
     struct leakscan_block *blocks;
     struct pending_block *open;
-    size_t capacity, n = 0;
+    size_t capacity;
     if (take_lists(source->spare, recorder->live.count + 1, &blocks, &open, &capacity) < 0) {
         snprintf(err, err_size, "out of memory for %zu blocks", recorder->live.count);
         return -1;
     }
-    n = list_blocks(recorder, blocks, capacity);
+    size_t n = list_blocks(recorder, blocks, capacity, NULL, NULL);
     struct leakscan_totals totals;
     int rc = scan(source, blocks, n, &totals, err, err_size);
     uint8_t *categories = rc == 0 ? categories_by_position(blocks, n) : NULL;
@@ -471,14 +477,7 @@ static int list_pending_blocks(struct leak_check_pending *p, const struct record
 {
     if (take_lists(spare, recorder->live.count + 1, &p->blocks, &p->open, &p->capacity) < 0)
         return -1;
-    size_t position = 0;
-    struct live_block block;
-    while (p->count < p->capacity && live_table_next(&recorder->live, &position, &block)) {
-        uint32_t n = (uint32_t)p->count++;
-        p->blocks[n] = (struct leakscan_block){block.address, block.size, n, 0};
-        if (block.case_id == recorder->open_case)
-            p->open[p->open_count++] = (struct pending_block){block, n};
-    }
+    p->count = list_blocks(recorder, p->blocks, p->capacity, p->open, &p->open_count);
     return 0;
 }
 
