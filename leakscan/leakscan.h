@@ -93,12 +93,18 @@ struct leakscan_memory {
 };
 
 /* Everything the algorithm looks at besides the blocks. */
+/* How words that may point into a block are looked up (docs/leakscan.md):
+ * LEAKSCAN_WORDS_AUTO chooses by the size of the index; the others are
+ * for tests and benchmarks, which compare the two. */
+enum leakscan_word_lookup { LEAKSCAN_WORDS_AUTO = 0, LEAKSCAN_WORDS_PIPELINED, LEAKSCAN_WORDS_DIRECT };
+
 struct leakscan_image {
     struct leakscan_memory memory;
     const struct leakscan_range *roots; /* scanned as roots, whole */
     size_t root_count;
     const uint64_t *root_words;         /* register values, each a root word */
     size_t root_word_count;
+    enum leakscan_word_lookup word_lookup;
 };
 
 /* Statistics of one scan, for reports and the benchmark. */

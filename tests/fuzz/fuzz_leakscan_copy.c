@@ -1,7 +1,9 @@
 /* fuzz_leakscan_copy.c - libFuzzer target: the leak scan of any memory
  * (its words are the program's, so untrusted) read directly and through
  * the copy a case check takes (leakscan/memory_copy.c), which must
- * classify every block the same. The input is the memory of a 64 KiB heap
+ * classify every block the same; the direct scan looks words up as its
+ * size makes it (at once, here), the one through the copy through the
+ * pipeline, so the two lookups are compared too. The input is the memory of a 64 KiB heap
  * and a 4 KiB root area, after a header that places up to 64 blocks in
  * the heap (sorted, overlaps clipped) and a root range that need not
  * start or end on a word; a spare buffer, too small or too large, is
@@ -116,6 +118,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     leakscan_buffer_free(&spare);
     struct leakscan_image from_copy = plain;
+    from_copy.word_lookup = LEAKSCAN_WORDS_PIPELINED;
     leakscan_copy_as_memory(&copy, &from_copy.memory);
     int rc_copied = leakscan_classify(&from_copy, copied, n, &totals_copied, NULL, err, sizeof err);
     leakscan_copy_free(&copy);

@@ -80,6 +80,9 @@ static uint32_t category(struct image *m, uint64_t address)
     return 99;
 }
 
+/* Classifies the image's blocks, looking words up both ways (at once,
+ * and through the pipeline): each test's categories must come out of
+ * either the same. */
 static void run(struct image *m, struct leakscan_totals *totals)
 {
     struct leakscan_range root = {ROOT_BASE, ROOT_BASE + ROOT_SIZE};
@@ -87,11 +90,21 @@ static void run(struct image *m, struct leakscan_totals *totals)
                                    .roots = &root,
                                    .root_count = 1,
                                    .root_words = m->registers,
-                                   .root_word_count = m->register_count};
+                                   .root_word_count = m->register_count,
+                                   .word_lookup = LEAKSCAN_WORDS_PIPELINED};
+    static struct leakscan_block pipelined[4096];
+    memcpy(pipelined, m->blocks, m->count * sizeof *pipelined);
     char err[256] = "";
-    struct leakscan_totals ignored;
+    struct leakscan_totals ignored, pipelined_totals;
+    assert_int_equal(leakscan_classify(&image, pipelined, m->count, &pipelined_totals, NULL, err, sizeof err), 0);
+    image.word_lookup = LEAKSCAN_WORDS_DIRECT;
     assert_int_equal(leakscan_classify(&image, m->blocks, m->count, totals ? totals : &ignored, NULL, err, sizeof err),
                      0);
+    for (size_t i = 0; i < m->count; i++) {
+        assert_int_equal(pipelined[i].address, m->blocks[i].address);
+        assert_int_equal(pipelined[i].category, m->blocks[i].category);
+    }
+    assert_memory_equal(&pipelined_totals, totals ? totals : &ignored, sizeof pipelined_totals);
 }
 
 static void test_start_pointer_from_root_is_reachable(void **state)
