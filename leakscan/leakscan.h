@@ -92,12 +92,12 @@ struct leakscan_memory {
     void *context;
 };
 
-/* Everything the algorithm looks at besides the blocks. */
 /* How words that may point into a block are looked up (docs/leakscan.md):
  * LEAKSCAN_WORDS_AUTO chooses by the size of the index; the others are
  * for tests and benchmarks, which compare the two. */
 enum leakscan_word_lookup { LEAKSCAN_WORDS_AUTO = 0, LEAKSCAN_WORDS_PIPELINED, LEAKSCAN_WORDS_DIRECT };
 
+/* Everything the algorithm looks at besides the blocks. */
 struct leakscan_image {
     struct leakscan_memory memory;
     const struct leakscan_range *roots; /* scanned as roots, whole */

@@ -433,7 +433,7 @@ static int run_check(const struct scan_source *source, const struct recorder *re
 {
     memset(results, 0, sizeof *results);
     struct leakscan_block *blocks;
-    struct pending_block *open;
+    struct pending_block *open; /* not filled here: taken and kept with blocks, for the next case check */
     size_t capacity;
     if (take_lists(source->spare, recorder->live.count + 1, &blocks, &open, &capacity) < 0) {
         snprintf(err, err_size, "out of memory for %zu blocks", recorder->live.count);

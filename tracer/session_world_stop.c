@@ -235,6 +235,14 @@ static uint64_t copies_held(const struct session *session, const struct traced_p
     return bytes;
 }
 
+/* What a copy of process's may take under limit, beside the copies the
+ * session holds already. */
+static uint64_t copy_room(const struct session *session, const struct traced_process *process, uint64_t limit)
+{
+    uint64_t held = copies_held(session, process);
+    return held < limit ? limit - held : 0;
+}
+
 int start_case_check(const struct session *session, struct traced_process *process, const pid_t *tids,
                      size_t count, uint32_t when, char *err, size_t err_size)
 {
@@ -251,9 +259,9 @@ int start_case_check(const struct session *session, struct traced_process *proce
         return -1;
     }
     struct leak_check_pending *check;
-    uint64_t held = copies_held(session, process); /* other processes' copies: this one has none pending */
+    /* this process has no check pending now: the copies held are other processes' */
     int rc = leak_check_start(process->pid, tids, count, &shim, &process->recorder, when, session_now_ns(),
-                              held < limit ? limit - held : 0, &process->check_spare, &check, err, err_size);
+                              copy_room(session, process, limit), &process->check_spare, &check, err, err_size);
     free(ranges);
     if (rc == 0)
         process->pending_checks[process->pending_count++] = (struct pending_case_check){
@@ -287,14 +295,6 @@ void note_late_threads(struct traced_process *process, size_t late, const char *
     add_leak_check_note(process, why);
 }
 
-/* What the exit check may copy: what the limit leaves beside the other
- * processes' copies (its own case checks are in by then). */
-static uint64_t exit_copy_limit(const struct session *session, const struct traced_process *process)
-{
-    uint64_t limit = check_copy_limit(session), held = copies_held(session, process);
-    return held < limit ? limit - held : 0;
-}
-
 /* The check at exit (or a fatal signal). Case checks still being
  * classified (the last case of a driver ends just before its exit) are
  * waited for first: their cases are then skipped as checked, and their
@@ -316,11 +316,11 @@ void process_leak_check(struct session *session, struct traced_process *process,
         return;
     char err[512];
     struct leak_results results;
+    uint64_t room = copy_room(session, process, check_copy_limit(session)); /* its case checks are in */
     if (world.late)
         note_late_threads(process, world.late, "end-of-process");
     else if (run_leak_check(process, world.tids, world.stopped, kind, process->cases_checked,
-                            process->cases_checked_count, exit_copy_limit(session, process), &results, err,
-                            sizeof err) == 0) {
+                            process->cases_checked_count, room, &results, err, sizeof err) == 0) {
         leak_results_append(&process->leaks, &results);
         leak_results_free(&results);
     } else {
