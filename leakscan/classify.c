@@ -39,6 +39,7 @@
 #define WINDOW_BYTES (1u << 20)   /* blocks read together in a batch, at most */
 #define WINDOW_RANGES 1024u       /* ranges read in one call, at most (IOV_MAX) */
 #define BATCH_BLOCKS 16384u       /* blocks in a batch, at most */
+#define PYTHON_TYPES_SEEN 64u     /* type objects the python heuristic remembers (a power of two) */
 #define CACHE_SLOTS 16u           /* windows kept of what small batches read around them */
 #define AROUND_MAX (64u << 10)    /* a small batch reads this much around it at most, while that pays */
 #define AROUND_MIN 2048u          /* ... and at least this much */
@@ -120,6 +121,12 @@ struct scan {
     size_t around; /* bytes a small batch reads around it: doubled by a hit, halved by a window never hit */
     struct leakscan_stats stats;
     bool gone; /* memory read failed for good */
+    uint32_t python_version; /* image->python_version */
+    /* Type objects python_pre_header has looked at: the address of each
+     * (0: none) and its instances' pre-header size (0: not a type). */
+    struct python_type_seen {
+        uint64_t type, pre_header;
+    } python_types[PYTHON_TYPES_SEEN];
     /* The run of memory view_span last gave: [start, end) at base. */
     struct held_span {
         uint64_t start, end;
@@ -572,6 +579,80 @@ gone:
 
 /* ---- memcheck's heuristics ----------------------------------------------- */
 
+/* CPython's layout, the same from 3.8 to 3.13 (x86-64 and aarch64): a
+ * PyObject starts with its reference count and its type; a type object's
+ * tp_flags lies 168 bytes in. */
+#define PY_OBJECT_TYPE 8u
+#define PY_TYPE_FLAGS 168u
+#define PY_TPFLAGS_MANAGED_WEAKREF (1ull << 3) /* 3.12 on */
+#define PY_TPFLAGS_MANAGED_DICT (1ull << 4)    /* 3.11 on */
+#define PY_TPFLAGS_HAVE_GC (1ull << 14)
+#define PY_TPFLAGS_TYPE_SUBCLASS (1ull << 31) /* its instances are types */
+#define PY_GC_HEADER 16u
+
+/* What CPython allocates before an instance of type (its
+ * _PyType_PreHeaderSize: the GC header, and from 3.11 the managed dict's
+ * two words before that), or 0 when type is no type object: a type's own
+ * type must have Py_TPFLAGS_TYPE_SUBCLASS, as `type` and every metaclass
+ * do. Remembered per type for the scan: most objects share a few types. */
+static uint64_t python_pre_header(struct scan *s, uint64_t type)
+{
+    struct python_type_seen *seen = &s->python_types[(type >> 3) % PYTHON_TYPES_SEEN];
+    if (seen->type == type)
+        return seen->pre_header;
+    uint64_t meta, meta_flags, flags, pre_header = 0;
+    if (type >= 4096 && (type & 7) == 0 && read_word(s, type + PY_OBJECT_TYPE, &meta) == 0 && meta >= 4096 &&
+        (meta & 7) == 0 && read_word(s, meta + PY_TYPE_FLAGS, &meta_flags) == 0 &&
+        (meta_flags & PY_TPFLAGS_TYPE_SUBCLASS) && read_word(s, type + PY_TYPE_FLAGS, &flags) == 0) {
+        uint64_t managed = s->python_version >= 0x030c0000   ? PY_TPFLAGS_MANAGED_DICT | PY_TPFLAGS_MANAGED_WEAKREF
+                           : s->python_version >= 0x030b0000 ? PY_TPFLAGS_MANAGED_DICT
+                                                             : 0;
+        pre_header = (flags & PY_TPFLAGS_HAVE_GC ? PY_GC_HEADER : 0) + (flags & managed ? 16u : 0u);
+    }
+    *seen = (struct python_type_seen){type, pre_header};
+    return pre_header;
+}
+
+/* CPython 3.11 and 3.12 keep an instance's attribute values apart from
+ * its dict (PyDictValues), pointed to past a prefix of size + 2 bytes
+ * rounded up to a word, whose last byte holds the prefix's own size. */
+static bool python_dict_values(struct scan *s, size_t i, uint64_t ptr)
+{
+    uint64_t data = s->blocks[i].address, size = s->blocks[i].size, offset = ptr - data, word;
+    if (s->python_version < 0x030b0000 || s->python_version >= 0x030d0000 || offset % 8 || offset < 8 ||
+        offset > size || (size - offset) % 8)
+        return false;
+    uint64_t slots = (size - offset) / 8;
+    return ((slots + 2 + 7) & ~7ull) == offset && read_word(s, ptr - 8, &word) == 0 && word >> 56 == offset;
+}
+
+/* The python heuristic (memslope's own; memcheck has none for CPython, so
+ * valgrind-python.supp hides what it reports): CPython hands out a
+ * pointer to the object, past its GC header, and a GC object that is not
+ * in a collector's list (an immutable tuple or dict untracked, a type's
+ * MRO) is referenced by such pointers only, as is the header itself of an
+ * object with a managed dict (the collector's lists link headers). Both
+ * count as start pointers when the object's type says its pre-header
+ * puts it there. */
+static bool python_object_start(struct scan *s, size_t i, uint64_t ptr)
+{
+    uint64_t data = s->blocks[i].address, size = s->blocks[i].size, offset = ptr - data, type;
+    if (!s->python_version)
+        return false;
+    if (python_dict_values(s, i, ptr))
+        return true;
+    if (offset != PY_GC_HEADER && offset != 2 * PY_GC_HEADER)
+        return false;
+    /* the object at ptr, or the object whose GC header ptr is */
+    for (uint64_t object = ptr; object - data <= 2 * PY_GC_HEADER; object += PY_GC_HEADER) {
+        if (object - data + 16 > size || read_word(s, object + PY_OBJECT_TYPE, &type) < 0)
+            return false;
+        if (python_pre_header(s, type) == object - data)
+            return true;
+    }
+    return false;
+}
+
 /* True when memcheck (default --leak-check-heuristics=all) would count the
  * interior pointer ptr into block i as a start pointer. Only asked for
  * interior pointers from a definite source into blocks not yet reachable:
@@ -595,7 +676,7 @@ static bool heuristically_reachable(struct scan *s, size_t i, uint64_t ptr)
             s->memory->is_vtable(s->memory->context, first))
             return true; /* multipleinheritance */
     }
-    return false;
+    return python_object_start(s, i, ptr);
 }
 
 /* ---- marking ------------------------------------------------------------- */
@@ -1204,6 +1285,7 @@ int leakscan_classify(const struct leakscan_image *image, struct leakscan_block 
     struct scan s = {.memory = &image->memory, .blocks = blocks, .count = block_count, .next_low = SIZE_MAX,
                      .around = AROUND_MIN};
     s.near_gap = image->memory.read_ranges ? NEAR_GAP : NEAR_GAP_UNBATCHED;
+    s.python_version = image->python_version;
     leakscan_sort_blocks(blocks, block_count);
     int rc = -1;
     if (alloc_scan(&s, block_count, err, err_size) < 0 || check_sorted(&s, err, err_size) < 0 ||

@@ -105,6 +105,11 @@ struct leakscan_image {
     const uint64_t *root_words;         /* register values, each a root word */
     size_t root_word_count;
     enum leakscan_word_lookup word_lookup;
+    /* PY_VERSION_HEX of the CPython the process runs (0: none): turns on
+     * the python heuristic, a pointer to a Python object inside its block
+     * (past the GC header CPython puts before it) counting as a start
+     * pointer (docs/leakscan.md, "Python objects"). */
+    uint32_t python_version;
 };
 
 /* Statistics of one scan, for reports and the benchmark. */
@@ -153,6 +158,9 @@ struct leakscan_shim_memory {
      * hold addresses the program has freed since; never a root. */
     int64_t tls_offset;
     uint64_t tls_size;
+    /* PY_VERSION_HEX of the CPython the process runs, 0 when none: see
+     * leakscan_image.python_version. */
+    uint32_t python_version;
 };
 
 /*

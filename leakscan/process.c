@@ -263,6 +263,7 @@ struct scan_plan {
     const struct leakscan_shim_memory *shim; /* NULL: no shim (the caller's: read while planning only) */
     int64_t shim_tls_offset; /* the shim's TLS block, from shim */
     uint64_t shim_tls_size;
+    uint32_t python_version;                 /* from shim */
     struct leakscan_range *owned;            /* the shim's allocator ranges, sorted and merged */
     size_t owned_count;
     struct leakscan_range *pieces;           /* one mapping's roots (leakscan_mapping_roots) */
@@ -647,6 +648,7 @@ static int plan_residence(struct scan_plan *plan, struct leakscan_target *target
     if (plan->shim) {
         plan->shim_tls_offset = plan->shim->tls_offset;
         plan->shim_tls_size = plan->shim->tls_size;
+        plan->python_version = plan->shim->python_version;
     }
     return 0;
 }
@@ -731,6 +733,7 @@ static int classify_planned(struct scan_plan *plan, struct leakscan_target *targ
         .root_count = plan->roots.count,
         .root_words = plan->roots.words,
         .root_word_count = plan->roots.word_count,
+        .python_version = plan->python_version,
     };
     return leakscan_classify(&image, blocks, block_count, totals, stats, err, err_size);
 }
@@ -978,6 +981,7 @@ int leakscan_snapshot_classify(struct leakscan_snapshot *snapshot, struct leaksc
         .root_count = snapshot->plan.roots.count,
         .root_words = snapshot->plan.roots.words,
         .root_word_count = snapshot->plan.roots.word_count,
+        .python_version = snapshot->plan.python_version,
     };
     return leakscan_classify(&image, snapshot->blocks, snapshot->block_count, totals, stats, err, err_size);
 }

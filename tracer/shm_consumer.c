@@ -417,6 +417,8 @@ int shm_consumer_shim_memory(const struct shm_consumer *consumer, struct leaksca
         memory->tls_offset = tls_offset;
         memory->tls_size = tls_size;
     }
+    /* the target's word: at worst a heuristic on or off that should not be */
+    memory->python_version = __atomic_load_n(&header->python_version, __ATOMIC_RELAXED);
     uint32_t used = __atomic_load_n(&header->allocator_ranges_used, __ATOMIC_ACQUIRE);
     if (used > SHM_ALLOCATOR_RANGES)
         used = SHM_ALLOCATOR_RANGES;

@@ -1,8 +1,9 @@
 #!/bin/sh
 # The default suppressions and CPython's own suppression file on Python runs
 # of fixtures/python (leak_bytes(): 20 lost 4 KiB bytes objects, then one
-# thread): the defaults hide something (ld.so's table of loaded objects,
-# grown by the dlopen of the extension) and nothing of the extension's leak;
+# thread): the defaults hide nothing of the extension's leak, and what they
+# hide comes out of the other categories (with the python heuristic, this
+# program may leave them nothing: test_suppressions.sh shows them at work);
 # CPython's file (Debian: /usr/lib/valgrind/python3.supp) reads unchanged on
 # a run of the system's python3 and hides nothing of the extension's either.
 . "$(dirname "$0")/lib.sh"
@@ -26,7 +27,6 @@ expect_eq "defaults on or off: the extension's leak is the same" "$(jget "$WORK/
     "$(jget "$WORK/b.json" "$SITE_LEAK")"
 expect_ne "the extension's leak is there" "0/0" "$(jget "$WORK/b.json" "$SITE_LEAK")"
 expect_eq "defaults off: nothing suppressed" '{"blocks": 0, "bytes": 0}' "$(jget "$WORK/off.json" 'd["leaks_at_exit"]["suppressed"]')"
-expect_eq "defaults on: something suppressed" true "$(jget "$WORK/b.json" 'd["leaks_at_exit"]["suppressed"]["blocks"] > 0')"
 expect_eq "defaults on: each category less, by what was suppressed" \
     "$(jget "$WORK/off.json" 'sum(d["leaks_at_exit"][k]["bytes"] for k in ("definitely_lost", "indirectly_lost", "possibly_lost", "still_reachable"))')" \
     "$(jget "$WORK/b.json" 'sum(d["leaks_at_exit"][k]["bytes"] for k in ("definitely_lost", "indirectly_lost", "possibly_lost", "still_reachable", "suppressed"))')"

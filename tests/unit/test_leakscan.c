@@ -24,6 +24,7 @@ struct image {
     size_t root_used; /* bytes of root words written */
     uint64_t registers[16];
     size_t register_count;
+    uint32_t python_version; /* for the python heuristic */
 };
 
 static uint8_t *host(struct image *m, uint64_t address)
@@ -91,7 +92,8 @@ static void run(struct image *m, struct leakscan_totals *totals)
                                    .root_count = 1,
                                    .root_words = m->registers,
                                    .root_word_count = m->register_count,
-                                   .word_lookup = LEAKSCAN_WORDS_PIPELINED};
+                                   .word_lookup = LEAKSCAN_WORDS_PIPELINED,
+                                   .python_version = m->python_version};
     static struct leakscan_block pipelined[4096];
     memcpy(pipelined, m->blocks, m->count * sizeof *pipelined);
     char err[256] = "";
@@ -299,6 +301,90 @@ static void test_stdstring_heuristic(void **state)
     root_word(m, s + 24);
     run(m, NULL);
     assert_int_equal(category(m, s), TRACE_LEAK_REACHABLE);
+    free(m);
+}
+
+/* CPython's layout (leakscan/classify.c): ob_type 8 bytes into an object,
+ * tp_flags 168 bytes into a type. Type objects live in a module's data,
+ * here the root range past the root words the tests write. */
+#define PY_TYPE_FLAGS 168u
+#define PY_MANAGED_DICT (1ull << 4)
+#define PY_HAVE_GC (1ull << 14)
+#define PY_TYPE_SUBCLASS (1ull << 31)
+
+static uint64_t python_type(struct image *m, uint64_t at, uint64_t metatype, uint64_t flags)
+{
+    uint64_t type = ROOT_BASE + at;
+    store(m, type + 8, metatype ? metatype : type);
+    store(m, type + PY_TYPE_FLAGS, flags);
+    return type;
+}
+
+static void test_python_object_heuristic(void **state)
+{
+    (void)state;
+    struct image *m = new_image();
+    m->python_version = 0x030b02f0; /* 3.11.2 */
+    uint64_t type_type = python_type(m, 0x400, 0, PY_TYPE_SUBCLASS);
+    uint64_t tuple_type = python_type(m, 0x500, type_type, PY_HAVE_GC);
+    uint64_t class_type = python_type(m, 0x600, type_type, PY_HAVE_GC | PY_MANAGED_DICT);
+    uint64_t int_type = python_type(m, 0x700, type_type, 0);
+    uint64_t not_a_type = python_type(m, 0x800, int_type, PY_HAVE_GC); /* its type's instances are no types */
+
+    /* an untracked tuple: its GC header, then the object */
+    uint64_t tuple = block(m, 0x100, 16 + 40);
+    store(m, tuple + 16 + 8, tuple_type);
+    root_word(m, tuple + 16);
+    /* an instance with a managed dict: two words, the GC header, the
+     * object; pointed to at the object, and at its GC header */
+    uint64_t instance = block(m, 0x200, 32 + 16), linked = block(m, 0x280, 32 + 16);
+    store(m, instance + 32 + 8, class_type);
+    store(m, linked + 32 + 8, class_type);
+    root_word(m, instance + 32);
+    root_word(m, linked + 16);
+    /* pointers that are not where the type puts its object */
+    uint64_t early = block(m, 0x300, 64), number = block(m, 0x380, 32), fake = block(m, 0x400, 32);
+    store(m, early + 16 + 8, class_type); /* its object would be 32 bytes in */
+    store(m, number + 16 + 8, int_type);  /* no GC header */
+    store(m, fake + 16 + 8, not_a_type);
+    root_word(m, early + 16);
+    root_word(m, number + 16);
+    root_word(m, fake + 16);
+    run(m, NULL);
+    assert_int_equal(category(m, tuple), TRACE_LEAK_REACHABLE);
+    assert_int_equal(category(m, instance), TRACE_LEAK_REACHABLE);
+    assert_int_equal(category(m, linked), TRACE_LEAK_REACHABLE);
+    assert_int_equal(category(m, early), TRACE_LEAK_POSSIBLE);
+    assert_int_equal(category(m, number), TRACE_LEAK_POSSIBLE);
+    assert_int_equal(category(m, fake), TRACE_LEAK_POSSIBLE);
+
+    /* without CPython, memcheck's rules alone */
+    m->python_version = 0;
+    run(m, NULL);
+    assert_int_equal(category(m, tuple), TRACE_LEAK_POSSIBLE);
+    assert_int_equal(category(m, instance), TRACE_LEAK_POSSIBLE);
+    free(m);
+}
+
+static void test_python_dict_values_heuristic(void **state)
+{
+    (void)state;
+    struct image *m = new_image();
+    m->python_version = 0x030c01f0; /* 3.12.1 */
+    /* ten values after a prefix of 10 + 2 bytes rounded up to 16, whose
+     * last byte says 16 */
+    uint64_t values = block(m, 0x100, 16 + 10 * 8), wrong = block(m, 0x200, 16 + 10 * 8);
+    m->heap[values + 15 - HEAP_BASE] = 16;
+    m->heap[wrong + 15 - HEAP_BASE] = 8;
+    root_word(m, values + 16);
+    root_word(m, wrong + 16);
+    run(m, NULL);
+    assert_int_equal(category(m, values), TRACE_LEAK_REACHABLE);
+    assert_int_equal(category(m, wrong), TRACE_LEAK_POSSIBLE);
+    /* 3.13 keeps no prefix */
+    m->python_version = 0x030d00f0;
+    run(m, NULL);
+    assert_int_equal(category(m, values), TRACE_LEAK_POSSIBLE);
     free(m);
 }
 
@@ -524,6 +610,8 @@ int main(void)
         cmocka_unit_test(test_partial_last_word_is_not_scanned),
         cmocka_unit_test(test_length64_and_newarray_heuristics),
         cmocka_unit_test(test_stdstring_heuristic),
+        cmocka_unit_test(test_python_object_heuristic),
+        cmocka_unit_test(test_python_dict_values_heuristic),
         cmocka_unit_test(test_unsorted_input),
         cmocka_unit_test(test_sort_blocks),
         cmocka_unit_test(test_overlapping_blocks_are_refused),

@@ -358,9 +358,12 @@ static void arena_setup(struct arena_setup *setup, size_t offset)
     uint64_t base = (uint64_t)(uintptr_t)setup->merged;
     setup->ranges[0] = (struct leakscan_range){base, base + ARENA};
     setup->ranges[1] = (struct leakscan_range){base + ARENA + FRAMES, base + MERGED};
-    setup->shim = (struct leakscan_shim_memory){setup->ranges, 2,
-                                                 (int64_t)((uint64_t)(uintptr_t)shim_cache - thread_pointer()),
-                                                 sizeof shim_cache};
+    setup->shim = (struct leakscan_shim_memory){
+        .allocator_ranges = setup->ranges,
+        .allocator_range_count = 2,
+        .tls_offset = (int64_t)((uint64_t)(uintptr_t)shim_cache - thread_pointer()),
+        .tls_size = sizeof shim_cache,
+    };
     /* the other thread's copy lies in the frame stack, below its TCB */
     assert_true(setup->shim.tls_offset < 0 && setup->shim.tls_offset > -(int64_t)(FRAMES - 0x400 - 64));
 }
