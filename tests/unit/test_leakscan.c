@@ -388,6 +388,43 @@ static void test_python_dict_values_heuristic(void **state)
     free(m);
 }
 
+static void test_python_immortal_objects_are_roots(void **state)
+{
+    (void)state;
+    struct image *m = new_image();
+    m->python_version = 0x030d00f0; /* 3.13.0 */
+    uint64_t type_type = python_type(m, 0x400, 0, PY_TYPE_SUBCLASS);
+    uint64_t str_type = python_type(m, 0x500, type_type, 0);
+    uint64_t tuple_type = python_type(m, 0x600, type_type, PY_HAVE_GC);
+    /* an interned string nothing points to any more, holding a block */
+    uint64_t interned = block(m, 0x100, 64), held = block(m, 0x180, 32);
+    store(m, interned, 0xffffffffull); /* 3.12's and 3.13's immortal count */
+    store(m, interned + 8, str_type);
+    store(m, interned + 16, held);
+    /* an immortal tuple, its object past the GC header */
+    uint64_t constants = block(m, 0x200, 16 + 40);
+    store(m, constants + 16, 0xffffffffull);
+    store(m, constants + 16 + 8, tuple_type);
+    /* a leaked string (a count of 1), and one whose word at 8 is no type */
+    uint64_t leaked = block(m, 0x300, 64), plain = block(m, 0x380, 32);
+    store(m, leaked, 1);
+    store(m, leaked + 8, str_type);
+    store(m, plain, 0xffffffffull);
+    run(m, NULL);
+    assert_int_equal(category(m, interned), TRACE_LEAK_REACHABLE);
+    assert_int_equal(category(m, held), TRACE_LEAK_REACHABLE);
+    assert_int_equal(category(m, constants), TRACE_LEAK_REACHABLE);
+    assert_int_equal(category(m, leaked), TRACE_LEAK_DEFINITE);
+    assert_int_equal(category(m, plain), TRACE_LEAK_DEFINITE);
+
+    /* 3.11 had no immortal objects: memcheck's rules */
+    m->python_version = 0x030b02f0;
+    run(m, NULL);
+    assert_int_equal(category(m, interned), TRACE_LEAK_DEFINITE);
+    assert_int_equal(category(m, held), TRACE_LEAK_INDIRECT);
+    free(m);
+}
+
 static void test_unsorted_input(void **state)
 {
     (void)state;
@@ -612,6 +649,7 @@ int main(void)
         cmocka_unit_test(test_stdstring_heuristic),
         cmocka_unit_test(test_python_object_heuristic),
         cmocka_unit_test(test_python_dict_values_heuristic),
+        cmocka_unit_test(test_python_immortal_objects_are_roots),
         cmocka_unit_test(test_unsorted_input),
         cmocka_unit_test(test_sort_blocks),
         cmocka_unit_test(test_overlapping_blocks_are_refused),
