@@ -1,7 +1,8 @@
 /* fuzz_leakscan_copy.c - libFuzzer target: the leak scan of any memory
  * (its words are the program's, so untrusted) read directly and through
  * the copy a case check takes (leakscan/memory_copy.c), which must
- * classify every block the same; the direct scan looks words up as its
+ * classify every block the same, and directly again as a CPython process
+ * (the version from the header), which may only raise a block's category; the direct scan looks words up as its
  * size makes it (at once, here), the one through the copy through the
  * pipeline, so the two lookups are compared too. The input is the memory of a 64 KiB heap
  * and a 4 KiB root area, after a header that places up to 64 blocks in
@@ -73,6 +74,31 @@ static size_t place_blocks(const uint8_t *header, size_t count, struct leakscan_
     return kept;
 }
 
+/* A block's rank: lost, possibly lost, still reachable. */
+static int rank(uint32_t category)
+{
+    return category == TRACE_LEAK_REACHABLE ? 2 : category == TRACE_LEAK_POSSIBLE ? 1 : 0;
+}
+
+/* The python heuristic and CPython 3.12's immortal roots read the words
+ * the memory holds as objects and types; they only ever make a block more
+ * reachable than memcheck's rules alone (classified is `plain`'s result). */
+static void check_python_only_raises(const struct leakscan_image *plain, const struct leakscan_block *classified,
+                                     size_t n, unsigned version_choice)
+{
+    static const uint32_t versions[4] = {0x030a0000, 0x030b0000, 0x030c0000, 0x030d0000};
+    struct leakscan_image python = *plain;
+    python.python_version = versions[version_choice];
+    struct leakscan_block blocks[MAX_BLOCKS];
+    memcpy(blocks, classified, n * sizeof *blocks);
+    char err[256];
+    if (leakscan_classify(&python, blocks, n, NULL, NULL, err, sizeof err) != 0)
+        abort();
+    for (size_t i = 0; i < n; i++)
+        if (blocks[i].stack_id != classified[i].stack_id || rank(blocks[i].category) < rank(classified[i].category))
+            abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -131,6 +157,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 abort();
         if (memcmp(&totals_direct, &totals_copied, sizeof totals_direct) != 0)
             abort();
+        check_python_only_raises(&plain, direct, n, data[2] >> 4 & 3);
     }
     return 0;
 }
