@@ -751,6 +751,23 @@ static void free_plan(struct scan_plan *plan)
     free(plan->resident);
 }
 
+/* The CPython a process without the shim runs, from the names of its
+ * mappings (python3.N, libpython3.N...): PY_VERSION_HEX of 3.N.0, or 0. */
+static uint32_t python_version_of(const struct proc_maps *maps)
+{
+    for (size_t i = 0; i < maps->count; i++) {
+        const char *name = strrchr(maps->maps[i].path, '/');
+        name = name ? name + 1 : maps->maps[i].path;
+        if (strncmp(name, "lib", 3) == 0)
+            name += 3;
+        unsigned minor;
+        char after;
+        if (sscanf(name, "python3.%u%c", &minor, &after) >= 1 && minor < 100)
+            return 0x03000000u | minor << 16;
+    }
+    return 0;
+}
+
 static int process_target_shim(struct leakscan_target *target, const pid_t *tids, size_t tid_count,
                                const struct leakscan_shim_memory *shim, struct leakscan_block *blocks,
                                size_t block_count, struct leakscan_totals *totals, struct leakscan_stats *stats,
@@ -759,6 +776,8 @@ static int process_target_shim(struct leakscan_target *target, const pid_t *tids
     struct scan_plan plan = {.shim = shim};
     leakscan_sort_blocks(blocks, block_count); /* the planning looks blocks up by address */
     int rc = plan_scan(&plan, target, tids, tid_count, blocks, block_count, err, err_size);
+    if (rc == 0 && !shim) /* `memslope leaks PID`: no shim to say what runs */
+        plan.python_version = python_version_of(&plan.maps);
     if (rc == 0)
         rc = classify_planned(&plan, target, blocks, block_count, totals, stats, err, err_size);
     free_plan(&plan);
