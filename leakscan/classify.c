@@ -1168,20 +1168,36 @@ static int mark_from_roots(struct scan *s, const struct leakscan_image *image)
     return scan_pending(s, NO_CLIQUE);
 }
 
-/* Whether block i holds a CPython object that is immortal (3.12 and 3.13:
- * the low 32 bits of its reference count negative), at the offset its
- * type's pre-header puts it. */
-static bool python_immortal(struct scan *s, size_t i)
+/* The word `offset` bytes into block k of batch b (block i): from the
+ * batch's window when it was read there, else read alone. */
+static int batch_word(struct scan *s, const struct batch *b, size_t k, size_t i, uint64_t offset, uint64_t *value)
 {
-    uint64_t data = s->blocks[i].address, size = s->blocks[i].size, type, references;
+    struct leakscan_range words = scanned_words(s, i);
+    uint64_t address = s->blocks[i].address + offset;
+    bool windowed = !s->memory->view && b->bytes <= WINDOW_BYTES && b->offsets[k] != SIZE_MAX;
+    if (windowed && address >= words.start && address + 8 <= words.end && (address & 7) == 0) {
+        memcpy(value, b->window + b->offsets[k] + (address - words.start), 8);
+        return 0;
+    }
+    return read_word(s, address, value);
+}
+
+/* Whether block k of batch b (block i) holds a CPython object that is
+ * immortal (3.12 and 3.13: the low 32 bits of its reference count
+ * negative), at the offset its type's pre-header puts it. */
+static bool python_immortal(struct scan *s, const struct batch *b, size_t k, size_t i)
+{
+    uint64_t size = s->blocks[i].size, type, references;
     for (uint64_t offset = 0; offset <= 2 * PY_GC_HEADER && offset + 16 <= size; offset += PY_GC_HEADER) {
-        if (read_word(s, data + offset + PY_OBJECT_TYPE, &type) < 0)
+        if (batch_word(s, b, k, i, offset + PY_OBJECT_TYPE, &type) < 0)
             return false;
         if (python_pre_header(s, type) == offset)
-            return read_word(s, data + offset, &references) == 0 && (int32_t)(uint32_t)references < 0;
+            return batch_word(s, b, k, i, offset, &references) == 0 && (int32_t)(uint32_t)references < 0;
     }
     return false;
 }
+
+static size_t gather_unreached(struct scan *s, struct batch *b, size_t from);
 
 /* CPython 3.12 and 3.13 keep immortal objects (interned strings, small
  * ints, the constants of code it loaded) for the life of the process: its
@@ -1189,18 +1205,27 @@ static bool python_immortal(struct scan *s, size_t i)
  * memcheck's rules call them definitely lost at exit (python3.13 -c
  * 'import json': 4,393 blocks, memcheck with PYTHONMALLOC=malloc the
  * same). Each one the roots did not reach is a root itself, as the static
- * object it stands for would be, before the cliques are gathered. */
+ * object it stands for would be, before the cliques are gathered. The
+ * unreached blocks are read in batches, as the cliques read them. */
 static int mark_python_immortals(struct scan *s)
 {
     if (s->python_version < 0x030c0000 || s->python_version >= 0x030e0000)
         return 0;
-    for (size_t i = 0; i < s->count; i++) {
-        if (s->state[i] == REACHABLE || !python_immortal(s, i))
-            continue;
-        s->state[i] = REACHABLE;
-        set_pending(s, i);
+    for (size_t next = 0; next < s->count;) {
+        next = gather_unreached(s, &s->leaders, next);
+        if (batch_read(s, &s->leaders) < 0)
+            return -1;
+        for (size_t k = 0; k < s->leaders.count; k++) {
+            size_t i = s->leaders.blocks[k];
+            if (!python_immortal(s, &s->leaders, k, i))
+                continue;
+            s->state[i] = REACHABLE;
+            set_pending(s, i);
+        }
+        if (s->gone)
+            return -1;
     }
-    return s->gone ? -1 : scan_pending(s, NO_CLIQUE);
+    return scan_pending(s, NO_CLIQUE);
 }
 
 /* The unreached blocks from block `from` on, read together: the next
