@@ -580,9 +580,9 @@ gone:
 
 /* ---- memcheck's heuristics ----------------------------------------------- */
 
-/* CPython's layout, the same from 3.8 to 3.13 (x86-64 and aarch64): a
- * PyObject starts with its reference count and its type; a type object's
- * tp_flags lies 168 bytes in. */
+/* CPython's layout, the same from 3.8 to 3.13 in their default builds
+ * (x86-64 and aarch64): a PyObject starts with its reference count and
+ * its type; a type object's tp_flags lies 168 bytes in. */
 #define PY_OBJECT_TYPE 8u
 #define PY_TYPE_FLAGS 168u
 #define PY_TPFLAGS_MANAGED_WEAKREF (1ull << 3) /* 3.12 on */
@@ -592,12 +592,37 @@ gone:
 #define PY_GC_HEADER 16u
 #define PY_NOT_A_TYPE UINT64_MAX
 
+/* The versions whose layout the heuristics know. */
+static bool python_layout_known(uint32_t version)
+{
+    return version >= 0x03080000 && version < 0x030e0000;
+}
+
+/* Whether `type` is a type object: its type has Py_TPFLAGS_TYPE_SUBCLASS,
+ * and the chain of types ends, within two steps, at one that is its own
+ * type (`type` itself): a metaclass is an instance of `type`, `type` of
+ * itself. A word that is no type needs that self-reference and the flag
+ * by chance to pass: heap records linked to each other do not
+ * (test_python_immortal_objects_are_roots). Py_TPFLAGS_READY is no test:
+ * 3.12's finalization clears it on the static types, and the exit check
+ * comes after. */
+static bool python_is_type(struct scan *s, uint64_t type, uint64_t *flags)
+{
+    uint64_t meta, meta_flags, root, root_type;
+    if (read_word(s, type + PY_OBJECT_TYPE, &meta) < 0 || meta < 4096 || (meta & 7) ||
+        read_word(s, meta + PY_TYPE_FLAGS, &meta_flags) < 0 || !(meta_flags & PY_TPFLAGS_TYPE_SUBCLASS) ||
+        read_word(s, meta + PY_OBJECT_TYPE, &root) < 0 || root < 4096 || (root & 7))
+        return false;
+    if (root != meta && (read_word(s, root + PY_OBJECT_TYPE, &root_type) < 0 || root_type != root))
+        return false;
+    return read_word(s, type + PY_TYPE_FLAGS, flags) == 0;
+}
+
 /* What CPython allocates before an instance of type (its
  * _PyType_PreHeaderSize: the GC header, and from 3.11 the managed dict's
- * two words before that), or PY_NOT_A_TYPE when type is no type object:
- * a type's own type must have Py_TPFLAGS_TYPE_SUBCLASS, as `type` and
- * every metaclass do. Remembered per type for the scan: most objects
- * share a few types. */
+ * two words before that), or PY_NOT_A_TYPE when type is no type object
+ * (python_is_type). Remembered per type for the scan: most objects share
+ * a few types. */
 static uint64_t python_pre_header(struct scan *s, uint64_t type)
 {
     if (type < 4096 || (type & 7))
@@ -605,10 +630,8 @@ static uint64_t python_pre_header(struct scan *s, uint64_t type)
     struct python_type_seen *seen = &s->python_types[(type >> 3) % PYTHON_TYPES_SEEN];
     if (seen->type == type)
         return seen->pre_header;
-    uint64_t meta, meta_flags, flags, pre_header = PY_NOT_A_TYPE;
-    if (read_word(s, type + PY_OBJECT_TYPE, &meta) == 0 && meta >= 4096 &&
-        (meta & 7) == 0 && read_word(s, meta + PY_TYPE_FLAGS, &meta_flags) == 0 &&
-        (meta_flags & PY_TPFLAGS_TYPE_SUBCLASS) && read_word(s, type + PY_TYPE_FLAGS, &flags) == 0) {
+    uint64_t flags, pre_header = PY_NOT_A_TYPE;
+    if (python_is_type(s, type, &flags)) {
         uint64_t managed = s->python_version >= 0x030c0000   ? PY_TPFLAGS_MANAGED_DICT | PY_TPFLAGS_MANAGED_WEAKREF
                            : s->python_version >= 0x030b0000 ? PY_TPFLAGS_MANAGED_DICT
                                                              : 0;
@@ -619,16 +642,25 @@ static uint64_t python_pre_header(struct scan *s, uint64_t type)
 }
 
 /* CPython 3.11 and 3.12 keep an instance's attribute values apart from
- * its dict (PyDictValues), pointed to past a prefix of size + 2 bytes
- * rounded up to a word, whose last byte holds the prefix's own size. */
+ * its dict (PyDictValues), pointed to past a prefix of slots + 2 bytes
+ * rounded up to a word, whose last byte holds the prefix's own size. 3.12
+ * tags the object's own pointer to them one byte early (a dict's is
+ * plain). The slots are counted from the block's size, which `memslope
+ * leaks` knows only as glibc's usable size (up to 24 bytes more). */
 static bool python_dict_values(struct scan *s, size_t i, uint64_t ptr)
 {
-    uint64_t data = s->blocks[i].address, size = s->blocks[i].size, offset = ptr - data, word;
-    if (s->python_version < 0x030b0000 || s->python_version >= 0x030d0000 || offset % 8 || offset < 8 ||
-        offset > size || (size - offset) % 8)
+    uint64_t data = s->blocks[i].address, size = s->blocks[i].size, prefix = ptr - data, word;
+    if (s->python_version < 0x030b0000 || s->python_version >= 0x030d0000)
         return false;
-    uint64_t slots = (size - offset) / 8;
-    return ((slots + 2 + 7) & ~7ull) == offset && read_word(s, ptr - 8, &word) == 0 && word >> 56 == offset;
+    if (prefix % 8 == 7 && s->python_version >= 0x030c0000)
+        prefix++;
+    if (prefix % 8 || prefix < 8 || prefix >= size || prefix > 255)
+        return false;
+    uint64_t most = (size - prefix) / 8; /* slots, with the usable size's slack */
+    bool fits = false;
+    for (uint64_t slots = most; slots >= 1 && slots + 3 > most && !fits; slots--)
+        fits = ((slots + 2 + 7) & ~7ull) == prefix;
+    return fits && read_word(s, data + prefix - 8, &word) == 0 && word >> 56 == prefix;
 }
 
 /* The python heuristic (memslope's own; memcheck has none for CPython, so
@@ -642,7 +674,7 @@ static bool python_dict_values(struct scan *s, size_t i, uint64_t ptr)
 static bool python_object_start(struct scan *s, size_t i, uint64_t ptr)
 {
     uint64_t data = s->blocks[i].address, size = s->blocks[i].size, offset = ptr - data, type;
-    if (!s->python_version)
+    if (!python_layout_known(s->python_version))
         return false;
     if (python_dict_values(s, i, ptr))
         return true;
@@ -1168,13 +1200,13 @@ static int mark_from_roots(struct scan *s, const struct leakscan_image *image)
     return scan_pending(s, NO_CLIQUE);
 }
 
-/* The word `offset` bytes into block k of batch b (block i): from the
- * batch's window when it was read there, else read alone. */
+/* The word `offset` bytes into block i: from the window of batch b (its
+ * block k) when it was read there, else read alone (b NULL: alone). */
 static int batch_word(struct scan *s, const struct batch *b, size_t k, size_t i, uint64_t offset, uint64_t *value)
 {
     struct leakscan_range words = scanned_words(s, i);
     uint64_t address = s->blocks[i].address + offset;
-    bool windowed = !s->memory->view && b->bytes <= WINDOW_BYTES && b->offsets[k] != SIZE_MAX;
+    bool windowed = b && !s->memory->view && b->bytes <= WINDOW_BYTES && b->offsets[k] != SIZE_MAX;
     if (windowed && address >= words.start && address + 8 <= words.end && (address & 7) == 0) {
         memcpy(value, b->window + b->offsets[k] + (address - words.start), 8);
         return 0;
@@ -1182,9 +1214,10 @@ static int batch_word(struct scan *s, const struct batch *b, size_t k, size_t i,
     return read_word(s, address, value);
 }
 
-/* Whether block k of batch b (block i) holds a CPython object that is
- * immortal (3.12 and 3.13: the low 32 bits of its reference count
- * negative), at the offset its type's pre-header puts it. */
+/* Whether block i (block k of batch b, or b NULL) holds a CPython object
+ * that is immortal, at the offset its type's pre-header puts it: 3.12 and
+ * 3.13 keep such a count in the low 32 bits (negative as an int32) and
+ * never touch the high ones, which a heap address would set. */
 static bool python_immortal(struct scan *s, const struct batch *b, size_t k, size_t i)
 {
     uint64_t size = s->blocks[i].size, type, references;
@@ -1192,38 +1225,45 @@ static bool python_immortal(struct scan *s, const struct batch *b, size_t k, siz
         if (batch_word(s, b, k, i, offset + PY_OBJECT_TYPE, &type) < 0)
             return false;
         if (python_pre_header(s, type) == offset)
-            return batch_word(s, b, k, i, offset, &references) == 0 && (int32_t)(uint32_t)references < 0;
+            return batch_word(s, b, k, i, offset, &references) == 0 && references >> 32 == 0 &&
+                   (references & 0x80000000u);
     }
     return false;
 }
 
 static size_t gather_unreached(struct scan *s, struct batch *b, size_t from);
 
+static void mark_immortal(struct scan *s, const struct batch *b, size_t k, size_t i)
+{
+    if (python_immortal(s, b, k, i)) {
+        s->state[i] = REACHABLE;
+        set_pending(s, i);
+    }
+}
+
 /* CPython 3.12 and 3.13 keep immortal objects (interned strings, small
  * ints, the constants of code it loaded) for the life of the process: its
  * finalization drops every pointer to them and frees none, by design, so
  * memcheck's rules call them definitely lost at exit (python3.13 -c
  * 'import json': 4,393 blocks, memcheck with PYTHONMALLOC=malloc the
- * same). Each one the roots did not reach is a root itself, as the static
- * object it stands for would be, before the cliques are gathered. The
- * unreached blocks are read in batches, as the cliques read them. */
+ * same). Each one the roots did not reach, or reached through an interior
+ * pointer only, is a root itself, as the static object it stands for
+ * would be, before the cliques are gathered. The unreached blocks are
+ * read in batches, as the cliques read them; the possibly lost ones, few,
+ * a word at a time. */
 static int mark_python_immortals(struct scan *s)
 {
     if (s->python_version < 0x030c0000 || s->python_version >= 0x030e0000)
         return 0;
+    for (size_t i = 0; i < s->count; i++)
+        if (s->state[i] == POSSIBLE)
+            mark_immortal(s, NULL, 0, i);
     for (size_t next = 0; next < s->count;) {
         next = gather_unreached(s, &s->leaders, next);
         if (batch_read(s, &s->leaders) < 0)
             return -1;
-        for (size_t k = 0; k < s->leaders.count; k++) {
-            size_t i = s->leaders.blocks[k];
-            if (!python_immortal(s, &s->leaders, k, i))
-                continue;
-            s->state[i] = REACHABLE;
-            set_pending(s, i);
-        }
-        if (s->gone)
-            return -1;
+        for (size_t k = 0; k < s->leaders.count; k++)
+            mark_immortal(s, &s->leaders, k, s->leaders.blocks[k]);
     }
     return scan_pending(s, NO_CLIQUE);
 }

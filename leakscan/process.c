@@ -752,7 +752,8 @@ static void free_plan(struct scan_plan *plan)
 }
 
 /* The CPython a process without the shim runs, from the names of its
- * mappings (python3.N, libpython3.N...): PY_VERSION_HEX of 3.N.0, or 0. */
+ * mappings (python3.N, libpython3.N...): PY_VERSION_HEX of 3.N.0, or 0.
+ * A free-threaded build (python3.Nt) lays its objects out otherwise: 0. */
 static uint32_t python_version_of(const struct proc_maps *maps)
 {
     for (size_t i = 0; i < maps->count; i++) {
@@ -762,8 +763,9 @@ static uint32_t python_version_of(const struct proc_maps *maps)
             name += 3;
         unsigned minor;
         char after;
-        if (sscanf(name, "python3.%u%c", &minor, &after) >= 1 && minor < 100)
-            return 0x03000000u | minor << 16;
+        int parsed = sscanf(name, "python3.%u%c", &minor, &after);
+        if (parsed >= 1 && minor < 100)
+            return parsed == 2 && after == 't' ? 0 : 0x03000000u | minor << 16;
     }
     return 0;
 }

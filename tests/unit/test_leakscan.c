@@ -308,10 +308,13 @@ static void test_stdstring_heuristic(void **state)
  * tp_flags 168 bytes into a type. Type objects live in a module's data,
  * here the root range past the root words the tests write. */
 #define PY_TYPE_FLAGS 168u
+#define PY_MANAGED_WEAKREF (1ull << 3)
 #define PY_MANAGED_DICT (1ull << 4)
 #define PY_HAVE_GC (1ull << 14)
 #define PY_TYPE_SUBCLASS (1ull << 31)
 
+/* A type object at ROOT_BASE + at whose type is metatype (0: itself, as
+ * `type` is). */
 static uint64_t python_type(struct image *m, uint64_t at, uint64_t metatype, uint64_t flags)
 {
     uint64_t type = ROOT_BASE + at;
@@ -330,6 +333,9 @@ static void test_python_object_heuristic(void **state)
     uint64_t class_type = python_type(m, 0x600, type_type, PY_HAVE_GC | PY_MANAGED_DICT);
     uint64_t int_type = python_type(m, 0x700, type_type, 0);
     uint64_t not_a_type = python_type(m, 0x800, int_type, PY_HAVE_GC); /* its type's instances are no types */
+    /* a "type" whose type's type is neither itself nor its own type */
+    uint64_t stray = python_type(m, 0xa00, int_type, PY_TYPE_SUBCLASS);
+    uint64_t unrooted = python_type(m, 0x900, stray, PY_HAVE_GC);
 
     /* an untracked tuple: its GC header, then the object */
     uint64_t tuple = block(m, 0x100, 16 + 40);
@@ -344,12 +350,15 @@ static void test_python_object_heuristic(void **state)
     root_word(m, linked + 16);
     /* pointers that are not where the type puts its object */
     uint64_t early = block(m, 0x300, 64), number = block(m, 0x380, 32), fake = block(m, 0x400, 32);
+    uint64_t half_made = block(m, 0x480, 32);
     store(m, early + 16 + 8, class_type); /* its object would be 32 bytes in */
     store(m, number + 16 + 8, int_type);  /* no GC header */
     store(m, fake + 16 + 8, not_a_type);
+    store(m, half_made + 16 + 8, unrooted);
     root_word(m, early + 16);
     root_word(m, number + 16);
     root_word(m, fake + 16);
+    root_word(m, half_made + 16);
     run(m, NULL);
     assert_int_equal(category(m, tuple), TRACE_LEAK_REACHABLE);
     assert_int_equal(category(m, instance), TRACE_LEAK_REACHABLE);
@@ -357,6 +366,14 @@ static void test_python_object_heuristic(void **state)
     assert_int_equal(category(m, early), TRACE_LEAK_POSSIBLE);
     assert_int_equal(category(m, number), TRACE_LEAK_POSSIBLE);
     assert_int_equal(category(m, fake), TRACE_LEAK_POSSIBLE);
+    assert_int_equal(category(m, half_made), TRACE_LEAK_POSSIBLE);
+
+    /* 3.10 had no managed dicts: a class's instance starts past its GC header */
+    m->python_version = 0x030a0000;
+    run(m, NULL);
+    assert_int_equal(category(m, tuple), TRACE_LEAK_REACHABLE);
+    assert_int_equal(category(m, instance), TRACE_LEAK_POSSIBLE);
+    assert_int_equal(category(m, early), TRACE_LEAK_REACHABLE);
 
     /* without CPython, memcheck's rules alone */
     m->python_version = 0;
@@ -374,13 +391,25 @@ static void test_python_dict_values_heuristic(void **state)
     /* ten values after a prefix of 10 + 2 bytes rounded up to 16, whose
      * last byte says 16 */
     uint64_t values = block(m, 0x100, 16 + 10 * 8), wrong = block(m, 0x200, 16 + 10 * 8);
+    uint64_t tagged = block(m, 0x300, 16 + 10 * 8), usable = block(m, 0x400, 16 + 10 * 8 + 16);
     m->heap[values + 15 - HEAP_BASE] = 16;
     m->heap[wrong + 15 - HEAP_BASE] = 8;
-    root_word(m, values + 16);
+    m->heap[tagged + 15 - HEAP_BASE] = 16;
+    m->heap[usable + 15 - HEAP_BASE] = 16;
+    root_word(m, values + 16); /* a dict's ma_values */
     root_word(m, wrong + 16);
+    root_word(m, tagged + 15); /* 3.12's object: its values pointer one byte early */
+    root_word(m, usable + 16); /* a block known by glibc's usable size, 16 bytes over */
     run(m, NULL);
     assert_int_equal(category(m, values), TRACE_LEAK_REACHABLE);
     assert_int_equal(category(m, wrong), TRACE_LEAK_POSSIBLE);
+    assert_int_equal(category(m, tagged), TRACE_LEAK_REACHABLE);
+    assert_int_equal(category(m, usable), TRACE_LEAK_REACHABLE);
+    /* 3.11 tags nothing */
+    m->python_version = 0x030b02f0;
+    run(m, NULL);
+    assert_int_equal(category(m, values), TRACE_LEAK_REACHABLE);
+    assert_int_equal(category(m, tagged), TRACE_LEAK_POSSIBLE);
     /* 3.13 keeps no prefix */
     m->python_version = 0x030d00f0;
     run(m, NULL);
@@ -410,7 +439,25 @@ static void test_python_immortal_objects_are_roots(void **state)
     store(m, leaked, 1);
     store(m, leaked + 8, str_type);
     store(m, plain, 0xffffffffull);
+    /* an immortal instance of a class with a managed weakref: its object 32 bytes in */
+    uint64_t weak_type = python_type(m, 0x700, type_type, PY_HAVE_GC | PY_MANAGED_WEAKREF);
+    uint64_t instance = block(m, 0x400, 32 + 16);
+    store(m, instance + 32, 0xffffffffull);
+    store(m, instance + 32 + 8, weak_type);
+    /* C records in a ring, prev at 8 and a flags-like word at 168 with the
+     * type-subclass bit set: no chain of types, no CPython object */
+    uint64_t ring[4];
+    for (int r = 0; r < 4; r++)
+        ring[r] = block(m, 0x1000 + 0x100 * (uint64_t)r, 192);
+    for (int r = 0; r < 4; r++) {
+        store(m, ring[r], 0xffffffffull);
+        store(m, ring[r] + 8, ring[(r + 3) % 4]);
+        store(m, ring[r] + 168, PY_TYPE_SUBCLASS);
+    }
     run(m, NULL);
+    assert_int_equal(category(m, instance), TRACE_LEAK_REACHABLE);
+    for (int r = 0; r < 4; r++)
+        assert_int_not_equal(category(m, ring[r]), TRACE_LEAK_REACHABLE);
     assert_int_equal(category(m, interned), TRACE_LEAK_REACHABLE);
     assert_int_equal(category(m, held), TRACE_LEAK_REACHABLE);
     assert_int_equal(category(m, constants), TRACE_LEAK_REACHABLE);
