@@ -105,10 +105,11 @@ struct leakscan_image {
     const uint64_t *root_words;         /* register values, each a root word */
     size_t root_word_count;
     enum leakscan_word_lookup word_lookup;
-    /* PY_VERSION_HEX of the CPython the process runs (0: none): turns on
-     * the python heuristic, a pointer to a Python object inside its block
-     * (past the GC header CPython puts before it) counting as a start
-     * pointer (docs/leakscan.md, "Python objects"). */
+    /* PY_VERSION_HEX of the CPython the process runs (0: none; 3.8 to
+     * 3.13 known): turns on the python heuristic, a pointer to a Python
+     * object inside its block (past the GC header CPython puts before it)
+     * counting as a start pointer, and from 3.12 immortal objects as
+     * roots (docs/leakscan.md, "Python objects"). */
     uint32_t python_version;
 };
 
