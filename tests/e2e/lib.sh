@@ -116,6 +116,16 @@ need_chromium() {
     [ -n "$CHROMIUM" ] || skip "chromium is not installed (apt-get install chromium; make deps installs it)"
 }
 
+# await_pid FILE: waits up to 10 s for the "pid N" line a waiting fixture
+# prints into FILE, then prints N (nothing if it never came).
+await_pid() {
+    for _i in $(seq 1 100); do
+        grep -q '^pid ' "$1" 2>/dev/null && break
+        sleep 0.1
+    done
+    awk '/^pid /{print $2}' "$1" 2>/dev/null
+}
+
 # build_leaky_ext PYTHON DIR: fixtures/python/leaky_ext.c built for that
 # interpreter into DIR, with its driver drive_leaky.py; 1 when the
 # interpreter has no Python.h (the caller skips).

@@ -58,7 +58,7 @@ mkfifo "$WORK/in"
 "$FIXTURES/leak_corrupt" <"$WORK/in" >"$WORK/pid" &
 CHILD=$!
 exec 3>"$WORK/in"
-for _i in $(seq 1 100); do grep -q '^pid ' "$WORK/pid" && break; sleep 0.1; done
+await_pid "$WORK/pid" >/dev/null
 run_leaks "$CHILD"
 expect_eq "corrupt heap: exit status" 3 "$RC"
 expect_match "corrupt heap: message" "does not validate: chunk at 0x[0-9a-f]+ \(size field 0x123457\).*refusing to guess" "$WORK/err"

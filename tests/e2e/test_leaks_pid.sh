@@ -45,11 +45,7 @@ start_waiting() {
     "$FIXTURES/$1" <"$WORK/$1.in" >"$WORK/$1.pid" 2>"$WORK/$1.err" &
     CHILD=$!
     exec 3>"$WORK/$1.in"
-    for _i in $(seq 1 100); do
-        grep -q '^pid ' "$WORK/$1.pid" 2>/dev/null && break
-        sleep 0.1
-    done
-    PID=$(awk '/^pid /{print $2}' "$WORK/$1.pid")
+    PID=$(await_pid "$WORK/$1.pid")
     [ "$PID" = "$CHILD" ] || fail "$1 did not print its pid (got '$PID', expected $CHILD)"
 }
 

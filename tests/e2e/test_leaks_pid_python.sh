@@ -17,11 +17,7 @@ print("pid", os.getpid(), flush=True)
 sys.stdin.read()' <"$WORK/in" >"$WORK/pid" 2>"$WORK/err" &
 CHILD=$!
 exec 3>"$WORK/in"
-for _i in $(seq 1 100); do
-    grep -q '^pid ' "$WORK/pid" 2>/dev/null && break
-    sleep 0.1
-done
-expect_eq "the interpreter printed its pid" "$CHILD" "$(awk '/^pid /{print $2}' "$WORK/pid")"
+expect_eq "the interpreter printed its pid" "$CHILD" "$(await_pid "$WORK/pid")"
 log "\$ memslope leaks --format json $CHILD"
 timeout -k 5 60 "$MEMSLOPE" leaks --format json "$CHILD" >"$WORK/leaks.json" 2>"$WORK/leaks.err"
 expect_eq "memslope leaks exit status (0: nothing definitely or indirectly lost)" 0 "$?"
