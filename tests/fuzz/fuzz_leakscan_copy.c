@@ -1,14 +1,17 @@
 /* fuzz_leakscan_copy.c - libFuzzer target: the leak scan of any memory
  * (its words are the program's, so untrusted) read directly and through
  * the copy a case check takes (leakscan/memory_copy.c), which must
- * classify every block the same, and directly again as a CPython process
- * (the version from the header), which may only raise a block's category; the direct scan looks words up as its
+ * classify every block the same; again as a CPython process (the version
+ * from the header), directly, which may only raise a block's category,
+ * and through the copy, which must match a direct scan of what the copy
+ * holds; the direct scan looks words up as its
  * size makes it (at once, here), the one through the copy through the
  * pipeline, so the two lookups are compared too. The input is the memory of a 64 KiB heap
  * and a 4 KiB root area, after a header that places up to 64 blocks in
  * the heap (sorted, overlaps clipped) and a root range that need not
  * start or end on a word; a spare buffer, too small or too large, is
  * offered to the copy when the header asks. */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -99,6 +102,56 @@ static void check_python_only_raises(const struct leakscan_image *plain, const s
             abort();
 }
 
+/* The fuzzed memory as the copy holds it: the root range, and the heap's
+ * pages that hold blocks (memory_copy.c); zeros elsewhere. */
+struct held {
+    const struct image *image;
+    struct leakscan_range root;
+    uint32_t pages; /* a bit per heap page that holds a block */
+};
+
+static int held_read(void *context, uint64_t address, void *buffer, size_t length)
+{
+    const struct held *h = context;
+    image_read((void *)h->image, address, buffer, length);
+    for (size_t i = 0; i < length; i++) {
+        uint64_t at = address + i;
+        bool in_root = at >= h->root.start && at < h->root.end;
+        bool in_page = at >= HEAP && at < HEAP + HEAP_SIZE && (h->pages >> ((at - HEAP) / 4096) & 1);
+        if (!in_root && !in_page)
+            ((uint8_t *)buffer)[i] = 0;
+    }
+    return 0;
+}
+
+/* The CPython pass reads types and objects wherever the words point: from
+ * the copy it must see what a direct scan of the memory the copy holds
+ * sees, block for block. */
+static void check_python_copy(const struct leakscan_image *plain, const struct leakscan_image *from_copy,
+                              const struct leakscan_block *placed, size_t n, unsigned version_choice)
+{
+    static const uint32_t versions[4] = {0x030a0000, 0x030b0000, 0x030c0000, 0x030d0000};
+    struct held held = {(const struct image *)plain->memory.context, plain->roots[0], 0};
+    for (size_t i = 0; i < n; i++) {
+        uint64_t last = placed[i].address + (placed[i].size ? placed[i].size : 1) - 1;
+        for (uint64_t page = (placed[i].address - HEAP) / 4096; page <= (last - HEAP) / 4096 && page < 32; page++)
+            held.pages |= 1u << page;
+    }
+    struct leakscan_image direct = *plain, copied = *from_copy;
+    direct.memory = (struct leakscan_memory){.read = held_read, .context = &held};
+    direct.python_version = copied.python_version = versions[version_choice];
+    struct leakscan_block a[MAX_BLOCKS], b[MAX_BLOCKS];
+    memcpy(a, placed, n * sizeof *a);
+    memcpy(b, placed, n * sizeof *b);
+    char err[256];
+    if (leakscan_classify(&direct, a, n, NULL, NULL, err, sizeof err) != 0 ||
+        leakscan_classify(&copied, b, n, NULL, NULL, err, sizeof err) != 0)
+        abort();
+    for (size_t i = 0; i < n; i++)
+        if (a[i].stack_id != b[i].stack_id || a[i].category != b[i].category)
+            abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -147,6 +200,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     from_copy.word_lookup = LEAKSCAN_WORDS_PIPELINED;
     leakscan_copy_as_memory(&copy, &from_copy.memory);
     int rc_copied = leakscan_classify(&from_copy, copied, n, &totals_copied, NULL, err, sizeof err);
+    if (rc_copied == 0)
+        check_python_copy(&plain, &from_copy, copied, n, data[2] >> 4 & 3);
     leakscan_copy_free(&copy);
 
     if (rc_direct != rc_copied)
