@@ -9,7 +9,8 @@
 # and may source tests/e2e/lib.sh for helpers. A test's output is kept in
 # $WORK/.log and printed whole only when it fails. A test that must run
 # with no other beside it says so in a "# e2e: alone (why)" line. Select with
-# E2E_FILTER=glob; E2E_VERBOSE=1 also names every test that passed.
+# E2E_FILTER='glob ...' (a test matching any of them); E2E_VERBOSE=1 also
+# names every test that passed.
 cd "$(dirname "$0")/../.." || exit 2
 root=$(pwd)
 . tests/pool.sh
@@ -23,10 +24,15 @@ trap 'rm -rf "$results"' EXIT
 # The selected tests, longest first; a test without a past duration first
 # of all, as it may be the longest.
 selected() {
-    local t name
+    local t name glob
     for t in tests/e2e/test_*.sh; do
+        set -f # the globs are matched against names, not expanded against files
         name=$(basename "$t" .sh)
-        case "$name" in ${E2E_FILTER:-*}) echo "$name" ;; esac
+        for glob in ${E2E_FILTER:-*}; do
+            # shellcheck disable=SC2254
+            case "$name" in $glob) echo "$name" && break ;; esac
+        done
+        set +f
     done | awk -v past="$durations" '
         BEGIN { while ((getline line < past) > 0) { split(line, f, " "); seconds[f[2]] = f[1] } }
         { print ($1 in seconds ? seconds[$1] : 999999), $1 }' | sort -k1,1nr -k2 | cut -d' ' -f2
