@@ -44,6 +44,7 @@ struct python_symbols {
     get_thread_state_fn this_thread_state; /* PyGILState_GetThisThreadState */
     const void *code_type, *str_type, *bytes_type, *function_type;
     uintptr_t eval_start, eval_end; /* _PyEval_EvalFrameDefault */
+    uintptr_t interpreter_start, interpreter_end; /* its object's executable segment */
     int (*is_initialized)(void);
     void (*set_profile)(profile_fn function, void *argument);
     int (*add_pending_call)(int (*function)(void *), void *argument);
@@ -488,6 +489,42 @@ static inline bool in_evaluation(uint64_t ip)
     return ip - py.eval_start - 1 < py.eval_end - py.eval_start;
 }
 
+/* Whether a return address lies in the interpreter's executable segment:
+ * (start, end]; never when it is unknown (both 0). */
+static inline bool in_interpreter(uint64_t ip)
+{
+    return ip - py.interpreter_start - 1 < py.interpreter_end - py.interpreter_start;
+}
+
+/* Appends native[from, to) to out[*written, max), leaving out the
+ * interpreter's frames when between is set (a run between two
+ * evaluations). Returns false when out filled up before the run's end and
+ * the frame that follows it: the merge is cut there. */
+static inline bool append_native_run(uint64_t *out, uint32_t *written, uint32_t max, const uint64_t *native,
+                                     uint32_t from, uint32_t to, bool between)
+{
+    uint32_t at = *written;
+    if (!between) {
+        uint32_t run = to - from;
+        if (run >= max - at) {
+            memcpy(out + at, native + from, (max - at) * sizeof *out);
+            *written = max;
+            return false;
+        }
+        memcpy(out + at, native + from, run * sizeof *out);
+        *written = at + run;
+        return true;
+    }
+    for (uint32_t i = from; i < to; i++)
+        if (!in_interpreter(native[i])) {
+            if (at == max)
+                break;
+            out[at++] = native[i];
+        }
+    *written = at;
+    return at < max;
+}
+
 struct python_merge python_merge_frames(void *region, const uint64_t *native, uint32_t native_count,
                                         const struct fast_unwind_memo_frame *native_suffix, uint64_t *out,
                                         uint32_t max)
@@ -495,6 +532,7 @@ struct python_merge python_merge_frames(void *region, const uint64_t *native, ui
     const void *cursor = current_frame();
     uint32_t written = 0, walked = 0, next = 0;
     bool cut = false; /* out holds only the first max words of the merge (or may) */
+    bool after_python = false; /* the last evaluation gave Python frames */
     /* the merge from kept_at on is native[kept_from, native_count), whose hash is known */
     uint32_t kept_at = 0, kept_from = 0;
     while (cursor && next < native_count) {
@@ -503,17 +541,13 @@ struct python_merge python_merge_frames(void *region, const uint64_t *native, ui
             evaluation++;
         if (evaluation == native_count)
             break;
-        uint32_t before = evaluation - next;
-        if (before >= max - written) {
-            memcpy(out + written, native + next, (max - written) * sizeof *out);
-            written = max;
+        if (!append_native_run(out, &written, max, native, next, evaluation, after_python)) {
             cut = true;
             break;
         }
-        memcpy(out + written, native + next, before * sizeof *out);
-        written += before;
         next = evaluation + 1;
         uint32_t appended = append_evaluation(region, &cursor, out + written, max - written, &walked);
+        after_python = appended != 0;
         if (appended) {
             written += appended;
             kept_at = written;
@@ -587,6 +621,36 @@ static bool find_eval_function(uintptr_t *start_address, uintptr_t *end_address)
     return true;
 }
 
+/* dl_iterate_phdr's callback: the executable segment holding the address
+ * in range[0], stored as range[0, 1]. */
+static int find_executable_segment(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    uintptr_t *range = data;
+    for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *segment = &info->dlpi_phdr[i];
+        uintptr_t start = info->dlpi_addr + segment->p_vaddr;
+        if (segment->p_type == PT_LOAD && (segment->p_flags & PF_X) && range[0] >= start &&
+            range[0] - start < segment->p_memsz) {
+            range[0] = start;
+            range[1] = start + segment->p_memsz;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The interpreter's executable segment, from an address inside it; both 0
+ * when no loaded object has it. */
+static void find_interpreter_text(uintptr_t inside, uintptr_t *start, uintptr_t *end)
+{
+    uintptr_t range[2] = {inside, 0};
+    if (!dl_iterate_phdr(find_executable_segment, range))
+        range[0] = 0;
+    *start = range[0];
+    *end = range[1];
+}
+
 /* Reads frames when the interpreter has everything the walk needs. */
 static bool find_frame_symbols(const struct python_layout *found)
 {
@@ -601,6 +665,7 @@ static bool find_frame_symbols(const struct python_layout *found)
     if (!found || !source.this_thread_state || !source.code_type || !source.str_type || !source.bytes_type ||
         !py.function_type || !find_eval_function(&source.eval_start, &source.eval_end))
         return false;
+    find_interpreter_text(source.eval_start, &source.interpreter_start, &source.interpreter_end);
     python_frames_use(&source);
     return true;
 }
@@ -615,6 +680,8 @@ void python_frames_use(const struct python_frame_source *source)
     py.bytes_type = source->bytes_type;
     py.eval_start = source->eval_start;
     py.eval_end = source->eval_end;
+    py.interpreter_start = source->interpreter_start;
+    py.interpreter_end = source->interpreter_end;
     python_frames_enabled = true;
 }
 

@@ -86,6 +86,10 @@ struct python_frame_source {
     void *(*this_thread_state)(void); /* PyGILState_GetThisThreadState */
     const void *code_type, *str_type, *bytes_type;
     uintptr_t eval_start, eval_end; /* _PyEval_EvalFrameDefault: return addresses in (start, end] */
+    /* The executable segment of the object that holds it (the python
+     * executable or libpython): return addresses in (start, end]; both 0
+     * when unknown, and then no frame is left out. */
+    uintptr_t interpreter_start, interpreter_end;
 };
 
 /* Reads frames as source says from now on (python_frames_enabled). */
@@ -94,7 +98,14 @@ void python_frames_use(const struct python_frame_source *source);
 /* Merges the calling thread's Python frames into a native backtrace
  * (innermost first): every frame of the interpreter's evaluation function
  * is replaced by the Python frames it ran, as frame words (shm_layout.h),
- * and the result cut at max words. Code objects seen for the first time
+ * and the result cut at max words. The interpreter's own frames between
+ * two evaluations (the calls from one Python frame into the next:
+ * _PyFunction_Vectorcall, PyObject_Call, the import machinery's C parts)
+ * are left out, as py-spy and pystack leave them out: they name no code of
+ * the program, and their varying return addresses would make a distinct
+ * stack of every path through them. Frames of other objects there (an
+ * extension calling back into Python) stay, and so do the interpreter's
+ * frames before the first evaluation (what allocated) and after the last. Code objects seen for the first time
  * are copied into the region. No allocation, no lock.
  *
  * Writes the merge's first `head` words to out; the others, up to depth,

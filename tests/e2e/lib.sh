@@ -21,7 +21,7 @@
 #   record_no_ptrace TRACE [RECORD-OPTIONS] -- COMMAND [ARG...]
 #                                    the same under fixtures/no_ptrace (seccomp
 #                                    denies ptrace and process_vm_readv/writev)
-#   report_json TRACE JSON           memslope report TRACE --format json > JSON,
+#   report_json TRACE JSON [OPT...]  memslope report TRACE --format json [OPT...] > JSON,
 #                                    must exit 0 and print valid JSON
 #   report_format OUT TRACE FORMAT [OPTION...]
 #                                    memslope report -o $WORK/OUT; sets RC; a
@@ -273,10 +273,13 @@ _record() {
     return 0
 }
 
-# report_json TRACE JSON: the report must succeed and be JSON.
+# report_json TRACE JSON [OPTION...]: the report (with those options) must succeed and be JSON.
 report_json() {
-    log "\$ memslope report $1 --format json"
-    timeout -k 5 60 "$MEMSLOPE" report "$1" --format json >"$2" 2>"$2.err"
+    _trace=$1 _json=$2
+    shift 2
+    log "\$ memslope report $_trace --format json $*"
+    timeout -k 5 60 "$MEMSLOPE" report "$_trace" --format json "$@" >"$_json" 2>"$_json.err"
+    set -- "$_trace" "$_json"
     _rc=$?
     if [ -s "$2.err" ]; then
         log "  stderr:"

@@ -176,6 +176,11 @@ static void set_current_frame(const struct python_layout *layout, char *frame)
 #define EVAL_END 0x20000u
 #define IN_EVAL(n) (EVAL_START + 0x10u * (n) + 1) /* a return address in the evaluation function */
 #define NATIVE(n) (0x400000u + 0x10u * (n))      /* anywhere else */
+/* The interpreter's executable segment holds the evaluation function and
+ * the C functions between evaluations (INTERP). */
+#define INTERPRETER_START 0x8000u
+#define INTERPRETER_END 0x30000u
+#define INTERP(n) (EVAL_END + 0x10u * (n) + 1)
 
 static void use_layout(const struct python_layout *layout)
 {
@@ -187,6 +192,8 @@ static void use_layout(const struct python_layout *layout)
         .bytes_type = bytes_type,
         .eval_start = EVAL_START,
         .eval_end = EVAL_END,
+        .interpreter_start = INTERPRETER_START,
+        .interpreter_end = INTERPRETER_END,
     };
     python_frames_use(&source);
 }
@@ -300,6 +307,62 @@ static void evaluations_replaced_3_13(void **state)
     evaluations_replaced_by_their_frames(state, &python_layouts[2]);
 }
 
+/* The interpreter's frames between two evaluations (how one Python frame
+ * called the next) are left out; another object's frames there (an
+ * extension that called back into Python) stay, and so do the
+ * interpreter's frames before the first evaluation and after the last. */
+static void interpreter_frames_between_evaluations_left_out(void **state)
+{
+    void *region = *state;
+    const struct python_layout *layout = &python_layouts[0];
+    use_layout(layout);
+    struct code outer = new_code(layout, "outer", 10), middle = new_code(layout, "middle", 40),
+                inner = new_code(layout, "inner", 70);
+    char *outer_frame = new_frame(layout, &outer, 8, NULL);
+    close_evaluation(layout, outer_frame, NULL);
+    char *middle_frame = new_frame(layout, &middle, 20, NULL);
+    close_evaluation(layout, middle_frame, outer_frame);
+    char *inner_frame = new_frame(layout, &inner, 4, NULL);
+    close_evaluation(layout, inner_frame, middle_frame);
+    set_current_frame(layout, inner_frame);
+
+    const uint64_t native[] = {INTERP(0), NATIVE(0), INTERP(1), IN_EVAL(0), /* inner */
+                               INTERP(2), INTERP(3), IN_EVAL(1),            /* middle */
+                               INTERP(4), NATIVE(1), INTERP(5), IN_EVAL(2), /* outer */
+                               INTERP(6), NATIVE(2)};
+    struct merged got = merge(region, native, 13, 64);
+    assert_int_equal(got.depth, 9);
+    assert_int_equal(got.words[0], INTERP(0));
+    assert_int_equal(got.words[1], NATIVE(0));
+    assert_int_equal(got.words[2], INTERP(1));
+    assert_word(region, got.words[3], "inner", line_at(70, 4));
+    assert_word(region, got.words[4], "middle", line_at(40, 20));
+    assert_int_equal(got.words[5], NATIVE(1));
+    assert_word(region, got.words[6], "outer", line_at(10, 8));
+    assert_int_equal(got.words[7], INTERP(6));
+    assert_int_equal(got.words[8], NATIVE(2));
+
+    /* cut anywhere: the first words of the whole merge */
+    for (uint32_t max = 1; max < 9; max++) {
+        struct merged cut = merge(region, native, 13, max);
+        assert_int_equal(cut.depth, max);
+        assert_memory_equal(cut.words, got.words, max * sizeof(uint64_t));
+    }
+
+    /* after an evaluation that gave no Python frame, nothing is left out */
+    char *codeless = new_frame(layout, NULL, 0, NULL);
+    close_evaluation(layout, codeless, outer_frame);
+    set_current_frame(layout, codeless);
+    const uint64_t unknown[] = {IN_EVAL(0), INTERP(7), IN_EVAL(1), INTERP(8), NATIVE(3)};
+    struct merged kept = merge(region, unknown, 5, 64);
+    assert_int_equal(kept.depth, 5);
+    assert_int_equal(kept.words[0], IN_EVAL(0));
+    assert_int_equal(kept.words[1], INTERP(7));
+    assert_word(region, kept.words[2], "outer", line_at(10, 8));
+    assert_int_equal(kept.words[3], INTERP(8));
+    assert_int_equal(kept.words[4], NATIVE(3));
+}
+
 /* One frame, merged once (its word cached), then changed under it. */
 struct one_frame {
     const struct python_layout *layout;
@@ -396,6 +459,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(evaluations_replaced_3_11, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(evaluations_replaced_3_12, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(evaluations_replaced_3_13, setup_region, teardown_region),
+        cmocka_unit_test_setup_teardown(interpreter_frames_between_evaluations_left_out, setup_region,
+                                        teardown_region),
         cmocka_unit_test_setup_teardown(cached_word_follows_the_instruction, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(cached_word_follows_the_code, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(cached_word_follows_the_identity, setup_region, teardown_region),

@@ -1,0 +1,49 @@
+#!/bin/sh
+# Python code called from the interpreter's C code (type_call running
+# __init__, map() running a function): the stack of what it allocates goes
+# from one Python frame to the next with no interpreter frame between them,
+# as py-spy and pystack show it, and keeps the interpreter's frames before
+# the first Python frame (what allocated) and after the last.
+. "$(dirname "$0")/lib.sh"
+need_memslope
+need_python
+
+SCRIPT=$SRC_FIXTURES/python/called_from_c.py
+MAKE_LINE=$(fixture_line python/called_from_c.py MAKE_LINE)
+INIT_LINE=$(fixture_line python/called_from_c.py INIT_LINE)
+record "$WORK/g.trace" -- "$PY" "$SCRIPT" 3
+expect_eq "record exit" 0 "$REC_RC"
+report_json "$WORK/g.trace" "$WORK/g.json" --metric allocated
+
+# The sites of make()'s bytearray buffers (20,000 bytes and more; the
+# objects and the ints are sites of their own). 3.12 and 3.13 specialise
+# the calls after the first ones, which gives the same Python frames other
+# native frames before them: one site to three. Each site's frames as
+# before|python|after: the frames before make, the Python frames from make
+# to <module> (3.11's <listcomp> and 3.13's __init__ shim frame, which
+# depend on the version, left out), what is between them that is not
+# Python, and how many frames follow <module>.
+"$PY" - "$WORK/g.json" >"$WORK/sites.txt" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+sites = [s for s in d["cases"][0]["sites"]
+         if any(f["function"] == "make" for f in s["frames"]) and s["allocated_bytes"] >= 20000 * s["allocations"]]
+print("allocations", sum(s["allocations"] for s in sites))
+for s in sites:
+    frames = s["frames"]
+    names = [f["function"] for f in frames]
+    first, last = names.index("make"), names.index("<module>")
+    python = [f["function"] + (":%d" % f["line"] if f["function"] != "<module>" else "")
+              for f in frames[first:last + 1] if f.get("python") and f["function"] not in ("<listcomp>", "__init__")]
+    between = [f["function"] for f in frames[first:last + 1] if not f.get("python")]
+    native_before = first > 0 and not any(f.get("python") for f in frames[:first])
+    native_after = len(frames) - last - 1 if not any(f.get("python") for f in frames[last + 1:]) else -1
+    print("site", " ".join(python), "| between:", ",".join(between) or "-",
+          "| before:", "native" if native_before else "other", "| after:", "native" if native_after > 3 else native_after)
+PYEOF
+log "$(cat "$WORK/sites.txt")"
+expect_eq "make's 150 bytearrays" "allocations 150" "$(head -n 1 "$WORK/sites.txt")"
+expect_eq "each site: its Python frames, nothing between them, the interpreter's before and after" \
+    "site make:$MAKE_LINE Holder.__init__:$INIT_LINE <module> | between: - | before: native | after: native" \
+    "$(tail -n +2 "$WORK/sites.txt" | sort -u)"
+finish
