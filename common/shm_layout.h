@@ -38,7 +38,7 @@
 #include <stdint.h>
 
 #define SHM_MAGIC 0x4d454d534c4f5045ull /* "MEMSLOPE" */
-#define SHM_VERSION 7u
+#define SHM_VERSION 8u
 #define SHM_MEMFD_NAME "memslope"
 
 /* Environment the tracer passes to the target. */
@@ -61,17 +61,25 @@
 #define SHM_MAX_THREADS 1024u
 #define SHM_RING_EVENTS 32768u /* power of two; 1 MiB of events per thread */
 /* Stacks are numbered in order of first use (ids 1, 2, ...) and found by
- * hash through the index, which holds only ids: 4 MiB of slots instead of
- * 16-byte entries touched at random (16 MiB). Each page of the file a
+ * hash through the index, which holds only ids: 16 MiB of slots instead of
+ * 16-byte entries touched at random (64 MiB). Each page of the file a
  * process touches costs a fault and a zeroed page; a stack probes the
  * index's first 256 KiB before the rest (preload/near_probe.h), so the
- * ~10,000 stacks of a Python start-up touch 64 of its pages, not all 1,024.
- * Ids stop below three quarters of the index's slots (786,431 stacks, less
- * the ids a lost race or a full frame pool used up); a long probe cluster
- * (STACK_TABLE_MAX_PROBES) may drop a stack before that. */
-#define SHM_STACK_INDEX_SLOTS (1u << 20) /* power of two */
-#define SHM_STACK_TABLE_ENTRIES (3u << 18) /* stack ids are below this */
-#define SHM_FRAME_POOL_FRAMES (1u << 24)
+ * ~10,000 stacks of a Python start-up touch 64 of its pages, not all 4,096.
+ * Ids stop below three quarters of the index's slots (3,145,727 stacks,
+ * less the ids a lost race or a full frame pool used up); a long probe
+ * cluster (STACK_TABLE_MAX_PROBES) may drop a stack before that.
+ *
+ * Sized for a Python program that runs much distinct code: every distinct
+ * Python line on the way to an allocation is a stack of its own, and
+ * `python3 -m pydoc -k xml` (which imports every installed module) makes
+ * ~690,000 stacks of ~44 frames, 18 M frames in the pool: a quarter of
+ * these. Only what is used is touched: the file is sparse, and a C
+ * program's few thousand stacks cost what they did with tables a quarter
+ * the size. */
+#define SHM_STACK_INDEX_SLOTS (1u << 22) /* power of two */
+#define SHM_STACK_TABLE_ENTRIES (3u << 20) /* stack ids are below this */
+#define SHM_FRAME_POOL_FRAMES (1u << 26)
 /* name pool: see SHM_NAME_POOL_BYTES below */
 
 /* Stack id 0 is reserved: "no backtrace" (the table or pool was full, or the
