@@ -172,29 +172,42 @@ static int frame_values(struct symbolizer *symbolizer, const struct trace_image 
     return 0;
 }
 
-/* Resolves every frame word of sites [stacks_written, site_count) the
- * trace does not have yet, and lays out their stacks' frame ids: each word
- * is looked up at most once. -1 when out of memory. */
-static int resolve_new(struct symbolizer *symbolizer, const struct trace_image *image,
-                       const struct trace_output_state *state, struct new_frames *found, struct new_stacks *stacks)
+/* A STACKS section holds the stacks of new sites until their frame ids
+ * reach this many (or the sites run out): the ids laid out and the section
+ * being written stay a few MiB however many sites an image has (a Python
+ * program that imports every module has 700,000, of 44 frames each). */
+#define STACKS_SECTION_IDS (1u << 20)
+
+/* Resolves every frame word of the sites from first on that the trace does
+ * not have yet, and lays out their stacks' frame ids, until the ids reach
+ * STACKS_SECTION_IDS: each word is looked up at most once. Returns the
+ * index after the last site laid out (first when out of memory, with
+ * *failed set). */
+static size_t resolve_new(struct symbolizer *symbolizer, const struct trace_image *image,
+                          const struct trace_output_state *state, struct new_frames *found,
+                          struct new_stacks *stacks, struct outer_frames *outer, size_t first, int *failed)
 {
     const struct recorder *recorder = image->recorder;
-    size_t first = state->stacks_written;
-    struct outer_frames outer = {0};
+    size_t end = first;
     int rc = 0;
-    if (!(stacks->starts = malloc((recorder->site_count - first + 1) * sizeof *stacks->starts)))
-        return -1;
-    for (size_t s = first; rc == 0 && s < recorder->site_count; s++) {
-        const struct recorder_site *site = &recorder->sites[s];
-        stacks->starts[s - first] = stacks->count;
-        rc = frame_values(symbolizer, image, state, found, site, &outer);
-        for (uint32_t k = site->depth; rc == 0 && k-- > 0;)
-            rc = append_ids(stacks, outer.values[k]); /* innermost first */
+    stacks->count = 0;
+    free(stacks->starts);
+    if (!(stacks->starts = malloc((recorder->site_count - first + 1) * sizeof *stacks->starts))) {
+        *failed = 1;
+        return first;
     }
-    stacks->starts[recorder->site_count - first] = stacks->count;
-    free(outer.words);
-    free(outer.values);
-    return rc;
+    while (rc == 0 && end < recorder->site_count && stacks->count < STACKS_SECTION_IDS) {
+        const struct recorder_site *site = &recorder->sites[end];
+        stacks->starts[end - first] = stacks->count;
+        rc = frame_values(symbolizer, image, state, found, site, outer);
+        for (uint32_t k = site->depth; rc == 0 && k-- > 0;)
+            rc = append_ids(stacks, outer->values[k]); /* innermost first */
+        end++;
+    }
+    stacks->starts[end - first] = stacks->count;
+    if (rc < 0)
+        *failed = 1;
+    return end;
 }
 
 /* The trace's id of a symbolizer module, written now if it is new. */
@@ -253,13 +266,12 @@ static int write_new_modules(struct trace_writer *writer, struct symbolizer *sym
     return rc;
 }
 
-/* STACKS for sites [stacks_written, site_count), their frame ids laid out
- * by resolve_new. */
-static int write_new_stacks(struct trace_writer *writer, const struct trace_image *image,
-                            const struct trace_output_state *state, const struct new_stacks *laid_out)
+/* STACKS for sites [first, end), their frame ids laid out by resolve_new. */
+static int write_new_stacks(struct trace_writer *writer, const struct trace_image *image, size_t first, size_t end,
+                            const struct new_stacks *laid_out)
 {
     const struct recorder *recorder = image->recorder;
-    size_t first = state->stacks_written, count = recorder->site_count - first;
+    size_t count = end - first;
     if (!count)
         return 0;
     struct trace_stack *stacks = calloc(count, sizeof *stacks);
@@ -274,9 +286,27 @@ static int write_new_stacks(struct trace_writer *writer, const struct trace_imag
     return rc;
 }
 
-/* Modules, frames and stacks of the sites new since the last output; the
- * new frames' ids are kept for the image's next output unless this is its
- * last (keep_frames 0). */
+/* The modules and frames a run of new sites names that the trace does not
+ * have yet, then the run's STACKS. The frames' ids are the writer's next
+ * ones, as resolve_new numbered them. */
+static int write_new_run(struct trace_writer *writer, struct symbolizer *symbolizer, const struct trace_image *image,
+                         struct trace_output_state *state, struct new_frames *found, const struct new_stacks *laid_out,
+                         size_t first, size_t end, uint32_t *module_base)
+{
+    uint32_t first_id = 0;
+    if (write_new_modules(writer, symbolizer, state, &found->batch, module_base) < 0)
+        return -1;
+    if (found->batch.count &&
+        (trace_write_frames(writer, found->batch.frames, (uint32_t)found->batch.count, &first_id) < 0 ||
+         first_id != found->first_id))
+        return -1; /* the ids laid out are not the frames' (a write in between): nothing more is written */
+    return write_new_stacks(writer, image, first, end, laid_out);
+}
+
+/* Modules, frames and stacks of the sites new since the last output, in
+ * runs of at most STACKS_SECTION_IDS frame ids; the new frames' ids are
+ * kept for the image's next output unless this is its last (keep_frames
+ * 0). */
 static int write_new_symbols(struct trace_writer *writer, struct symbol_store *symbols,
                              const struct trace_image *image, struct trace_output_state *state,
                              uint32_t *module_base, int keep_frames)
@@ -284,31 +314,31 @@ static int write_new_symbols(struct trace_writer *writer, struct symbol_store *s
     if (state->stacks_written == image->recorder->site_count)
         return 0;
     struct symbolizer *symbolizer = symbolizer_create(symbols, image->maps);
-    struct new_frames found = {{0}, {0}, trace_writer_next_frame_id(writer)};
+    struct new_frames found = {{0}, {0}, 0};
     struct new_stacks stacks = {0};
-    uint32_t first_id = 0;
-    int rc = -1;
-    if (!symbolizer || resolve_new(symbolizer, image, state, &found, &stacks) < 0 ||
-        write_new_modules(writer, symbolizer, state, &found.batch, module_base) < 0)
-        goto out;
-    if (found.batch.count &&
-        (trace_write_frames(writer, found.batch.frames, (uint32_t)found.batch.count, &first_id) < 0 ||
-         first_id != found.first_id))
-        goto out; /* the ids laid out are not the frames' (a write in between): nothing more is written */
+    struct outer_frames outer = {0};
+    int rc = symbolizer ? 0 : -1, failed = 0;
+    while (rc == 0 && state->stacks_written < image->recorder->site_count) {
+        size_t first = state->stacks_written;
+        found.batch.count = 0;
+        found.first_id = trace_writer_next_frame_id(writer);
+        size_t end = resolve_new(symbolizer, image, state, &found, &stacks, &outer, first, &failed);
+        if (failed || write_new_run(writer, symbolizer, image, state, &found, &stacks, first, end, module_base) < 0)
+            rc = -1;
+        else
+            state->stacks_written = end;
+    }
     size_t position = 0;
     uint64_t word, value;
-    while (keep_frames && word_map_next(&found.by_address, &position, &word, &value))
+    while (rc == 0 && keep_frames && word_map_next(&found.by_address, &position, &word, &value))
         if (word_map_put(&state->by_address, word, value) < 0)
-            goto out;
-    if (write_new_stacks(writer, image, state, &stacks) < 0)
-        goto out;
-    state->stacks_written = image->recorder->site_count;
-    rc = 0;
-out:
+            rc = -1;
     word_map_free(&found.by_address);
     free(found.batch.frames);
     free(stacks.ids);
     free(stacks.starts);
+    free(outer.words);
+    free(outer.values);
     if (symbolizer)
         symbolizer_destroy(symbolizer);
     return rc;
