@@ -36,7 +36,8 @@
  *             u64 peak_time_ns; u64 live_bytes; u64 live_blocks;
  *             u32 stacks_dropped; u32 slots_exhausted
  *   STACKS    u32 process_id; u32 count; count x (u32 stack_id; u32 depth;
- *             depth x u32 frame_id)        frames innermost first
+ *             depth x u32 frame_id)        frames innermost first (what
+ *             traces before STACKS_SHARED hold)
  *   SITES     u32 process_id; u32 count; count x (u32 stack_id;
  *             u64 allocations; u64 allocated_bytes; u64 frees;
  *             u64 live_bytes; u64 live_blocks; u64 peak_live_bytes;
@@ -75,6 +76,14 @@
  *             (enum trace_python_allocator); u32 flags (enum trace_python_flags);
  *             u32 unnamed_functions   the CPython the image ran, and how its
  *             objects were recorded
+ *   STACKS_SHARED  u32 process_id; u32 count; count x (u32 stack_id;
+ *             u32 depth; u32 shared; (depth - shared) x u32 frame_id): the
+ *             stack's outermost `shared` frames are the previous stack's of
+ *             this section (its outermost `shared`; 0 for the first), the
+ *             ones listed are the rest, innermost first. The tracer sorts a
+ *             section's stacks by their frames read from the outermost, so
+ *             each shares what it can with the one before: a tenth of
+ *             STACKS' frame ids on a large Python program.
  *   END       u32 section_count (sections before END)
  *
  * Times (start_ns, time_ns, ...) are CLOCK_MONOTONIC nanoseconds; the INFO
@@ -109,6 +118,7 @@ enum trace_section_type {
     TRACE_SEC_CASE_SITES = 13,
     TRACE_SEC_SNAPSHOT_DELTA = 14,
     TRACE_SEC_PYTHON = 15,
+    TRACE_SEC_STACKS_SHARED = 16,
     TRACE_SEC_END = 0xffff,
 };
 

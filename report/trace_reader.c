@@ -325,21 +325,34 @@ static int parse_process(struct reader *reader, struct cursor *cursor)
     return 0;
 }
 
-static int parse_stack(struct reader *reader, struct cursor *cursor, struct trace_model_process *process)
+/* One stack record: its frame ids innermost first, the outermost `shared`
+ * of them those of the previous stack of the section (previous, whose
+ * depth is *previous_depth; STACKS records share none). Sets *previous to
+ * this stack's ids. */
+static int parse_stack(struct reader *reader, struct cursor *cursor, struct trace_model_process *process,
+                       int has_shared, const uint32_t **previous, uint32_t *previous_depth)
 {
     struct trace_model *model = reader->model;
-    uint32_t stack_id = get_u32(cursor), depth = get_u32(cursor);
-    if (check_count(reader, cursor, depth, 4, "frame ids") != 0)
+    uint32_t stack_id = get_u32(cursor), depth = get_u32(cursor), shared = has_shared ? get_u32(cursor) : 0;
+    if (shared > depth || shared > *previous_depth)
+        return corrupt(reader, "stack %u shares %u outer frames of %u, with a previous stack of %u", stack_id,
+                       shared, depth, *previous_depth);
+    uint32_t own = depth - shared;
+    if (check_count(reader, cursor, own, 4, "frame ids") != 0)
         return -1;
     uint32_t *frame_ids = arena_alloc(model, (size_t)depth * 4 + 1);
     struct trace_model_stack *stack = arena_alloc(model, sizeof *stack);
     if (!frame_ids || !stack)
         return out_of_memory(reader);
-    for (uint32_t i = 0; i < depth; i++) {
+    for (uint32_t i = 0; i < own; i++) {
         frame_ids[i] = get_u32(cursor);
         if (frame_ids[i] >= model->frame_count)
             return corrupt(reader, "stack %u names frame %u, which is not defined", stack_id, frame_ids[i]);
     }
+    if (shared)
+        memcpy(frame_ids + own, *previous + (*previous_depth - shared), (size_t)shared * 4);
+    *previous = frame_ids;
+    *previous_depth = depth;
     if (trace_model_stack(process, stack_id))
         return 0; /* the first definition stands */
     memset(stack, 0, sizeof *stack);
@@ -350,16 +363,19 @@ static int parse_stack(struct reader *reader, struct cursor *cursor, struct trac
     return 0;
 }
 
-static int parse_stacks(struct reader *reader, struct cursor *cursor)
+/* STACKS, or with has_shared STACKS_SHARED. */
+static int parse_stacks(struct reader *reader, struct cursor *cursor, int has_shared)
 {
     uint32_t process_id = get_u32(cursor), count = get_u32(cursor);
-    if (check_count(reader, cursor, count, 8, "stacks") != 0)
+    if (check_count(reader, cursor, count, has_shared ? 12 : 8, "stacks") != 0)
         return -1;
     struct trace_model_process *process = get_process(reader, process_id);
     if (!process)
         return -1;
+    const uint32_t *previous = NULL;
+    uint32_t previous_depth = 0;
     for (uint32_t i = 0; i < count; i++)
-        if (parse_stack(reader, cursor, process) != 0)
+        if (parse_stack(reader, cursor, process, has_shared, &previous, &previous_depth) != 0)
             return -1;
     return 0;
 }
@@ -740,7 +756,8 @@ static int parse_section(struct reader *reader, uint32_t type, const unsigned ch
     case TRACE_SEC_MODULE: return parse_module(reader, &cursor);
     case TRACE_SEC_FRAMES: return parse_frames(reader, &cursor);
     case TRACE_SEC_PROCESS: return parse_process(reader, &cursor);
-    case TRACE_SEC_STACKS: return parse_stacks(reader, &cursor);
+    case TRACE_SEC_STACKS: return parse_stacks(reader, &cursor, 0);
+    case TRACE_SEC_STACKS_SHARED: return parse_stacks(reader, &cursor, 1);
     case TRACE_SEC_SITES: return parse_sites(reader, &cursor);
     case TRACE_SEC_SNAPSHOT: return parse_snapshot(reader, &cursor, 0);
     case TRACE_SEC_SNAPSHOT_DELTA: return parse_snapshot(reader, &cursor, 1);
@@ -762,7 +779,7 @@ const char *trace_section_name(uint32_t type)
         [TRACE_SEC_SITES] = "SITES",     [TRACE_SEC_SNAPSHOT] = "SNAPSHOT", [TRACE_SEC_TIMELINE] = "TIMELINE",
         [TRACE_SEC_WARNING] = "WARNING", [TRACE_SEC_CASE] = "CASE",         [TRACE_SEC_LEAKS] = "LEAKS",
         [TRACE_SEC_CASE_SITES] = "CASE_SITES", [TRACE_SEC_SNAPSHOT_DELTA] = "SNAPSHOT_DELTA",
-        [TRACE_SEC_PYTHON] = "PYTHON",
+        [TRACE_SEC_PYTHON] = "PYTHON", [TRACE_SEC_STACKS_SHARED] = "STACKS_SHARED",
     };
     if (type == TRACE_SEC_END)
         return "END";

@@ -40,6 +40,14 @@ while pos + 16 <= len(data):
             _, depth = take("II")
             ids = take("I" * depth)
             stacks.append((process_id, [frames[f] for f in ids]))
+    elif kind == 16:  # STACKS_SHARED: the outermost `shared` ids are the previous stack's
+        process_id, count = take("II")
+        previous = ()
+        for i in range(count):
+            _, depth, shared = take("III")
+            ids = take("I" * (depth - shared)) + (previous[len(previous) - shared:] if shared else ())
+            previous = ids
+            stacks.append((process_id, [frames[f] for f in ids]))
 for process_id, stack in stacks:
     print("%d\t%s\t%s" % (process_id, exes.get(process_id, "?"),
                           ";".join("%s:%s" % (m, f) for m, f, flags in stack if not flags & 2)))

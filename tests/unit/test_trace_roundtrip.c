@@ -154,6 +154,69 @@ static void test_stacks_and_sites(void **state)
     }
 }
 
+/* Stacks that share outer frames, given in no particular order, several
+ * sections of them: each comes back whole (STACKS_SHARED lists only what a
+ * stack does not share with the one the writer put before it), and the
+ * section holds fewer frame ids than the stacks. */
+static void test_stacks_sharing_outer_frames(void **state)
+{
+    struct fixture *f = *state;
+    static const uint32_t a[] = {4, 3, 2, 1, 0}, b[] = {0, 3, 2, 1, 0}, c[] = {1, 0}, d[] = {2, 1, 0},
+                          e[] = {4, 4, 4}, g[] = {3}, h[] = {0, 1, 2, 3, 4};
+    const struct trace_stack stacks[] = {{20, 5, a}, {21, 3, e}, {22, 5, b}, {23, 2, c},
+                                         {24, 0, NULL},  {25, 3, d}, {26, 1, g}, {27, 5, h}};
+    const size_t count = sizeof stacks / sizeof stacks[0];
+    char *path = NULL, err[512];
+    assert_true(asprintf(&path, "%s/shared.trace", f->dir) > 0);
+    struct trace_writer *w = trace_writer_create(path, err, sizeof err);
+    assert_non_null(w);
+    uint32_t first = 0;
+    struct trace_module bench = {0, "/path/bench", ""}, libc = {1, "/lib/libc.so.6", ""};
+    assert_int_equal(trace_write_module(w, &bench), 0);
+    assert_int_equal(trace_write_module(w, &libc), 0);
+    assert_int_equal(trace_write_frames(w, sample_frames, 5, &first), 0);
+    struct trace_process process = sample_process(1);
+    assert_int_equal(trace_write_process(w, &process), 0);
+    assert_int_equal(trace_write_stacks(w, 1, stacks, 5), 0);
+    assert_int_equal(trace_write_stacks(w, 1, stacks + 5, 3), 0);
+    assert_int_equal(trace_writer_finish(w, err, sizeof err), 0);
+
+    struct trace_model model;
+    if (trace_read_file(path, &model, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    const struct trace_model_process *p = trace_model_process(&model, 1);
+    for (size_t i = 0; i < count; i++) {
+        const struct trace_model_stack *got = trace_model_stack(p, stacks[i].stack_id);
+        assert_non_null(got);
+        assert_int_equal(got->depth, stacks[i].depth);
+        if (stacks[i].depth)
+            assert_memory_equal(got->frame_ids, stacks[i].frame_ids, stacks[i].depth * sizeof(uint32_t));
+    }
+    trace_model_free(&model);
+
+    /* the first section's frame ids: a (5), then what e, b, c, the empty
+     * stack do not share with the one sorted before them */
+    FILE *file = fopen(path, "rb");
+    assert_non_null(file);
+    unsigned char bytes[4096];
+    size_t size = fread(bytes, 1, sizeof bytes, file);
+    fclose(file);
+    size_t at = 16, listed = 0, sections = 0;
+    while (at + 16 <= size) {
+        uint32_t type = (uint32_t)bytes[at] | (uint32_t)bytes[at + 1] << 8;
+        uint64_t length = bytes[at + 8] | (uint64_t)bytes[at + 9] << 8 | (uint64_t)bytes[at + 10] << 16;
+        if (type == TRACE_SEC_STACKS_SHARED && sections++ == 0)
+            listed = (length - 8 - 5 * 12) / 4;
+        at += 16 + length + 4;
+    }
+    assert_int_equal(sections, 2);
+    /* sorted from the outermost frame: (empty), c [1 0], d is in the
+     * other section, a [4 3 2 1 0] shares 2 with c, b 4 with a, e none */
+    assert_int_equal(listed, 2 + 3 + 1 + 3);
+    unlink(path);
+    free(path);
+}
+
 static void test_snapshot_timeline_case(void **state)
 {
     const struct trace_model_process *p = trace_model_process(&((struct fixture *)*state)->model, 1);
@@ -465,6 +528,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_modules_and_frames, setup, teardown),
         cmocka_unit_test_setup_teardown(test_processes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stacks_and_sites, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stacks_sharing_outer_frames, setup, teardown),
         cmocka_unit_test_setup_teardown(test_snapshot_timeline_case, setup, teardown),
         cmocka_unit_test_setup_teardown(test_leaks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_case_sites, setup, teardown),

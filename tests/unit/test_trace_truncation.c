@@ -253,6 +253,13 @@ static void test_valid_crc_bad_contents(void **state)
     /* STACKS naming frame 0 before any FRAMES */
     const unsigned char stacks[] = {1, 0, 0, 0, 1, 0, 0, 0, 7, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0};
     expect_error(trace, make_trace(trace, TRACE_SEC_STACKS, stacks, sizeof stacks), "frame 0, which is not defined");
+    /* STACKS_SHARED whose first stack shares frames with no previous one */
+    const unsigned char shared[] = {1, 0, 0, 0, 1, 0, 0, 0, 7, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0};
+    expect_error(trace, make_trace(trace, TRACE_SEC_STACKS_SHARED, shared, sizeof shared),
+                 "STACKS_SHARED section at offset 16: stack 7 shares 1 outer frames of 1, with a previous stack of 0");
+    /* ... or more frames than it has */
+    const unsigned char more[] = {1, 0, 0, 0, 1, 0, 0, 0, 7, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0};
+    expect_error(trace, make_trace(trace, TRACE_SEC_STACKS_SHARED, more, sizeof more), "shares 2 outer frames of 1");
     /* FRAMES that skip ids */
     unsigned char frames[8 + 36] = {3};
     frames[4] = 1;
