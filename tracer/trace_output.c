@@ -374,41 +374,76 @@ static int remember_capacity(struct trace_output_state *state, size_t site_count
     return 0;
 }
 
+/* A SITES section holds at most this many records, so the records and the
+ * section being written stay a few MiB however many sites an image has. */
+#define SITES_SECTION_RECORDS 65536u
+
+/* The SITES record of a site as it stands. */
+static struct trace_site site_record(const struct recorder *recorder, const struct recorder_site *site)
+{
+    uint64_t at_peak = site->peak_epoch == recorder->peak_epoch ? site->peak_live_bytes : site->live_bytes;
+    return (struct trace_site){
+        .stack_id = site->stack_id,
+        .allocations = site->allocations,
+        .allocated_bytes = site->allocated_bytes,
+        .frees = site->frees,
+        .live_bytes = site->live_bytes,
+        .live_blocks = site->live_blocks,
+        .peak_live_bytes = at_peak,
+        .max_live_bytes = site->max_live_bytes,
+    };
+}
+
+/* Writes records[0, count) (of sites indexes[0, count)) as one SITES
+ * section and, unless last, remembers them as written. */
+static int write_site_records(struct trace_writer *writer, const struct trace_image *image,
+                              struct trace_output_state *state, const struct trace_site *records,
+                              const size_t *indexes, uint32_t count, int last)
+{
+    if (!count)
+        return 0;
+    if (trace_write_sites(writer, image->process_id, records, count) < 0)
+        return -1;
+    for (uint32_t i = 0; !last && i < count; i++) {
+        state->sites_written[indexes[i]] = records[i];
+        state->site_written[indexes[i]] = 1;
+    }
+    return 0;
+}
+
 /* SITES: every shown site whose totals differ from what the trace has (a
- * later record for a stack replaces the earlier). */
+ * later record for a stack replaces the earlier), in sections of at most
+ * SITES_SECTION_RECORDS. What was written is remembered for the image's
+ * next output, unless this is its last. */
 static int write_sites(struct trace_writer *writer, const struct trace_image *image,
-                       struct trace_output_state *state)
+                       struct trace_output_state *state, int last)
 {
     const struct recorder *recorder = image->recorder;
-    if (remember_capacity(state, recorder->site_count) < 0)
+    if (!last && remember_capacity(state, recorder->site_count) < 0)
         return -1;
-    struct trace_site *sites = calloc(recorder->site_count + 1, sizeof *sites);
-    if (!sites)
-        return -1;
+    struct trace_site *records = malloc(SITES_SECTION_RECORDS * sizeof *records);
+    size_t *indexes = malloc(SITES_SECTION_RECORDS * sizeof *indexes);
+    int rc = records && indexes ? 0 : -1;
     uint32_t count = 0;
-    for (size_t s = 0; s < recorder->site_count; s++) {
+    for (size_t s = 0; rc == 0 && s < recorder->site_count; s++) {
         const struct recorder_site *site = &recorder->sites[s];
         if (!recorder_site_shown(site))
             continue;
-        uint64_t at_peak = site->peak_epoch == recorder->peak_epoch ? site->peak_live_bytes : site->live_bytes;
-        struct trace_site record = {
-            .stack_id = site->stack_id,
-            .allocations = site->allocations,
-            .allocated_bytes = site->allocated_bytes,
-            .frees = site->frees,
-            .live_bytes = site->live_bytes,
-            .live_blocks = site->live_blocks,
-            .peak_live_bytes = at_peak,
-            .max_live_bytes = site->max_live_bytes,
-        };
-        if (state->site_written[s] && site_record_equal(&state->sites_written[s], &record))
+        struct trace_site record = site_record(recorder, site);
+        if (s < state->sites_capacity && state->site_written[s] &&
+            site_record_equal(&state->sites_written[s], &record))
             continue;
-        sites[count++] = record;
-        state->sites_written[s] = record;
-        state->site_written[s] = 1;
+        records[count] = record;
+        indexes[count++] = s;
+        if (count == SITES_SECTION_RECORDS) {
+            rc = write_site_records(writer, image, state, records, indexes, count, last);
+            count = 0;
+        }
     }
-    int rc = count ? trace_write_sites(writer, image->process_id, sites, count) : 0;
-    free(sites);
+    if (rc == 0)
+        rc = write_site_records(writer, image, state, records, indexes, count, last);
+    free(records);
+    free(indexes);
     return rc;
 }
 
@@ -673,7 +708,8 @@ static int write_changes(struct trace_writer *writer, struct symbol_store *symbo
     struct trace_output_state *state = *image->output;
     if (!state && !(state = *image->output = calloc(1, sizeof *state)))
         return -1;
-    if (write_new_symbols(writer, symbols, image, state, module_base, !last) < 0 || write_sites(writer, image, state) < 0 ||
+    if (write_new_symbols(writer, symbols, image, state, module_base, !last) < 0 ||
+        write_sites(writer, image, state, last) < 0 ||
         write_cases(writer, image, state, until_ns) < 0 || write_history(writer, image, state) < 0)
         return -1;
     return 0;
