@@ -172,42 +172,120 @@ static int frame_values(struct symbolizer *symbolizer, const struct trace_image 
     return 0;
 }
 
-/* A STACKS section holds the stacks of new sites until their frame ids
- * reach this many (or the sites run out): the ids laid out and the section
- * being written stay a few MiB however many sites an image has (a Python
- * program that imports every module has 700,000, of 44 frames each). */
-#define STACKS_SECTION_IDS (1u << 20)
+/* A STACKS_SHARED section holds the stacks of a run of new sites whose
+ * frames reach this many (or the sites run out): what is laid out and
+ * the section being written stay a few MiB however many sites an image
+ * has (a Python program that imports every module has 700,000, of 44
+ * frames each). */
+#define STACKS_SECTION_FRAMES (1u << 20)
 
-/* Resolves every frame word of the sites from first on that the trace does
- * not have yet, and lays out their stacks' frame ids, until the ids reach
- * STACKS_SECTION_IDS: each word is looked up at most once. Returns the
- * index after the last site laid out (first when out of memory, with
- * *failed set). */
-static size_t resolve_new(struct symbolizer *symbolizer, const struct trace_image *image,
-                          const struct trace_output_state *state, struct new_frames *found,
-                          struct new_stacks *stacks, struct outer_frames *outer, size_t first, int *failed)
+/* The end of the run of new sites from first on. */
+static size_t run_end(const struct recorder *recorder, size_t first)
+{
+    size_t end = first;
+    uint64_t frames = 0;
+    while (end < recorder->site_count && frames < STACKS_SECTION_FRAMES)
+        frames += recorder->sites[end++].depth;
+    return end;
+}
+
+/* A site to sort: its frames at hand, so that the sort reads them and
+ * not the sites. */
+struct sort_item {
+    const uint64_t *frames;
+    uint32_t depth, site;
+};
+
+/* Frame k from the outermost (k 0), 0 past the innermost: no frame word is
+ * 0 (a return address, or a tagged Python word), so a stack sorts before
+ * the longer ones it is the outer part of. */
+static inline uint64_t outer_frame(const struct sort_item *item, uint32_t k)
+{
+    return k < item->depth ? item->frames[item->depth - 1 - k] : 0;
+}
+
+static inline void swap_items(struct sort_item *items, size_t i, size_t j)
+{
+    struct sort_item kept = items[i];
+    items[i] = items[j];
+    items[j] = kept;
+}
+
+/* Sorts items[0, count) by their frames read from the outermost, all of
+ * which agree before frame k: the order in which each stack shares the
+ * most outer frames with the one before it, what STACKS_SHARED and
+ * frame_values make use of. Multikey quicksort (Bentley and Sedgewick):
+ * stacks share long outer parts, which a comparison sort would compare
+ * again at every comparison. Of the three parts a partition leaves, the
+ * largest is sorted by the loop and the others, each under half, by
+ * recursion: at most log2(count) deep, whatever the frames. */
+static void sort_outermost_first(struct sort_item *items, size_t count, uint32_t k)
+{
+    while (count > 1) {
+        uint64_t pivot = outer_frame(&items[count / 2], k);
+        /* [0, less) < pivot, [less, greater) == pivot, [greater, count) > pivot */
+        size_t less = 0, i = 0, greater = count;
+        while (i < greater) {
+            uint64_t key = outer_frame(&items[i], k);
+            if (key < pivot)
+                swap_items(items, less++, i++);
+            else if (key > pivot)
+                swap_items(items, i, --greater);
+            else
+                i++;
+        }
+        /* the equal part needs no more sorting once its stacks ended */
+        struct {
+            struct sort_item *items;
+            size_t count;
+            uint32_t k;
+        } parts[3] = {{items, less, k}, {items + less, pivot ? greater - less : 0, k + 1},
+                      {items + greater, count - greater, k}};
+        int largest = 0;
+        for (int p = 1; p < 3; p++)
+            if (parts[p].count > parts[largest].count)
+                largest = p;
+        for (int p = 0; p < 3; p++)
+            if (p != largest)
+                sort_outermost_first(parts[p].items, parts[p].count, parts[p].k);
+        items = parts[largest].items;
+        count = parts[largest].count;
+        k = parts[largest].k;
+    }
+}
+
+/* order[0, end - first): the sites [first, end) sorted by their frames
+ * from the outermost. items: room for as many. */
+static void order_outermost_first(const struct recorder *recorder, size_t first, size_t end,
+                                  struct sort_item *items, uint32_t *order)
+{
+    for (size_t s = first; s < end; s++)
+        items[s - first] = (struct sort_item){recorder->sites[s].frames, recorder->sites[s].depth, (uint32_t)s};
+    sort_outermost_first(items, end - first, 0);
+    for (size_t i = 0; i < end - first; i++)
+        order[i] = items[i].site;
+}
+
+/* Resolves every frame word of the sites order[0, count) that the trace
+ * does not have yet, and lays out their stacks' frame ids in that order:
+ * each word is looked up at most once, and the outer frames a site shares
+ * with the one before it not at all. -1 when out of memory. */
+static int resolve_new(struct symbolizer *symbolizer, const struct trace_image *image,
+                       const struct trace_output_state *state, struct new_frames *found, struct new_stacks *stacks,
+                       struct outer_frames *outer, const uint32_t *order, size_t count)
 {
     const struct recorder *recorder = image->recorder;
-    size_t end = first;
     int rc = 0;
     stacks->count = 0;
-    free(stacks->starts);
-    if (!(stacks->starts = malloc((recorder->site_count - first + 1) * sizeof *stacks->starts))) {
-        *failed = 1;
-        return first;
-    }
-    while (rc == 0 && end < recorder->site_count && stacks->count < STACKS_SECTION_IDS) {
-        const struct recorder_site *site = &recorder->sites[end];
-        stacks->starts[end - first] = stacks->count;
+    for (size_t i = 0; rc == 0 && i < count; i++) {
+        const struct recorder_site *site = &recorder->sites[order[i]];
+        stacks->starts[i] = stacks->count;
         rc = frame_values(symbolizer, image, state, found, site, outer);
         for (uint32_t k = site->depth; rc == 0 && k-- > 0;)
             rc = append_ids(stacks, outer->values[k]); /* innermost first */
-        end++;
     }
-    stacks->starts[end - first] = stacks->count;
-    if (rc < 0)
-        *failed = 1;
-    return end;
+    stacks->starts[count] = stacks->count;
+    return rc;
 }
 
 /* The trace's id of a symbolizer module, written now if it is new. */
@@ -266,19 +344,19 @@ static int write_new_modules(struct trace_writer *writer, struct symbolizer *sym
     return rc;
 }
 
-/* STACKS for sites [first, end), their frame ids laid out by resolve_new. */
-static int write_new_stacks(struct trace_writer *writer, const struct trace_image *image, size_t first, size_t end,
-                            const struct new_stacks *laid_out)
+/* STACKS_SHARED for the sites order[0, count), their frame ids laid out
+ * by resolve_new. */
+static int write_new_stacks(struct trace_writer *writer, const struct trace_image *image, const uint32_t *order,
+                            size_t count, const struct new_stacks *laid_out)
 {
     const struct recorder *recorder = image->recorder;
-    size_t count = end - first;
     if (!count)
         return 0;
     struct trace_stack *stacks = calloc(count, sizeof *stacks);
     if (!stacks)
         return -1;
     for (size_t s = 0; s < count; s++)
-        stacks[s] = (struct trace_stack){recorder->sites[first + s].stack_id,
+        stacks[s] = (struct trace_stack){recorder->sites[order[s]].stack_id,
                                          (uint32_t)(laid_out->starts[s + 1] - laid_out->starts[s]),
                                          laid_out->ids + laid_out->starts[s]};
     int rc = trace_write_stacks(writer, image->process_id, stacks, (uint32_t)count);
@@ -287,11 +365,11 @@ static int write_new_stacks(struct trace_writer *writer, const struct trace_imag
 }
 
 /* The modules and frames a run of new sites names that the trace does not
- * have yet, then the run's STACKS. The frames' ids are the writer's next
+ * have yet, then the run's stacks. The frames' ids are the writer's next
  * ones, as resolve_new numbered them. */
 static int write_new_run(struct trace_writer *writer, struct symbolizer *symbolizer, const struct trace_image *image,
                          struct trace_output_state *state, struct new_frames *found, const struct new_stacks *laid_out,
-                         size_t first, size_t end, uint32_t *module_base)
+                         const uint32_t *order, size_t count, uint32_t *module_base)
 {
     uint32_t first_id = 0;
     if (write_new_modules(writer, symbolizer, state, &found->batch, module_base) < 0)
@@ -300,30 +378,36 @@ static int write_new_run(struct trace_writer *writer, struct symbolizer *symboli
         (trace_write_frames(writer, found->batch.frames, (uint32_t)found->batch.count, &first_id) < 0 ||
          first_id != found->first_id))
         return -1; /* the ids laid out are not the frames' (a write in between): nothing more is written */
-    return write_new_stacks(writer, image, first, end, laid_out);
+    return write_new_stacks(writer, image, order, count, laid_out);
 }
 
 /* Modules, frames and stacks of the sites new since the last output, in
- * runs of at most STACKS_SECTION_IDS frame ids; the new frames' ids are
- * kept for the image's next output unless this is its last (keep_frames
- * 0). */
+ * runs of about STACKS_SECTION_FRAMES frames, each sorted by its frames
+ * from the outermost; the new frames' ids are kept for the image's next
+ * output unless this is its last (keep_frames 0). */
 static int write_new_symbols(struct trace_writer *writer, struct symbol_store *symbols,
                              const struct trace_image *image, struct trace_output_state *state,
                              uint32_t *module_base, int keep_frames)
 {
-    if (state->stacks_written == image->recorder->site_count)
+    const struct recorder *recorder = image->recorder;
+    if (state->stacks_written == recorder->site_count)
         return 0;
     struct symbolizer *symbolizer = symbolizer_create(symbols, image->maps);
     struct new_frames found = {{0}, {0}, 0};
     struct new_stacks stacks = {0};
     struct outer_frames outer = {0};
-    int rc = symbolizer ? 0 : -1, failed = 0;
-    while (rc == 0 && state->stacks_written < image->recorder->site_count) {
-        size_t first = state->stacks_written;
+    size_t most = recorder->site_count - state->stacks_written;
+    uint32_t *order = malloc(most * sizeof *order);
+    struct sort_item *items = malloc(most * sizeof *items);
+    stacks.starts = malloc((most + 1) * sizeof *stacks.starts);
+    int rc = symbolizer && order && items && stacks.starts ? 0 : -1;
+    while (rc == 0 && state->stacks_written < recorder->site_count) {
+        size_t first = state->stacks_written, end = run_end(recorder, first), count = end - first;
+        order_outermost_first(recorder, first, end, items, order);
         found.batch.count = 0;
         found.first_id = trace_writer_next_frame_id(writer);
-        size_t end = resolve_new(symbolizer, image, state, &found, &stacks, &outer, first, &failed);
-        if (failed || write_new_run(writer, symbolizer, image, state, &found, &stacks, first, end, module_base) < 0)
+        if (resolve_new(symbolizer, image, state, &found, &stacks, &outer, order, count) < 0 ||
+            write_new_run(writer, symbolizer, image, state, &found, &stacks, order, count, module_base) < 0)
             rc = -1;
         else
             state->stacks_written = end;
@@ -339,6 +423,8 @@ static int write_new_symbols(struct trace_writer *writer, struct symbol_store *s
     free(stacks.starts);
     free(outer.words);
     free(outer.values);
+    free(order);
+    free(items);
     if (symbolizer)
         symbolizer_destroy(symbolizer);
     return rc;

@@ -405,20 +405,6 @@ int trace_write_process(struct trace_writer *writer, const struct trace_process 
     return end_section(writer, TRACE_SEC_PROCESS);
 }
 
-/* Orders stacks by their frame ids read from the outermost: a stack
- * follows the one it shares the most outer frames with, or one as close. */
-static int compare_outermost_first(const void *a, const void *b)
-{
-    const struct trace_stack *x = *(const struct trace_stack *const *)a, *y = *(const struct trace_stack *const *)b;
-    uint32_t common = x->depth < y->depth ? x->depth : y->depth;
-    for (uint32_t k = 1; k <= common; k++) {
-        uint32_t p = x->frame_ids[x->depth - k], q = y->frame_ids[y->depth - k];
-        if (p != q)
-            return p < q ? -1 : 1;
-    }
-    return x->depth < y->depth ? -1 : x->depth > y->depth;
-}
-
 /* Outermost frames of stack equal to those of previous (NULL: none). */
 static uint32_t outer_frames_shared(const struct trace_stack *previous, const struct trace_stack *stack)
 {
@@ -429,34 +415,21 @@ static uint32_t outer_frames_shared(const struct trace_stack *previous, const st
     return shared;
 }
 
-/* STACKS_SHARED: sorted outermost frame first, each stack lists what it
- * does not share with the one before. Without memory for the order they
- * go as given, which is as valid and only larger. */
 int trace_write_stacks(struct trace_writer *writer, uint32_t process_id, const struct trace_stack *stacks,
                        uint32_t count)
 {
     if (begin_section(writer) != 0)
         return -1;
-    const struct trace_stack **order = malloc((size_t)count * sizeof *order + 1);
-    if (order) {
-        for (uint32_t i = 0; i < count; i++)
-            order[i] = &stacks[i];
-        qsort(order, count, sizeof *order, compare_outermost_first);
-    }
     struct byte_buffer *out = &writer->payload;
     put_u32(out, process_id);
     put_u32(out, count);
-    const struct trace_stack *previous = NULL;
     for (uint32_t i = 0; i < count; i++) {
-        const struct trace_stack *stack = order ? order[i] : &stacks[i];
-        uint32_t shared = outer_frames_shared(previous, stack);
-        put_u32(out, stack->stack_id);
-        put_u32(out, stack->depth);
+        uint32_t shared = outer_frames_shared(i ? &stacks[i - 1] : NULL, &stacks[i]);
+        put_u32(out, stacks[i].stack_id);
+        put_u32(out, stacks[i].depth);
         put_u32(out, shared);
-        put_u32_array(out, stack->frame_ids, stack->depth - shared);
-        previous = stack;
+        put_u32_array(out, stacks[i].frame_ids, stacks[i].depth - shared);
     }
-    free(order);
     return end_section(writer, TRACE_SEC_STACKS_SHARED);
 }
 

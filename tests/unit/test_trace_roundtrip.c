@@ -154,17 +154,19 @@ static void test_stacks_and_sites(void **state)
     }
 }
 
-/* Stacks that share outer frames, given in no particular order, several
- * sections of them: each comes back whole (STACKS_SHARED lists only what a
- * stack does not share with the one the writer put before it), and the
- * section holds fewer frame ids than the stacks. */
+/* Stacks that share outer frames, in two sections: each comes back whole
+ * (STACKS_SHARED lists only what a stack does not share with the one
+ * before it), in the order of their outer frames (the first section, as
+ * the tracer orders them) or in any other (the second), and the first
+ * section holds only the frame ids not shared. */
 static void test_stacks_sharing_outer_frames(void **state)
 {
     struct fixture *f = *state;
     static const uint32_t a[] = {4, 3, 2, 1, 0}, b[] = {0, 3, 2, 1, 0}, c[] = {1, 0}, d[] = {2, 1, 0},
                           e[] = {4, 4, 4}, g[] = {3}, h[] = {0, 1, 2, 3, 4};
-    const struct trace_stack stacks[] = {{20, 5, a}, {21, 3, e}, {22, 5, b}, {23, 2, c},
-                                         {24, 0, NULL},  {25, 3, d}, {26, 1, g}, {27, 5, h}};
+    /* a, b, c, d and h read 0 1 ... from the outermost; e 4 4 4, g 3 */
+    const struct trace_stack stacks[] = {{24, 0, NULL}, {23, 2, c}, {22, 5, b}, {20, 5, a},
+                                         {21, 3, e},    {27, 5, h}, {26, 1, g}, {25, 3, d}};
     const size_t count = sizeof stacks / sizeof stacks[0];
     char *path = NULL, err[512];
     assert_true(asprintf(&path, "%s/shared.trace", f->dir) > 0);
@@ -194,8 +196,8 @@ static void test_stacks_sharing_outer_frames(void **state)
     }
     trace_model_free(&model);
 
-    /* the first section's frame ids: a (5), then what e, b, c, the empty
-     * stack do not share with the one sorted before them */
+    /* the first section's frame ids: none of the empty stack, c's two, what
+     * b, a and e do not share with the one before them */
     FILE *file = fopen(path, "rb");
     assert_non_null(file);
     unsigned char bytes[4096];
@@ -210,9 +212,8 @@ static void test_stacks_sharing_outer_frames(void **state)
         at += 16 + length + 4;
     }
     assert_int_equal(sections, 2);
-    /* sorted from the outermost frame: (empty), c [1 0], d is in the
-     * other section, a [4 3 2 1 0] shares 2 with c, b 4 with a, e none */
-    assert_int_equal(listed, 2 + 3 + 1 + 3);
+    /* b [0 3 2 1 0] shares 2 with c [1 0], a [4 3 2 1 0] 4 with b, e none */
+    assert_int_equal(listed, 0 + 2 + 3 + 1 + 3);
     unlink(path);
     free(path);
 }
