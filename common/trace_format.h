@@ -212,7 +212,10 @@ struct trace_process {
 struct trace_stack {
     uint32_t stack_id;
     uint32_t depth;
-    const uint32_t *frame_ids; /* innermost first */
+    const uint32_t *frame_ids; /* innermost first: depth - shared of them */
+    /* Written: its outermost frames that are those of the stack before it
+     * in the same STACKS_SHARED section, not in frame_ids (0: all are). */
+    uint32_t shared;
 };
 
 struct trace_site {

@@ -103,12 +103,15 @@ struct new_frames {
     uint32_t first_id;          /* the batch's first frame's */
 };
 
-/* The frame ids of the new sites' stacks, back to back: site first + s has
- * ids[starts[s], starts[s + 1]). */
+/* The frame ids of a run of new sites' stacks, back to back: the run's
+ * site s has ids[starts[s], starts[s + 1]), its innermost ones; the
+ * outermost shared[s] of its depth[s] are those of the site before it in
+ * the run. */
 struct new_stacks {
     uint32_t *ids;
     size_t count, capacity;
     size_t *starts;
+    uint32_t *depth, *shared;
 };
 
 static int append_ids(struct new_stacks *stacks, uint64_t value)
@@ -152,9 +155,11 @@ struct outer_frames {
     size_t words_capacity, values_capacity;
 };
 
+/* Fills outer with the frame values of site, outermost first; *shared:
+ * how many of its outermost words it has in common with the site before. */
 static int frame_values(struct symbolizer *symbolizer, const struct trace_image *image,
                         const struct trace_output_state *state, struct new_frames *found,
-                        const struct recorder_site *site, struct outer_frames *outer)
+                        const struct recorder_site *site, struct outer_frames *outer, uint32_t *shared_words)
 {
     if (growable_array_reserve(&outer->words, &outer->words_capacity, site->depth, sizeof *outer->words) < 0 ||
         growable_array_reserve(&outer->values, &outer->values_capacity, site->depth, sizeof *outer->values) < 0)
@@ -169,6 +174,7 @@ static int frame_values(struct symbolizer *symbolizer, const struct trace_image 
             return -1;
     }
     outer->count = site->depth;
+    *shared_words = shared;
     return 0;
 }
 
@@ -267,8 +273,9 @@ static void order_outermost_first(const struct recorder *recorder, size_t first,
 }
 
 /* Resolves every frame word of the sites order[0, count) that the trace
- * does not have yet, and lays out their stacks' frame ids in that order:
- * each word is looked up at most once, and the outer frames a site shares
+ * does not have yet, and lays out the frame ids of their stacks in that
+ * order, each without the outermost ones it shares with the one before:
+ * each word is looked up at most once, and the outer words a site shares
  * with the one before it not at all. -1 when out of memory. */
 static int resolve_new(struct symbolizer *symbolizer, const struct trace_image *image,
                        const struct trace_output_state *state, struct new_frames *found, struct new_stacks *stacks,
@@ -279,10 +286,20 @@ static int resolve_new(struct symbolizer *symbolizer, const struct trace_image *
     stacks->count = 0;
     for (size_t i = 0; rc == 0 && i < count; i++) {
         const struct recorder_site *site = &recorder->sites[order[i]];
+        uint32_t shared_words = 0, shared_ids = 0, ids = 0;
         stacks->starts[i] = stacks->count;
-        rc = frame_values(symbolizer, image, state, found, site, outer);
-        for (uint32_t k = site->depth; rc == 0 && k-- > 0;)
+        rc = frame_values(symbolizer, image, state, found, site, outer, &shared_words);
+        if (i == 0)
+            shared_words = 0; /* the run's first stack is the first of its section */
+        for (uint32_t k = 0; rc == 0 && k < site->depth; k++) {
+            ids += frames_count(outer->values[k]);
+            if (k < shared_words)
+                shared_ids = ids;
+        }
+        for (uint32_t k = site->depth; rc == 0 && k-- > shared_words;)
             rc = append_ids(stacks, outer->values[k]); /* innermost first */
+        stacks->depth[i] = ids;
+        stacks->shared[i] = shared_ids;
     }
     stacks->starts[count] = stacks->count;
     return rc;
@@ -356,9 +373,8 @@ static int write_new_stacks(struct trace_writer *writer, const struct trace_imag
     if (!stacks)
         return -1;
     for (size_t s = 0; s < count; s++)
-        stacks[s] = (struct trace_stack){recorder->sites[order[s]].stack_id,
-                                         (uint32_t)(laid_out->starts[s + 1] - laid_out->starts[s]),
-                                         laid_out->ids + laid_out->starts[s]};
+        stacks[s] = (struct trace_stack){recorder->sites[order[s]].stack_id, laid_out->depth[s],
+                                         laid_out->ids + laid_out->starts[s], laid_out->shared[s]};
     int rc = trace_write_stacks(writer, image->process_id, stacks, (uint32_t)count);
     free(stacks);
     return rc;
@@ -400,7 +416,9 @@ static int write_new_symbols(struct trace_writer *writer, struct symbol_store *s
     uint32_t *order = malloc(most * sizeof *order);
     struct sort_item *items = malloc(most * sizeof *items);
     stacks.starts = malloc((most + 1) * sizeof *stacks.starts);
-    int rc = symbolizer && order && items && stacks.starts ? 0 : -1;
+    stacks.depth = malloc((most + 1) * sizeof *stacks.depth);
+    stacks.shared = malloc((most + 1) * sizeof *stacks.shared);
+    int rc = symbolizer && order && items && stacks.starts && stacks.depth && stacks.shared ? 0 : -1;
     while (rc == 0 && state->stacks_written < recorder->site_count) {
         size_t first = state->stacks_written, end = run_end(recorder, first), count = end - first;
         order_outermost_first(recorder, first, end, items, order);
@@ -421,6 +439,8 @@ static int write_new_symbols(struct trace_writer *writer, struct symbol_store *s
     free(found.batch.frames);
     free(stacks.ids);
     free(stacks.starts);
+    free(stacks.depth);
+    free(stacks.shared);
     free(outer.words);
     free(outer.values);
     free(order);

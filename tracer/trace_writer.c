@@ -405,16 +405,6 @@ int trace_write_process(struct trace_writer *writer, const struct trace_process 
     return end_section(writer, TRACE_SEC_PROCESS);
 }
 
-/* Outermost frames of stack equal to those of previous (NULL: none). */
-static uint32_t outer_frames_shared(const struct trace_stack *previous, const struct trace_stack *stack)
-{
-    uint32_t shared = 0;
-    while (previous && shared < stack->depth && shared < previous->depth &&
-           stack->frame_ids[stack->depth - 1 - shared] == previous->frame_ids[previous->depth - 1 - shared])
-        shared++;
-    return shared;
-}
-
 int trace_write_stacks(struct trace_writer *writer, uint32_t process_id, const struct trace_stack *stacks,
                        uint32_t count)
 {
@@ -424,11 +414,14 @@ int trace_write_stacks(struct trace_writer *writer, uint32_t process_id, const s
     put_u32(out, process_id);
     put_u32(out, count);
     for (uint32_t i = 0; i < count; i++) {
-        uint32_t shared = outer_frames_shared(i ? &stacks[i - 1] : NULL, &stacks[i]);
-        put_u32(out, stacks[i].stack_id);
-        put_u32(out, stacks[i].depth);
-        put_u32(out, shared);
-        put_u32_array(out, stacks[i].frame_ids, stacks[i].depth - shared);
+        const struct trace_stack *stack = &stacks[i];
+        if (stack->shared > stack->depth || stack->shared > (i ? stacks[i - 1].depth : 0))
+            return fail(writer, "stack %u shares %u frames of %u with the one before it, which has %u",
+                        stack->stack_id, stack->shared, stack->depth, i ? stacks[i - 1].depth : 0);
+        put_u32(out, stack->stack_id);
+        put_u32(out, stack->depth);
+        put_u32(out, stack->shared);
+        put_u32_array(out, stack->frame_ids, stack->depth - stack->shared);
     }
     return end_section(writer, TRACE_SEC_STACKS_SHARED);
 }

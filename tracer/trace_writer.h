@@ -41,10 +41,12 @@ int trace_write_frames(struct trace_writer *writer, const struct trace_frame *fr
 /* The id the next frame written will get. */
 uint32_t trace_writer_next_frame_id(const struct trace_writer *writer);
 int trace_write_process(struct trace_writer *writer, const struct trace_process *process);
-/* One STACKS_SHARED section (trace_format.h): each stack without the
- * outer frames it shares with the one before it, in the order given, so
- * stacks in the order of their frames read from the outermost take the
- * least room. */
+/* One STACKS_SHARED section (trace_format.h), the stacks in the order
+ * given: each lists the frame ids it does not share with the one before
+ * it (its shared outermost ones, whose number the caller knows; stacks in
+ * the order of their frames read from the outermost share the most). A
+ * stack that claims more than it or the one before it has fails the
+ * write. */
 int trace_write_stacks(struct trace_writer *writer, uint32_t process_id, const struct trace_stack *stacks,
                        uint32_t count);
 int trace_write_sites(struct trace_writer *writer, uint32_t process_id, const struct trace_site *sites,

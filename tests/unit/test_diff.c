@@ -35,8 +35,8 @@ static const struct trace_frame new_frames[] = {
     {0, "main", "x.c", 66, 0x402320, 0x2320, 0},
 };
 static const uint32_t make_stack[] = {0, 1, 2, 3}, render_stack[] = {0, 4, 5}, fresh_stack[] = {0, 6, 7};
-static const struct trace_stack old_stacks[] = {{1, 4, make_stack}, {2, 3, render_stack}};
-static const struct trace_stack new_stacks[] = {{7, 4, make_stack}, {8, 3, render_stack}, {9, 3, fresh_stack}};
+static const struct trace_stack old_stacks[] = {{1, 4, make_stack, 0}, {2, 3, render_stack, 0}};
+static const struct trace_stack new_stacks[] = {{7, 4, make_stack, 0}, {8, 3, render_stack, 0}, {9, 3, fresh_stack, 0}};
 /* stack, allocations, allocated bytes, frees, live bytes, live blocks, peak live, max live */
 static const struct trace_site old_sites[] = {{1, 10, 480, 0, 480, 10, 480, 480}, {2, 5, 1000, 5, 0, 0, 200, 200}};
 static const struct trace_site new_sites[] = {

@@ -260,7 +260,7 @@ static int write_python_trace(const char *path)
         {0, "Py_BytesMain", "", 0, 0x627d37, 0x227d37, 0},
     };
     static const uint32_t ids[] = {0, 1, 2, 3, 4};
-    struct trace_stack stack = {3, 5, ids};
+    struct trace_stack stack = {3, 5, ids, 0};
     struct trace_site site = {3, 1, 4129, 0, 4129, 1, 4129, 4129};
     struct trace_loss_record record = {3, TRACE_LEAK_DEFINITE, 4129, 1, 0};
     struct trace_leaks leaks = {1, TRACE_NONE, TRACE_SNAP_EXIT, 0, 20, {4129, 0, 0, 0}, {1, 0, 0, 0}, 1, &record};

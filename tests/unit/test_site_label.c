@@ -29,7 +29,7 @@ static const uint32_t stack_admin[] = {0, 1, 3, 4};     /* B */
 static const uint32_t stack_user_61[] = {0, 1, 2, 5};   /* C */
 static const uint32_t stack_second_call[] = {0, 6, 2, 4}; /* D */
 static const struct trace_stack label_stacks[] = {
-    {1, 4, stack_user}, {2, 4, stack_admin}, {3, 4, stack_user_61}, {4, 4, stack_second_call}};
+    {1, 4, stack_user, 0}, {2, 4, stack_admin, 0}, {3, 4, stack_user_61, 0}, {4, 4, stack_second_call, 0}};
 
 struct fixture {
     char dir[64];

@@ -154,50 +154,52 @@ static void test_stacks_and_sites(void **state)
     }
 }
 
-/* Stacks that share outer frames, in two sections: each comes back whole
- * (STACKS_SHARED lists only what a stack does not share with the one
- * before it), in the order of their outer frames (the first section, as
- * the tracer orders them) or in any other (the second), and the first
- * section holds only the frame ids not shared. */
+/* Stacks that share outer frames with the one before them, in two
+ * sections (sharing never crosses one): each comes back whole, and the
+ * sections hold only the frame ids not shared. A stack that claims more
+ * than the one before it has fails the write. */
 static void test_stacks_sharing_outer_frames(void **state)
 {
     struct fixture *f = *state;
-    static const uint32_t a[] = {4, 3, 2, 1, 0}, b[] = {0, 3, 2, 1, 0}, c[] = {1, 0}, d[] = {2, 1, 0},
-                          e[] = {4, 4, 4}, g[] = {3}, h[] = {0, 1, 2, 3, 4};
-    /* a, b, c, d and h read 0 1 ... from the outermost; e 4 4 4, g 3 */
-    const struct trace_stack stacks[] = {{24, 0, NULL}, {23, 2, c}, {22, 5, b}, {20, 5, a},
-                                         {21, 3, e},    {27, 5, h}, {26, 1, g}, {25, 3, d}};
-    const size_t count = sizeof stacks / sizeof stacks[0];
+    /* whole, innermost first: c [1 0], b [0 3 2 1 0], a [4 3 2 1 0], e [4 4 4], d [2 1 0], g [3] */
+    static const uint32_t c[] = {1, 0}, b_own[] = {0, 3, 2}, a_own[] = {4}, e[] = {4, 4, 4}, d[] = {2, 1, 0},
+                          g_own[] = {3};
+    static const uint32_t a_whole[] = {4, 3, 2, 1, 0}, b_whole[] = {0, 3, 2, 1, 0}, g_whole[] = {3, 1, 0};
+    const struct trace_stack first[] = {{24, 0, NULL, 0}, {23, 2, c, 0},  {22, 5, b_own, 2},
+                                        {20, 5, a_own, 4}, {21, 3, e, 0}};
+    const struct trace_stack second[] = {{25, 3, d, 0}, {26, 3, g_own, 2}};
+    const struct trace_stack whole[] = {{23, 2, c, 0}, {22, 5, b_whole, 0}, {20, 5, a_whole, 0},
+                                        {21, 3, e, 0}, {25, 3, d, 0},      {26, 3, g_whole, 0}};
     char *path = NULL, err[512];
     assert_true(asprintf(&path, "%s/shared.trace", f->dir) > 0);
     struct trace_writer *w = trace_writer_create(path, err, sizeof err);
     assert_non_null(w);
-    uint32_t first = 0;
+    uint32_t first_id = 0;
     struct trace_module bench = {0, "/path/bench", ""}, libc = {1, "/lib/libc.so.6", ""};
     assert_int_equal(trace_write_module(w, &bench), 0);
     assert_int_equal(trace_write_module(w, &libc), 0);
-    assert_int_equal(trace_write_frames(w, sample_frames, 5, &first), 0);
+    assert_int_equal(trace_write_frames(w, sample_frames, 5, &first_id), 0);
     struct trace_process process = sample_process(1);
     assert_int_equal(trace_write_process(w, &process), 0);
-    assert_int_equal(trace_write_stacks(w, 1, stacks, 5), 0);
-    assert_int_equal(trace_write_stacks(w, 1, stacks + 5, 3), 0);
+    assert_int_equal(trace_write_stacks(w, 1, first, 5), 0);
+    assert_int_equal(trace_write_stacks(w, 1, second, 2), 0);
     assert_int_equal(trace_writer_finish(w, err, sizeof err), 0);
 
     struct trace_model model;
     if (trace_read_file(path, &model, err, sizeof err) != 0)
         fail_msg("%s", err);
     const struct trace_model_process *p = trace_model_process(&model, 1);
-    for (size_t i = 0; i < count; i++) {
-        const struct trace_model_stack *got = trace_model_stack(p, stacks[i].stack_id);
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++) {
+        const struct trace_model_stack *got = trace_model_stack(p, whole[i].stack_id);
         assert_non_null(got);
-        assert_int_equal(got->depth, stacks[i].depth);
-        if (stacks[i].depth)
-            assert_memory_equal(got->frame_ids, stacks[i].frame_ids, stacks[i].depth * sizeof(uint32_t));
+        assert_int_equal(got->depth, whole[i].depth);
+        assert_memory_equal(got->frame_ids, whole[i].frame_ids, whole[i].depth * sizeof(uint32_t));
     }
+    assert_non_null(trace_model_stack(p, 24));
+    assert_int_equal(trace_model_stack(p, 24)->depth, 0);
     trace_model_free(&model);
 
-    /* the first section's frame ids: none of the empty stack, c's two, what
-     * b, a and e do not share with the one before them */
+    /* the first section's frame ids: only those listed */
     FILE *file = fopen(path, "rb");
     assert_non_null(file);
     unsigned char bytes[4096];
@@ -212,9 +214,21 @@ static void test_stacks_sharing_outer_frames(void **state)
         at += 16 + length + 4;
     }
     assert_int_equal(sections, 2);
-    /* b [0 3 2 1 0] shares 2 with c [1 0], a [4 3 2 1 0] 4 with b, e none */
     assert_int_equal(listed, 0 + 2 + 3 + 1 + 3);
     unlink(path);
+
+    /* a first stack that shares, or one that shares more than the one before has */
+    const struct trace_stack bad_first[] = {{30, 2, c, 1}};
+    const struct trace_stack bad_next[] = {{31, 2, c, 0}, {32, 5, a_own, 4}};
+    for (int bad = 0; bad < 2; bad++) {
+        w = trace_writer_create(path, err, sizeof err);
+        assert_non_null(w);
+        assert_int_equal(bad ? trace_write_stacks(w, 1, bad_next, 2) : trace_write_stacks(w, 1, bad_first, 1), -1);
+        assert_non_null(strstr(trace_writer_error(w), bad ? "stack 32 shares 4 frames of 5 with the one before it, which has 2"
+                                                          : "stack 30 shares 1 frames of 2"));
+        trace_writer_finish(w, err, sizeof err);
+        unlink(path);
+    }
     free(path);
 }
 

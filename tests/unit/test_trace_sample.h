@@ -25,7 +25,7 @@ static const struct trace_frame sample_frames[] = {
 };
 static const uint32_t sample_stack_7[] = {0, 1, 2};
 static const uint32_t sample_stack_9[] = {0, 3, 4};
-static const struct trace_stack sample_stacks[] = {{7, 3, sample_stack_7}, {9, 3, sample_stack_9}};
+static const struct trace_stack sample_stacks[] = {{7, 3, sample_stack_7, 0}, {9, 3, sample_stack_9, 0}};
 static const struct trace_site sample_sites[] = {
     {7, 10, 480, 0, 480, 10, 480, 480},
     {9, 990, 47520, 990, 0, 0, 3616, 4000},
