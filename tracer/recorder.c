@@ -48,8 +48,8 @@ struct recorder_frame_chunk {
     uint64_t frames[];
 };
 
-/* A copy of depth frames in the recorder's chunks; NULL when out of memory. */
-static uint64_t *keep_frames(struct recorder *recorder, const uint64_t *frames, uint32_t depth)
+/* Room for depth frames in the recorder's chunks; NULL when out of memory. */
+static uint64_t *frame_room(struct recorder *recorder, uint32_t depth)
 {
     struct recorder_frame_chunk *chunk = recorder->frame_chunks;
     if (!chunk || chunk->capacity - chunk->used < depth) {
@@ -60,7 +60,6 @@ static uint64_t *keep_frames(struct recorder *recorder, const uint64_t *frames, 
         recorder->frame_chunks = chunk;
     }
     uint64_t *kept = chunk->frames + chunk->used;
-    memcpy(kept, frames, depth * sizeof *kept);
     chunk->used += depth;
     return kept;
 }
@@ -99,10 +98,15 @@ static struct recorder_site *site_for_stack(struct recorder *recorder, uint32_t 
     memset(site, 0, sizeof *site);
     site->stack_id = stack_id;
     site->unsampled = recorder->sample_rate && stack_id == RECORDER_UNSAMPLED;
-    const uint64_t *frames = NULL;
-    uint32_t depth = lookup ? lookup(context, stack_id, &frames) : 0;
-    if (depth && frames && (site->frames = keep_frames(recorder, frames, depth)))
+    const uint64_t *frames = NULL, *tail = NULL;
+    uint32_t tail_count = 0;
+    uint32_t depth = lookup ? lookup(context, stack_id, &frames, &tail, &tail_count) : 0;
+    if (depth && frames && tail_count <= depth && (tail || !tail_count)) {
+        site->frames = frames;
+        site->tail = tail;
+        site->tail_count = tail_count;
         site->depth = depth;
+    }
     site->peak_epoch = recorder->peak_epoch;
     recorder->site_by_stack[stack_id] = (uint32_t)++recorder->site_count;
     return site;
@@ -606,8 +610,14 @@ int recorder_init_fork_child(struct recorder *child, const struct recorder *pare
         to->scaled = from->scaled;
         to->scaled.allocations = to->scaled.allocated_bytes = to->scaled.frees = 0;
         if (from->depth) {
-            if (!(to->frames = keep_frames(child, from->frames, from->depth)))
+            /* a copy: the parent's frames may be in its region, which goes
+             * with the parent */
+            uint64_t *copy = frame_room(child, from->depth);
+            if (!copy)
                 goto fail;
+            for (uint32_t f = 0; f < from->depth; f++)
+                copy[f] = recorder_site_frame(from, f);
+            to->frames = copy;
             to->depth = from->depth;
         }
     }

@@ -17,8 +17,13 @@
 
 struct recorder_site {
     uint32_t stack_id;      /* the shim's id, unique within the process image */
-    uint32_t depth;
-    uint64_t *frames;       /* return addresses, innermost first */
+    uint32_t depth;         /* frames in all: recorder_site_frame */
+    /* Return addresses (and the shim's Python frame words), innermost
+     * first: the inner depth - tail_count in frames, the outer tail_count
+     * in tail. Where the lookup found them (the shim's region, mapped
+     * until the recorder is freed), or the recorder's copy. */
+    const uint64_t *frames, *tail;
+    uint32_t tail_count;
     uint64_t allocations, allocated_bytes, frees;
     uint64_t live_bytes, live_blocks;
     uint64_t max_live_bytes;
@@ -135,9 +140,19 @@ struct recorder {
 #define RECORDER_UNSAMPLED 0u
 
 /* Looks up the frames of a stack id the first time a site is seen. Returns
- * the depth (0 when unknown) and points *frames at a buffer the recorder
- * copies from. */
-typedef uint32_t (*recorder_stack_lookup)(void *context, uint32_t stack_id, const uint64_t **frames);
+ * the depth (0 when unknown); the inner depth - *tail_count frames are at
+ * *frames, the outer *tail_count at *tail, innermost first. They stay
+ * where they are until the recorder is freed: the recorder keeps the
+ * pointers. */
+typedef uint32_t (*recorder_stack_lookup)(void *context, uint32_t stack_id, const uint64_t **frames,
+                                          const uint64_t **tail, uint32_t *tail_count);
+
+/* Frame i of a site, innermost first (i < depth). */
+static inline uint64_t recorder_site_frame(const struct recorder_site *site, uint32_t i)
+{
+    uint32_t own = site->depth - site->tail_count;
+    return i < own ? site->frames[i] : site->tail[i - own];
+}
 
 void recorder_init(struct recorder *recorder, uint64_t interval_ns);
 /* A fork child starts as a copy of its parent's live heap (counters from 0). */

@@ -358,7 +358,7 @@ static void process_check_new_sites(struct traced_process *process)
         const struct recorder_site *site = &recorder->sites[process->sites_checked];
         int refreshed = 0;
         for (uint32_t f = 0; f < site->depth; f++) {
-            uint64_t word = site->frames[f];
+            uint64_t word = recorder_site_frame(site, f);
             if (shm_is_python_word(word)) {
                 if (python_frames_add(&process->python, process->shm.base, word) < 0)
                     recorder->out_of_memory = 1;
@@ -451,9 +451,11 @@ static uint64_t *site_frame_addresses(const struct recorder *recorder, size_t *c
     uint64_t *addresses = malloc((total ? total : 1) * sizeof *addresses);
     *count = 0;
     for (size_t i = 0; addresses && i < recorder->site_count; i++)
-        for (uint32_t f = 0; f < recorder->sites[i].depth; f++)
-            if (!shm_is_python_word(recorder->sites[i].frames[f]))
-                addresses[(*count)++] = recorder->sites[i].frames[f];
+        for (uint32_t f = 0; f < recorder->sites[i].depth; f++) {
+            uint64_t word = recorder_site_frame(&recorder->sites[i], f);
+            if (!shm_is_python_word(word))
+                addresses[(*count)++] = word;
+        }
     return addresses;
 }
 
@@ -674,7 +676,6 @@ void process_end(struct session *session, struct traced_process *process)
         python_frames_read_header(&process->python, process->shm.base);
     process->invalid_events = process->shm.invalid_events;
     count_python_image(session, process);
-    shm_consumer_detach(&process->shm);
     process->end_ns = session_now_ns();
     process->state = PROCESS_ENDED;
     if (process->warmup)
@@ -686,6 +687,7 @@ void process_end(struct session *session, struct traced_process *process)
     if (trace_output_process(session->writer, session->symbols, &image, &session->modules_written) < 0)
         report_write_failure(session);
     recorder_free(&process->recorder);
+    shm_consumer_detach(&process->shm); /* the sites' frames were in it */
     python_frames_free(&process->python);
     trace_output_state_free(process->output);
     process->output = NULL;

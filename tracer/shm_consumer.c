@@ -162,9 +162,12 @@ _Static_assert(SHM_STACK_NONE == RECORDER_UNSAMPLED, "the recorder knows the shi
 
 /* Frames of a stack id, checked against the layout: the target's memory is
  * not trusted to be intact (a buggy program may scribble over it). A stack
- * whose outer frames are another's span is put together in the consumer's
- * buffer, valid until the next lookup (the recorder copies them at once). */
-static uint32_t lookup_stack(void *context, uint32_t stack_id, const uint64_t **frames)
+ * whose outer frames are another's span gives both spans. They are the
+ * region's own, mapped until the consumer is detached, which the session
+ * does after the image's recorder is written and freed; the program could
+ * still write over them, which would change words, never where they are. */
+static uint32_t lookup_stack(void *context, uint32_t stack_id, const uint64_t **frames, const uint64_t **tail,
+                             uint32_t *tail_count)
 {
     struct shm_consumer *consumer = context;
     void *base = consumer->base;
@@ -179,13 +182,9 @@ static uint32_t lookup_stack(void *context, uint32_t stack_id, const uint64_t **
         tail_offset > SHM_FRAME_POOL_FRAMES - shared)
         return 0;
     const uint64_t *pool = shm_frame_pool(base);
-    if (!shared) {
-        *frames = pool + offset;
-        return depth;
-    }
-    memcpy(consumer->stack_frames, pool + offset, own * sizeof *pool);
-    memcpy(consumer->stack_frames + own, pool + tail_offset, shared * sizeof *pool);
-    *frames = consumer->stack_frames;
+    *frames = pool + offset;
+    *tail = pool + tail_offset;
+    *tail_count = shared;
     return depth;
 }
 

@@ -36,7 +36,6 @@ struct shm_consumer {
      * so its stamp is raised to it. Exact stamps are kept: one published
      * late is what the recorder's pending frees are for. */
     uint64_t drain_floor;
-    uint64_t stack_frames[SHM_MAX_FRAMES_LIMIT]; /* a stack put together from its two spans */
 };
 
 void shm_consumer_init(struct shm_consumer *consumer);

@@ -166,10 +166,10 @@ static int frame_values(struct symbolizer *symbolizer, const struct trace_image 
         return -1;
     uint32_t shared = 0;
     while (shared < site->depth && shared < outer->count &&
-           outer->words[shared] == site->frames[site->depth - 1 - shared])
+           outer->words[shared] == recorder_site_frame(site, site->depth - 1 - shared))
         shared++;
     for (uint32_t k = shared; k < site->depth; k++) {
-        outer->words[k] = site->frames[site->depth - 1 - k];
+        outer->words[k] = recorder_site_frame(site, site->depth - 1 - k);
         if (frames_of_word(symbolizer, image, state, found, outer->words[k], &outer->values[k]) < 0)
             return -1;
     }
@@ -195,11 +195,11 @@ static size_t run_end(const struct recorder *recorder, size_t first)
     return end;
 }
 
-/* A site to sort: its frames at hand, so that the sort reads them and
+/* A site to sort: where its frames are, so that the sort reads them and
  * not the sites. */
 struct sort_item {
-    const uint64_t *frames;
-    uint32_t depth, site;
+    const uint64_t *frames, *tail;
+    uint32_t depth, tail_count, site;
 };
 
 /* Frame k from the outermost (k 0), 0 past the innermost: no frame word is
@@ -207,6 +207,8 @@ struct sort_item {
  * the longer ones it is the outer part of. */
 static inline uint64_t outer_frame(const struct sort_item *item, uint32_t k)
 {
+    if (k < item->tail_count)
+        return item->tail[item->tail_count - 1 - k];
     return k < item->depth ? item->frames[item->depth - 1 - k] : 0;
 }
 
@@ -265,8 +267,10 @@ static void sort_outermost_first(struct sort_item *items, size_t count, uint32_t
 static void order_outermost_first(const struct recorder *recorder, size_t first, size_t end,
                                   struct sort_item *items, uint32_t *order)
 {
-    for (size_t s = first; s < end; s++)
-        items[s - first] = (struct sort_item){recorder->sites[s].frames, recorder->sites[s].depth, (uint32_t)s};
+    for (size_t s = first; s < end; s++) {
+        const struct recorder_site *site = &recorder->sites[s];
+        items[s - first] = (struct sort_item){site->frames, site->tail, site->depth, site->tail_count, (uint32_t)s};
+    }
     sort_outermost_first(items, end - first, 0);
     for (size_t i = 0; i < end - first; i++)
         order[i] = items[i].site;

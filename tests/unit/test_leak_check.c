@@ -20,8 +20,11 @@
 
 static const uint64_t frames[1] = {0x401000};
 
-static uint32_t lookup(void *context, uint32_t stack_id, const uint64_t **out)
+static uint32_t lookup(void *context, uint32_t stack_id, const uint64_t **out, const uint64_t **tail,
+                       uint32_t *tail_count)
 {
+    *tail = NULL;
+    *tail_count = 0;
     (void)context, (void)stack_id;
     *out = frames;
     return 1;

@@ -123,9 +123,13 @@ static void test_shared_tail_read_whole(void **state)
     assert_int_equal(shm_consumer_drain(&consumer, &recorder, 1), 2);
     assert_int_equal(recorder.site_count, 2);
     assert_int_equal(recorder.sites[0].depth, 5);
-    assert_memory_equal(recorder.sites[0].frames, third, sizeof third);
+    for (uint32_t f = 0; f < 5; f++)
+        assert_int_equal(recorder_site_frame(&recorder.sites[0], f), third[f]);
+    assert_int_equal(recorder.sites[0].tail_count, 3); /* the region's span, not a copy */
+    assert_true(recorder.sites[0].tail == shm_frame_pool(base) + shm_stack_table(base)[third_id].tail_offset);
     assert_int_equal(recorder.sites[1].depth, 4);
-    assert_memory_equal(recorder.sites[1].frames, first, sizeof first);
+    for (uint32_t f = 0; f < 4; f++)
+        assert_int_equal(recorder_site_frame(&recorder.sites[1], f), first[f]);
     recorder_free(&recorder);
     consumer_off(&consumer);
 }

@@ -24,11 +24,22 @@ static const uint64_t frames_of_stack_1[] = {0x401000, 0x401100};
 static const uint64_t frames_of_stack_2[] = {0x402000};
 static const char *const image_argv[] = {"/bin/prog", "x"};
 
-static uint32_t lookup(void *context, uint32_t stack_id, const uint64_t **out)
+/* Stacks 1 and 2 whole; 3 and 4 with their outer frames in a tail (the
+ * shim's region shares them so), 3's all of stack 1's, 4's its outermost. */
+static const uint64_t own_of_stack_3[] = {0x403000}, own_of_stack_4[] = {0x404000, 0x404100};
+
+static uint32_t lookup(void *context, uint32_t stack_id, const uint64_t **out, const uint64_t **tail,
+                       uint32_t *tail_count)
 {
     (void)context;
-    *out = stack_id == 1 ? frames_of_stack_1 : frames_of_stack_2;
-    return stack_id == 1 ? 2 : 1;
+    *tail = NULL;
+    *tail_count = 0;
+    switch (stack_id) {
+    case 1: *out = frames_of_stack_1; return 2;
+    case 2: *out = frames_of_stack_2; return 1;
+    case 3: *out = own_of_stack_3, *tail = frames_of_stack_1, *tail_count = 2; return 3;
+    default: *out = own_of_stack_4, *tail = frames_of_stack_1 + 1, *tail_count = 1; return 3;
+    }
 }
 
 /* An image and what the engine would hand trace_output of it. */
@@ -123,6 +134,29 @@ static void checkpoint_alone(void **state)
     assert_int_equal(process->warning_count, 0); /* warnings come with the image's end */
 }
 
+/* Sites whose outer frames are a tail: the trace has each stack whole. */
+static void frames_in_two_spans(void **state)
+{
+    struct image_fixture *f = *state;
+    for (uint32_t stack = 1; stack <= 4; stack++)
+        recorder_alloc(&f->recorder, 100 + stack, 0x1000 * stack, 16, stack, lookup, NULL);
+    assert_int_equal(trace_output_process(f->writer, f->symbols, &f->image, &f->modules_written), 0);
+    finish_and_read(f);
+    const struct trace_model_process *process = trace_model_process(&f->model, 0);
+    static const uint64_t whole_3[] = {0x403000, 0x401000, 0x401100}, whole_4[] = {0x404000, 0x404100, 0x401100};
+    const struct {
+        uint32_t stack;
+        const uint64_t *frames;
+    } expected[] = {{3, whole_3}, {4, whole_4}};
+    for (int e = 0; e < 2; e++) {
+        const struct trace_model_stack *stack = trace_model_stack(process, expected[e].stack);
+        assert_non_null(stack);
+        assert_int_equal(stack->depth, 3);
+        for (uint32_t i = 0; i < 3; i++)
+            assert_int_equal(f->model.frames[stack->frame_ids[i]].address, expected[e].frames[i]);
+    }
+}
+
 /* The end after a checkpoint: the last PROCESS record is the end's, a site
  * that changed is written again, and the end's warnings are there. */
 static void checkpoint_then_end(void **state)
@@ -172,6 +206,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(checkpoint_alone, setup, teardown),
         cmocka_unit_test_setup_teardown(checkpoint_then_end, setup, teardown),
+        cmocka_unit_test_setup_teardown(frames_in_two_spans, setup, teardown),
         cmocka_unit_test_setup_teardown(shim_never_loaded, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
