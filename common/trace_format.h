@@ -41,7 +41,7 @@
  *   SITES     u32 process_id; u32 count; count x (u32 stack_id;
  *             u64 allocations; u64 allocated_bytes; u64 frees;
  *             u64 live_bytes; u64 live_blocks; u64 peak_live_bytes;
- *             u64 max_live_bytes)
+ *             u64 max_live_bytes)   (what traces before SITES_PACKED hold)
  *   SNAPSHOT  u32 process_id; u32 kind; u32 case_id; u64 iteration;
  *             u64 time_ns; u64 live_bytes; u64 live_blocks; u32 count;
  *             count x (u32 stack_id; u64 live_bytes; u64 live_blocks)
@@ -84,6 +84,13 @@
  *             section's stacks by their frames read from the outermost, so
  *             each shares what it can with the one before: a tenth of
  *             STACKS' frame ids on a large Python program.
+ *   SITES_PACKED  u32 process_id; u32 count; count x (varint stack_step;
+ *             7 x varint, the fields of a SITES record in its order): a
+ *             varint is LEB128 (seven bits a byte, low ones first, the top
+ *             bit set on all but the last; at most ten bytes); stack_step
+ *             is the stack id less the previous record's (0 before the
+ *             first), zigzag-coded (2n for n >= 0, -2n - 1 for n < 0).
+ *             A quarter of SITES' size: most figures are small.
  *   END       u32 section_count (sections before END)
  *
  * Times (start_ns, time_ns, ...) are CLOCK_MONOTONIC nanoseconds; the INFO
@@ -119,6 +126,7 @@ enum trace_section_type {
     TRACE_SEC_SNAPSHOT_DELTA = 14,
     TRACE_SEC_PYTHON = 15,
     TRACE_SEC_STACKS_SHARED = 16,
+    TRACE_SEC_SITES_PACKED = 17,
     TRACE_SEC_END = 0xffff,
 };
 

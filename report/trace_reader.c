@@ -71,6 +71,7 @@ struct cursor {
     const unsigned char *at;
     size_t left;
     int short_read; /* a field ran past the end of the payload */
+    int overlong;   /* a varint of more than 64 bits */
 };
 
 static const unsigned char *take(struct cursor *cursor, size_t n)
@@ -98,6 +99,24 @@ static uint64_t get_u64(struct cursor *cursor)
 }
 
 static int32_t get_i32(struct cursor *cursor) { return (int32_t)get_u32(cursor); }
+
+/* A LEB128 varint (trace_format.h): at most ten bytes, the tenth 0 or 1. */
+static uint64_t get_varint(struct cursor *cursor)
+{
+    uint64_t value = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+        const unsigned char *b = take(cursor, 1);
+        if (!b)
+            return 0;
+        if (shift == 63 && *b > 1)
+            break;
+        value |= (uint64_t)(*b & 0x7f) << shift;
+        if (!(*b & 0x80))
+            return value;
+    }
+    cursor->overlong = 1;
+    return 0;
+}
 
 /* Checks that count records of at least record_size bytes can follow. */
 static int check_count(struct reader *reader, struct cursor *cursor, uint64_t count, size_t record_size,
@@ -419,6 +438,42 @@ static int parse_sites(struct reader *reader, struct cursor *cursor)
         site.live_blocks = get_u64(cursor);
         site.peak_live_bytes = get_u64(cursor);
         site.max_live_bytes = get_u64(cursor);
+        if (store_site(reader, process, &site) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* SITES_PACKED: the records of SITES as varints, the stack ids as steps. */
+static int parse_sites_packed(struct reader *reader, struct cursor *cursor)
+{
+    uint32_t process_id = get_u32(cursor), count = get_u32(cursor);
+    if (check_count(reader, cursor, count, 8, "sites") != 0)
+        return -1;
+    struct trace_model_process *process = get_process(reader, process_id);
+    if (!process)
+        return -1;
+    uint32_t previous = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        uint64_t zigzag = get_varint(cursor);
+        int64_t step = (int64_t)(zigzag >> 1) ^ -(int64_t)(zigzag & 1);
+        int64_t stack_id = (int64_t)previous + step;
+        if (stack_id < 0 || stack_id > UINT32_MAX)
+            return corrupt(reader, "site record %u: stack id %lld is out of range", i, (long long)stack_id);
+        struct trace_site site;
+        memset(&site, 0, sizeof site); /* padding too: records are compared whole */
+        site.stack_id = previous = (uint32_t)stack_id;
+        site.allocations = get_varint(cursor);
+        site.allocated_bytes = get_varint(cursor);
+        site.frees = get_varint(cursor);
+        site.live_bytes = get_varint(cursor);
+        site.live_blocks = get_varint(cursor);
+        site.peak_live_bytes = get_varint(cursor);
+        site.max_live_bytes = get_varint(cursor);
+        if (cursor->overlong)
+            return corrupt(reader, "site record %u: a number longer than 64 bits", i);
+        if (cursor->short_read)
+            return corrupt(reader, "payload too short");
         if (store_site(reader, process, &site) != 0)
             return -1;
     }
@@ -749,7 +804,7 @@ const struct trace_case_site *trace_model_case_site(const struct trace_model_pro
 /* Dispatches one complete, crc-checked section. Unknown types are skipped. */
 static int parse_section(struct reader *reader, uint32_t type, const unsigned char *payload, size_t length)
 {
-    struct cursor cursor = {payload, length, 0};
+    struct cursor cursor = {payload, length, 0, 0};
     switch (type) {
     case TRACE_SEC_STRINGS: return parse_strings(reader, &cursor);
     case TRACE_SEC_INFO: return parse_info(reader, &cursor);
@@ -759,6 +814,7 @@ static int parse_section(struct reader *reader, uint32_t type, const unsigned ch
     case TRACE_SEC_STACKS: return parse_stacks(reader, &cursor, 0);
     case TRACE_SEC_STACKS_SHARED: return parse_stacks(reader, &cursor, 1);
     case TRACE_SEC_SITES: return parse_sites(reader, &cursor);
+    case TRACE_SEC_SITES_PACKED: return parse_sites_packed(reader, &cursor);
     case TRACE_SEC_SNAPSHOT: return parse_snapshot(reader, &cursor, 0);
     case TRACE_SEC_SNAPSHOT_DELTA: return parse_snapshot(reader, &cursor, 1);
     case TRACE_SEC_TIMELINE: return parse_timeline(reader, &cursor);
@@ -780,6 +836,7 @@ const char *trace_section_name(uint32_t type)
         [TRACE_SEC_WARNING] = "WARNING", [TRACE_SEC_CASE] = "CASE",         [TRACE_SEC_LEAKS] = "LEAKS",
         [TRACE_SEC_CASE_SITES] = "CASE_SITES", [TRACE_SEC_SNAPSHOT_DELTA] = "SNAPSHOT_DELTA",
         [TRACE_SEC_PYTHON] = "PYTHON", [TRACE_SEC_STACKS_SHARED] = "STACKS_SHARED",
+        [TRACE_SEC_SITES_PACKED] = "SITES_PACKED",
     };
     if (type == TRACE_SEC_END)
         return "END";

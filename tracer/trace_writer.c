@@ -98,6 +98,20 @@ static inline __attribute__((always_inline)) void put_u64(struct byte_buffer *bu
 
 static void put_i32(struct byte_buffer *buffer, int32_t value) { put_u32(buffer, (uint32_t)value); }
 
+/* LEB128: seven bits a byte, the low ones first, the top bit set on every
+ * byte but the last. */
+static inline void put_varint(struct byte_buffer *buffer, uint64_t value)
+{
+    unsigned char bytes[10];
+    size_t length = 0;
+    while (value >= 0x80) {
+        bytes[length++] = (unsigned char)(value | 0x80);
+        value >>= 7;
+    }
+    bytes[length++] = (unsigned char)value;
+    put_bytes(buffer, bytes, length);
+}
+
 /* count values, little-endian, with one check of the room: a stack's
  * frame ids (half a million of them for python3 -c pass) are most of the
  * words a trace holds. */
@@ -434,17 +448,22 @@ int trace_write_sites(struct trace_writer *writer, uint32_t process_id, const st
     struct byte_buffer *out = &writer->payload;
     put_u32(out, process_id);
     put_u32(out, count);
+    uint32_t previous = 0;
     for (uint32_t i = 0; i < count; i++) {
-        put_u32(out, sites[i].stack_id);
-        put_u64(out, sites[i].allocations);
-        put_u64(out, sites[i].allocated_bytes);
-        put_u64(out, sites[i].frees);
-        put_u64(out, sites[i].live_bytes);
-        put_u64(out, sites[i].live_blocks);
-        put_u64(out, sites[i].peak_live_bytes);
-        put_u64(out, sites[i].max_live_bytes);
+        /* the stack id's difference from the previous record's, zigzag:
+         * sites come mostly in the order of their ids */
+        int64_t step = (int64_t)sites[i].stack_id - (int64_t)previous;
+        put_varint(out, (uint64_t)step << 1 ^ (uint64_t)(step >> 63));
+        previous = sites[i].stack_id;
+        put_varint(out, sites[i].allocations);
+        put_varint(out, sites[i].allocated_bytes);
+        put_varint(out, sites[i].frees);
+        put_varint(out, sites[i].live_bytes);
+        put_varint(out, sites[i].live_blocks);
+        put_varint(out, sites[i].peak_live_bytes);
+        put_varint(out, sites[i].max_live_bytes);
     }
-    return end_section(writer, TRACE_SEC_SITES);
+    return end_section(writer, TRACE_SEC_SITES_PACKED);
 }
 
 /* SNAPSHOT and SNAPSHOT_DELTA share their layout; type says which. */

@@ -232,6 +232,45 @@ static void test_stacks_sharing_outer_frames(void **state)
     free(path);
 }
 
+/* SITES_PACKED keeps every value: the largest, zero, the edges of one
+ * varint byte, stack ids that go down as well as up. */
+static void test_sites_packed_extremes(void **state)
+{
+    struct fixture *f = *state;
+    const struct trace_site sites[] = {
+        {9, UINT64_MAX, 0, 127, 128, 16383, 16384, UINT64_MAX - 1},
+        {3, 1, 2, 3, 4, 5, 6, 7},
+        {UINT32_MAX, 0, 0, 0, 0, 0, 0, 0},
+        {0, (uint64_t)1 << 63, 1, 0, 0, 0, 0, 0},
+    };
+    char *path = NULL, err[512];
+    assert_true(asprintf(&path, "%s/sites.trace", f->dir) > 0);
+    struct trace_writer *w = trace_writer_create(path, err, sizeof err);
+    assert_non_null(w);
+    struct trace_process process = sample_process(1);
+    assert_int_equal(trace_write_process(w, &process), 0);
+    assert_int_equal(trace_write_sites(w, 1, sites, 4), 0);
+    assert_int_equal(trace_writer_finish(w, err, sizeof err), 0);
+    struct trace_model model;
+    if (trace_read_file(path, &model, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    const struct trace_model_process *p = trace_model_process(&model, 1);
+    assert_int_equal(p->site_count, 4);
+    for (int i = 0; i < 4; i++) {
+        const struct trace_model_site *got = trace_model_site(p, sites[i].stack_id);
+        assert_non_null(got);
+        const struct trace_site *a = &got->site, *b = &sites[i];
+        uint64_t got_values[] = {a->allocations, a->allocated_bytes, a->frees, a->live_bytes,
+                                 a->live_blocks, a->peak_live_bytes, a->max_live_bytes};
+        uint64_t want_values[] = {b->allocations, b->allocated_bytes, b->frees, b->live_bytes,
+                                  b->live_blocks, b->peak_live_bytes, b->max_live_bytes};
+        assert_memory_equal(got_values, want_values, sizeof want_values);
+    }
+    trace_model_free(&model);
+    unlink(path);
+    free(path);
+}
+
 static void test_snapshot_timeline_case(void **state)
 {
     const struct trace_model_process *p = trace_model_process(&((struct fixture *)*state)->model, 1);
@@ -544,6 +583,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_processes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stacks_and_sites, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stacks_sharing_outer_frames, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sites_packed_extremes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_snapshot_timeline_case, setup, teardown),
         cmocka_unit_test_setup_teardown(test_leaks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_case_sites, setup, teardown),

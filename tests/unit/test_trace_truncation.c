@@ -260,6 +260,16 @@ static void test_valid_crc_bad_contents(void **state)
     /* ... or more frames than it has */
     const unsigned char more[] = {1, 0, 0, 0, 1, 0, 0, 0, 7, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0};
     expect_error(trace, make_trace(trace, TRACE_SEC_STACKS_SHARED, more, sizeof more), "shares 2 outer frames of 1");
+    /* SITES_PACKED: a number of eleven bytes, a stack id below 0, a record cut short */
+    const unsigned char overlong[] = {1, 0, 0, 0, 1, 0, 0, 0, 2, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                      0xff, 0x01, 0, 0, 0, 0, 0, 0};
+    expect_error(trace, make_trace(trace, TRACE_SEC_SITES_PACKED, overlong, sizeof overlong),
+                 "SITES_PACKED section at offset 16: site record 0: a number longer than 64 bits");
+    const unsigned char below_zero[] = {1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0};
+    expect_error(trace, make_trace(trace, TRACE_SEC_SITES_PACKED, below_zero, sizeof below_zero),
+                 "site record 0: stack id -1 is out of range");
+    const unsigned char cut[] = {1, 0, 0, 0, 2, 0, 0, 0, 2, 0x81, 0x01, 1, 1, 1, 1, 1, 1, 2, 1, 1, 1, 1, 1, 1};
+    expect_error(trace, make_trace(trace, TRACE_SEC_SITES_PACKED, cut, sizeof cut), "payload too short");
     /* FRAMES that skip ids */
     unsigned char frames[8 + 36] = {3};
     frames[4] = 1;
