@@ -8,6 +8,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <uthash.h>
 
 #include "attribution.h"
 #include "html_template.h"
@@ -265,6 +266,49 @@ static void write_filtered_case_sites(struct json_writer *json, struct html_fram
         }
 }
 
+/* The process's sites as the flame graph draws them: a node per function
+ * on a path, so sites whose visible frames name the same functions in the
+ * same order draw the same nodes and go in as one entry, their figures
+ * summed, the stack of the one that allocated most standing for all (its
+ * lines are the ones a node lists). A Python test suite has a site for
+ * every distinct line on the way to an allocation: 1.17 million of them,
+ * 75,000 function paths. */
+struct function_path {
+    UT_hash_handle hh;
+    const struct trace_model_site *largest;
+    uint64_t allocations, allocated, frees, live, peak;
+    uint32_t key[]; /* the number of functions, then the functions */
+};
+
+/* The entry of site's function path in *paths, made if new (NULL when out
+ * of memory). */
+static struct function_path *path_of_site(struct html_frames *frames, struct function_path **paths,
+                                          const struct trace_model_stack *stack)
+{
+    uint32_t depth = stack ? stack->depth : 0;
+    if (depth + 1 > frames->scratch_capacity) {
+        uint32_t *grown = realloc(frames->scratch, ((size_t)depth + 1) * sizeof *grown);
+        if (!grown)
+            return NULL;
+        frames->scratch = grown;
+        frames->scratch_capacity = depth + 1;
+    }
+    uint32_t count = format_visible_frames(frames->model, stack, frames->scratch + 1);
+    for (uint32_t i = 1; i <= count; i++)
+        frames->scratch[i] = frames->functions.of_frame[frames->scratch[i]];
+    frames->scratch[0] = count;
+    size_t key_length = ((size_t)count + 1) * sizeof(uint32_t);
+    struct function_path *path;
+    HASH_FIND(hh, *paths, frames->scratch, key_length, path);
+    if (path)
+        return path;
+    if (!(path = calloc(1, sizeof *path + key_length)))
+        return NULL;
+    memcpy(path->key, frames->scratch, key_length);
+    HASH_ADD(hh, *paths, key, key_length, path);
+    return path;
+}
+
 static void write_process_sites(struct json_writer *json, struct html_frames *frames, const struct report *report)
 {
     const struct trace_model_process *process = report->case_filter ? NULL : report->primary;
@@ -272,15 +316,31 @@ static void write_process_sites(struct json_writer *json, struct html_frames *fr
     json_array_begin(json);
     if (report->case_filter)
         write_filtered_case_sites(json, frames, report);
-    for (const struct trace_model_site *s = process ? process->sites : NULL; s; s = s->hh.next) {
+    struct function_path *paths = NULL, *path, *next;
+    for (const struct trace_model_site *s = process ? process->sites : NULL; s && !frames->failed; s = s->hh.next) {
+        if (!(path = path_of_site(frames, &paths, trace_model_stack(process, s->site.stack_id)))) {
+            frames->failed = 1;
+            break;
+        }
+        if (!path->largest || s->site.allocated_bytes > path->largest->site.allocated_bytes)
+            path->largest = s;
+        path->allocations += s->site.allocations;
+        path->allocated += s->site.allocated_bytes;
+        path->frees += s->site.frees;
+        path->live += s->site.live_bytes;
+        path->peak += s->site.peak_live_bytes;
+    }
+    HASH_ITER(hh, paths, path, next) {
         json_object_begin(json);
-        write_stack(json, frames, trace_model_stack(process, s->site.stack_id));
-        json_member_uint(json, "allocations", s->site.allocations);
-        json_member_uint(json, "allocated", s->site.allocated_bytes);
-        json_member_uint(json, "frees", s->site.frees);
-        json_member_uint(json, "live", s->site.live_bytes);
-        json_member_uint(json, "peak", s->site.peak_live_bytes);
+        write_stack(json, frames, trace_model_stack(process, path->largest->site.stack_id));
+        json_member_uint(json, "allocations", path->allocations);
+        json_member_uint(json, "allocated", path->allocated);
+        json_member_uint(json, "frees", path->frees);
+        json_member_uint(json, "live", path->live);
+        json_member_uint(json, "peak", path->peak);
         json_object_end(json);
+        HASH_DEL(paths, path);
+        free(path);
     }
     json_array_end(json);
 }
@@ -363,10 +423,16 @@ static void write_case(struct json_writer *json, struct html_frames *frames, con
     json_member_double(json, "end_ms", trace_case ? ms_since(trace_case->end_ns, start_ns)
                                                   : process ? ms_since(process->info.end_ns, start_ns) : 0);
     write_iteration_snapshots(json, report, report_case->case_id);
+    /* The page shows a case's sites that grow or leak (its tables and the
+     * flame graph's growth and leaked views); a large program's other
+     * sites, a million for a Python test suite, would only weigh it down. */
     json_key(json, "sites");
     json_array_begin(json);
-    for (size_t i = 0; i < report_case->site_count; i++)
-        write_case_site(json, frames, &report_case->sites[i]);
+    for (size_t i = 0; i < report_case->site_count; i++) {
+        const struct report_site *site = &report_case->sites[i];
+        if ((site->growth.known && site->growth.bytes_per_iteration > 0) || site->leaked_bytes > 0)
+            write_case_site(json, frames, site);
+    }
     json_array_end(json);
     json_object_end(json);
 }
