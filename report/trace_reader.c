@@ -419,6 +419,18 @@ static int store_site(struct reader *reader, struct trace_model_process *process
     return 0;
 }
 
+/* A site record's seven figures, in their order, each read by get. */
+static void get_site_figures(struct cursor *cursor, struct trace_site *site, uint64_t (*get)(struct cursor *))
+{
+    site->allocations = get(cursor);
+    site->allocated_bytes = get(cursor);
+    site->frees = get(cursor);
+    site->live_bytes = get(cursor);
+    site->live_blocks = get(cursor);
+    site->peak_live_bytes = get(cursor);
+    site->max_live_bytes = get(cursor);
+}
+
 static int parse_sites(struct reader *reader, struct cursor *cursor)
 {
     uint32_t process_id = get_u32(cursor), count = get_u32(cursor);
@@ -431,13 +443,7 @@ static int parse_sites(struct reader *reader, struct cursor *cursor)
         struct trace_site site;
         memset(&site, 0, sizeof site);
         site.stack_id = get_u32(cursor);
-        site.allocations = get_u64(cursor);
-        site.allocated_bytes = get_u64(cursor);
-        site.frees = get_u64(cursor);
-        site.live_bytes = get_u64(cursor);
-        site.live_blocks = get_u64(cursor);
-        site.peak_live_bytes = get_u64(cursor);
-        site.max_live_bytes = get_u64(cursor);
+        get_site_figures(cursor, &site, get_u64);
         if (store_site(reader, process, &site) != 0)
             return -1;
     }
@@ -463,13 +469,7 @@ static int parse_sites_packed(struct reader *reader, struct cursor *cursor)
         struct trace_site site;
         memset(&site, 0, sizeof site); /* padding too: records are compared whole */
         site.stack_id = previous = (uint32_t)stack_id;
-        site.allocations = get_varint(cursor);
-        site.allocated_bytes = get_varint(cursor);
-        site.frees = get_varint(cursor);
-        site.live_bytes = get_varint(cursor);
-        site.live_blocks = get_varint(cursor);
-        site.peak_live_bytes = get_varint(cursor);
-        site.max_live_bytes = get_varint(cursor);
+        get_site_figures(cursor, &site, get_varint);
         if (cursor->overlong)
             return corrupt(reader, "site record %u: a number longer than 64 bits", i);
         if (cursor->short_read)
