@@ -105,7 +105,10 @@ int report_write_collapsed(const struct report *report, enum report_metric metri
     }
     struct format_functions functions;
     int have_functions = format_functions_build(report->model, &functions) == 0;
-    struct collapsed_line *lines = calloc(samples.count, sizeof *lines);
+    /* lines name functions: samples with one path of functions are one line
+     * (fewer lines to build and sort; write_lines would sum them anyway) */
+    int merged = have_functions && format_samples_merge_functions(report, &functions, &samples) == 0;
+    struct collapsed_line *lines = merged ? calloc(samples.count, sizeof *lines) : NULL;
     int failed = !lines || !have_functions;
     for (size_t i = 0; !failed && i < samples.count; i++) {
         lines[i].stack = stack_text(report, &functions, &samples.items[i]);

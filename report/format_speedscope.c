@@ -217,12 +217,19 @@ static int write_document(const struct report *report, const struct format_sampl
 int report_write_speedscope(const struct report *report, FILE *out, char *err, size_t err_size)
 {
     struct format_samples collected[PROFILE_SPECS];
-    int rc = 0, any = 0;
+    struct format_functions functions;
+    int have_functions = format_functions_build(report->model, &functions) == 0;
+    int rc = have_functions ? 0 : -1, any = 0;
     memset(collected, 0, sizeof collected);
     for (int i = 0; rc == 0 && i < PROFILE_SPECS; i++) {
+        /* a frame per function: samples with one path of functions are one */
         rc = format_collect(report, profile_specs[i].weight, &collected[i]);
+        if (rc == 0)
+            rc = format_samples_merge_functions(report, &functions, &collected[i]);
         any |= collected[i].count > 0;
     }
+    if (have_functions)
+        format_functions_free(&functions);
     if (rc != 0)
         snprintf(err, err_size, "out of memory");
     else if (!any)

@@ -251,6 +251,68 @@ int format_collect(const struct report *report, enum format_weight weight, struc
     return rc;
 }
 
+/* A path of functions seen: its key is the case frame, the number of
+ * functions, then the functions. */
+struct function_path_seen {
+    UT_hash_handle hh;
+    size_t sample; /* where its merged sample is */
+    size_t key_length;
+    unsigned char key[];
+};
+
+int format_samples_merge_functions(const struct report *report, const struct format_functions *functions,
+                                   struct format_samples *samples)
+{
+    uint32_t deepest = 0;
+    for (size_t i = 0; i < samples->count; i++)
+        if (samples->items[i].stack && samples->items[i].stack->depth > deepest)
+            deepest = samples->items[i].stack->depth;
+    size_t header = sizeof(const char *) + sizeof(uint32_t);
+    uint32_t *ids = malloc(((size_t)deepest + 1) * sizeof *ids);
+    unsigned char *key = malloc(header + ((size_t)deepest + 1) * sizeof(uint32_t));
+    struct format_sample *merged = malloc((samples->count + 1) * sizeof *merged);
+    struct function_path_seen *seen = NULL, *path, *next;
+    int rc = ids && key && merged ? 0 : -1;
+    size_t kept = 0;
+    for (size_t i = 0; rc == 0 && i < samples->count; i++) {
+        const struct format_sample *sample = &samples->items[i];
+        uint32_t count = format_visible_frames(report->model, sample->stack, ids);
+        memcpy(key, &sample->case_name, sizeof sample->case_name);
+        memcpy(key + sizeof sample->case_name, &count, sizeof count);
+        for (uint32_t f = 0; f < count; f++)
+            memcpy(key + header + f * sizeof(uint32_t), &functions->of_frame[ids[f]], sizeof(uint32_t));
+        size_t key_length = header + (size_t)count * sizeof(uint32_t);
+        HASH_FIND(hh, seen, key, key_length, path);
+        if (path) {
+            merged[path->sample].weight += sample->weight;
+            continue;
+        }
+        if (!(path = malloc(sizeof *path + key_length))) {
+            rc = -1;
+            break;
+        }
+        memcpy(path->key, key, key_length);
+        path->key_length = key_length;
+        path->sample = kept;
+        HASH_ADD(hh, seen, key, key_length, path);
+        merged[kept++] = *sample;
+    }
+    HASH_ITER(hh, seen, path, next) {
+        HASH_DEL(seen, path);
+        free(path);
+    }
+    free(ids);
+    free(key);
+    if (rc != 0) {
+        free(merged);
+        return -1;
+    }
+    free(samples->items);
+    samples->items = merged;
+    samples->count = kept;
+    return 0;
+}
+
 void format_samples_free(struct format_samples *samples)
 {
     free(samples->items);

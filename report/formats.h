@@ -73,6 +73,17 @@ struct format_samples {
 int format_collect(const struct report *report, enum format_weight weight, struct format_samples *samples);
 void format_samples_free(struct format_samples *samples);
 
+struct format_functions; /* below */
+
+/* Makes one sample of those whose stacks' visible frames name the same
+ * functions in the same order (and have the same case frame), their
+ * weights summed, where the first of them was. A format that draws a frame
+ * per function (speedscope, collapsed stacks) draws the same: a Python
+ * test suite's 1.17 million sites are 81,000 function paths. 0, or -1
+ * when out of memory (the samples as they were). */
+int format_samples_merge_functions(const struct report *report, const struct format_functions *functions,
+                                   struct format_samples *samples);
+
 /* The report metric's weight (growth -> FORMAT_WEIGHT_GROWTH, ...). */
 enum format_weight format_weight_of_metric(enum report_metric metric);
 

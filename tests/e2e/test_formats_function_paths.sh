@@ -1,11 +1,12 @@
 #!/bin/sh
-# The HTML page's flame graph draws a node per function on a path, so the
-# page holds one entry for the sites whose frames name the same functions
-# (a Python test suite has a site for every distinct line on the way to an
-# allocation: a million of them), their figures summed; and of a case's
-# sites only those that grow or leak, the ones its tables and flame views
-# show. fixtures/python/two_lines.py allocates 100 bytearrays of 10,000
-# bytes on one line of build() and 100 of 20,000 on the next.
+# The HTML page's flame graph and speedscope draw a node per function on a
+# path, so they hold one entry for the sites whose frames name the same
+# functions (a Python test suite has a site for every distinct line on the
+# way to an allocation: a million of them), their figures summed; and the
+# page, of a case's sites, only those that grow or leak, the ones its tables
+# and flame views show. fixtures/python/two_lines.py allocates 100
+# bytearrays of 10,000 bytes on one line of build() and 100 of 20,000 on
+# the next.
 . "$(dirname "$0")/lib.sh"
 need_memslope
 need_python
@@ -41,4 +42,18 @@ expect_eq "the page: one entry for the two sites" "entries 1" "$(sed -n 1p "$WOR
 expect_eq "its figures summed" "allocations 200" "$(sed -n 2p "$WORK/page.txt")"
 expect_eq "its bytes summed" "bytes 3000000" "$(sed -n 3p "$WORK/page.txt")"
 expect_eq "no case site (nothing grows, nothing leaks)" "case sites 0" "$(sed -n 4p "$WORK/page.txt")"
+
+# speedscope: one sample for both in the allocated-bytes profile.
+report_format t.speedscope "$WORK/t.trace" speedscope
+expect_eq "report --format speedscope exit" 0 "$RC"
+"$PY" - "$WORK/t.speedscope" >"$WORK/speedscope.txt" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+frames = d["shared"]["frames"]
+profile = [p for p in d["profiles"] if p["name"] == "allocated bytes"][0]
+buffers = [w for s, w in zip(profile["samples"], profile["weights"])
+           if any(frames[f]["name"] == "build (two_lines.py)" for f in s) and w >= 1000000]
+print("samples", len(buffers), "bytes", int(sum(buffers)) // 1000 * 1000)
+PYEOF
+expect_eq "speedscope: one sample for the two sites, bytes summed" "samples 1 bytes 3000000" "$(cat "$WORK/speedscope.txt")"
 finish
