@@ -277,35 +277,35 @@ struct function_path {
     UT_hash_handle hh;
     const struct trace_model_site *largest;
     uint64_t allocations, allocated, frees, live, peak;
-    uint32_t key[]; /* the number of functions, then the functions */
+    unsigned char key[]; /* format_function_path_key's */
 };
 
-/* The entry of site's function path in *paths, made if new (NULL when out
- * of memory). */
+/* The entry of a stack's function path in *paths, made if new (NULL when
+ * out of memory). */
 static struct function_path *path_of_site(struct html_frames *frames, struct function_path **paths,
                                           const struct trace_model_stack *stack)
 {
     uint32_t depth = stack ? stack->depth : 0;
+    unsigned char *key = malloc(FORMAT_PATH_KEY_SIZE(depth));
     if (depth + 1 > frames->scratch_capacity) {
         uint32_t *grown = realloc(frames->scratch, ((size_t)depth + 1) * sizeof *grown);
-        if (!grown)
-            return NULL;
-        frames->scratch = grown;
-        frames->scratch_capacity = depth + 1;
+        if (grown) {
+            frames->scratch = grown;
+            frames->scratch_capacity = depth + 1;
+        }
     }
-    uint32_t count = format_visible_frames(frames->model, stack, frames->scratch + 1);
-    for (uint32_t i = 1; i <= count; i++)
-        frames->scratch[i] = frames->functions.of_frame[frames->scratch[i]];
-    frames->scratch[0] = count;
-    size_t key_length = ((size_t)count + 1) * sizeof(uint32_t);
-    struct function_path *path;
-    HASH_FIND(hh, *paths, frames->scratch, key_length, path);
-    if (path)
-        return path;
-    if (!(path = calloc(1, sizeof *path + key_length)))
+    if (!key || depth + 1 > frames->scratch_capacity) {
+        free(key);
         return NULL;
-    memcpy(path->key, frames->scratch, key_length);
-    HASH_ADD(hh, *paths, key, key_length, path);
+    }
+    size_t key_length = format_function_path_key(frames->model, &frames->functions, NULL, stack, frames->scratch, key);
+    struct function_path *path;
+    HASH_FIND(hh, *paths, key, key_length, path);
+    if (!path && (path = calloc(1, sizeof *path + key_length))) {
+        memcpy(path->key, key, key_length);
+        HASH_ADD(hh, *paths, key, key_length, path);
+    }
+    free(key);
     return path;
 }
 

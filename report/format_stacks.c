@@ -260,6 +260,19 @@ struct function_path_seen {
     unsigned char key[];
 };
 
+size_t format_function_path_key(const struct trace_model *model, const struct format_functions *functions,
+                                const char *case_name, const struct trace_model_stack *stack, uint32_t *ids,
+                                unsigned char *key)
+{
+    uint32_t count = format_visible_frames(model, stack, ids);
+    size_t header = sizeof case_name + sizeof count;
+    memcpy(key, &case_name, sizeof case_name);
+    memcpy(key + sizeof case_name, &count, sizeof count);
+    for (uint32_t f = 0; f < count; f++)
+        memcpy(key + header + f * sizeof(uint32_t), &functions->of_frame[ids[f]], sizeof(uint32_t));
+    return header + (size_t)count * sizeof(uint32_t);
+}
+
 int format_samples_merge_functions(const struct report *report, const struct format_functions *functions,
                                    struct format_samples *samples)
 {
@@ -267,21 +280,16 @@ int format_samples_merge_functions(const struct report *report, const struct for
     for (size_t i = 0; i < samples->count; i++)
         if (samples->items[i].stack && samples->items[i].stack->depth > deepest)
             deepest = samples->items[i].stack->depth;
-    size_t header = sizeof(const char *) + sizeof(uint32_t);
     uint32_t *ids = malloc(((size_t)deepest + 1) * sizeof *ids);
-    unsigned char *key = malloc(header + ((size_t)deepest + 1) * sizeof(uint32_t));
+    unsigned char *key = malloc(FORMAT_PATH_KEY_SIZE(deepest));
     struct format_sample *merged = malloc((samples->count + 1) * sizeof *merged);
     struct function_path_seen *seen = NULL, *path, *next;
     int rc = ids && key && merged ? 0 : -1;
     size_t kept = 0;
     for (size_t i = 0; rc == 0 && i < samples->count; i++) {
         const struct format_sample *sample = &samples->items[i];
-        uint32_t count = format_visible_frames(report->model, sample->stack, ids);
-        memcpy(key, &sample->case_name, sizeof sample->case_name);
-        memcpy(key + sizeof sample->case_name, &count, sizeof count);
-        for (uint32_t f = 0; f < count; f++)
-            memcpy(key + header + f * sizeof(uint32_t), &functions->of_frame[ids[f]], sizeof(uint32_t));
-        size_t key_length = header + (size_t)count * sizeof(uint32_t);
+        size_t key_length =
+            format_function_path_key(report->model, functions, sample->case_name, sample->stack, ids, key);
         HASH_FIND(hh, seen, key, key_length, path);
         if (path) {
             merged[path->sample].weight += sample->weight;

@@ -75,6 +75,15 @@ void format_samples_free(struct format_samples *samples);
 
 struct format_functions; /* below */
 
+/* The key of a stack's path of functions: case (a pointer, NULL for none),
+ * the number of visible frames, then their functions, root first. ids and
+ * key: room for the stack's depth + 1 ids, and FORMAT_PATH_KEY_SIZE(depth)
+ * bytes. Returns the key's length. */
+#define FORMAT_PATH_KEY_SIZE(depth) (sizeof(const char *) + ((size_t)(depth) + 2) * sizeof(uint32_t))
+size_t format_function_path_key(const struct trace_model *model, const struct format_functions *functions,
+                                const char *case_name, const struct trace_model_stack *stack, uint32_t *ids,
+                                unsigned char *key);
+
 /* Makes one sample of those whose stacks' visible frames name the same
  * functions in the same order (and have the same case frame), their
  * weights summed, where the first of them was. A format that draws a frame
