@@ -225,8 +225,8 @@ static inline void swap_items(struct sort_item *items, size_t i, size_t j)
  * frame_values make use of. Multikey quicksort (Bentley and Sedgewick):
  * stacks share long outer parts, which a comparison sort would compare
  * again at every comparison. Of the three parts a partition leaves, the
- * largest is sorted by the loop and the others, each under half, by
- * recursion: at most log2(count) deep, whatever the frames. */
+ * largest is sorted by the loop and the others, each at most half, by
+ * recursion: about log2(count) deep at most, whatever the frames. */
 static void sort_outermost_first(struct sort_item *items, size_t count, uint32_t k)
 {
     while (count > 1) {
