@@ -26,7 +26,13 @@ iterations=$(jget killed.json 'd["cases"][0]["iterations"]')
 expect_eq "killed: the case" steady "$(jget killed.json 'd["cases"][0]["name"]')"
 expect_eq "killed: the iterations of the first checkpoints (at least 30 of the ~200 run)" yes \
     "$([ "$iterations" -ge 30 ] && [ "$iterations" -le 200 ] && echo yes || echo "no: $iterations")"
-expect_eq "killed: one allocation per iteration" "$iterations" "$(jget killed.json 'd["totals"]["allocations"]')"
+# One allocation per iteration, the marker first: a checkpoint taken between
+# an iteration's marker and its allocation (the marker wakes the tracer, the
+# allocation comes microseconds later) counts the iteration without it.
+allocations=$(jget killed.json 'd["totals"]["allocations"]')
+expect_eq "killed: one allocation per iteration begun (the last may not have made it yet)" yes \
+    "$([ "$allocations" -le "$iterations" ] && [ "$allocations" -ge $((iterations - 1)) ] && echo yes ||
+        echo "no: $allocations allocations, $iterations iterations")"
 expect_eq "killed: growth" 48 "$(jget killed.json 'd["cases"][0]["growth"]["bytes_per_iteration"]')"
 expect_eq "killed: the growing site by name and line" "leak_one:$LEAK" \
     "$(jget killed.json '"%s:%s" % (d["cases"][0]["sites"][0]["frames"][0]["function"], d["cases"][0]["sites"][0]["frames"][0]["line"])')"
