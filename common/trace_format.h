@@ -1,11 +1,17 @@
 /*
- * trace_format.h - the memslope trace file, version 1: the contract between
+ * trace_format.h - the memslope trace file, version 2: the contract between
  * the tracer (writer, tracer/trace_writer.h) and the reporter (reader,
  * report/trace_reader.h). docs/trace-format.md is the prose version.
  *
  * A trace is a 16-byte file header followed by sections:
  *
- *   file header   char magic[8] = "MEMSLOPE"; u32 version = 1; u32 reserved = 0
+ *   file header   char magic[8] = "MEMSLOPE"; u32 version = 2; u32 reserved = 0
+ *
+ * Version 2 writes a process's stacks as STACKS_SHARED and its sites as
+ * SITES_PACKED instead of STACKS and SITES: a reader of version 1 would
+ * skip them as unknown and report no site, so the version says it cannot
+ * read the file instead. The sections are the same otherwise, and a reader
+ * of version 2 reads version 1 (TRACE_VERSION_OLDEST).
  *   section       u32 type; u32 reserved = 0; u64 payload_length;
  *                 payload[payload_length]; u32 crc32(payload) (zlib's crc32)
  *
@@ -103,7 +109,8 @@
 #include <stdint.h>
 
 #define TRACE_MAGIC "MEMSLOPE"
-#define TRACE_VERSION 1u
+#define TRACE_VERSION 2u
+#define TRACE_VERSION_OLDEST 1u /* the oldest version the reader reads */
 #define TRACE_FILE_HEADER_SIZE 16u
 #define TRACE_SECTION_HEADER_SIZE 16u
 #define TRACE_SECTION_TRAILER_SIZE 4u

@@ -913,9 +913,12 @@ static int check_file_header(struct source *source, const char *name, char *err,
         snprintf(err, err_size, "%s: truncated trace: the file header is cut short (%zu of 16 bytes)", name, n);
         return -1;
     }
-    if (le32(header + 8) != TRACE_VERSION) {
-        snprintf(err, err_size, "%s: unsupported trace version %u (this memslope reads version %u)", name,
-                 le32(header + 8), TRACE_VERSION);
+    uint32_t version = le32(header + 8);
+    if (version < TRACE_VERSION_OLDEST || version > TRACE_VERSION) {
+        snprintf(err, err_size,
+                 "%s: unsupported trace version %u (this memslope reads versions %u to %u; a newer memslope "
+                 "wrote it?)",
+                 name, version, TRACE_VERSION_OLDEST, TRACE_VERSION);
         return -1;
     }
     return 0;

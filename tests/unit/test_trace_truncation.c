@@ -206,8 +206,10 @@ static void test_foreign_files(void **state)
     expect_error("MEMS", 4, "truncated");
     unsigned char header[16];
     memcpy(header, f->data, 16);
-    header[8] = 2;
-    expect_error(header, 16, "unsupported trace version 2");
+    header[8] = 3;
+    expect_error(header, 16, "unsupported trace version 3 (this memslope reads versions 1 to 2");
+    header[8] = 0;
+    expect_error(header, 16, "unsupported trace version 0");
 }
 
 static void test_crc_mismatch(void **state)
