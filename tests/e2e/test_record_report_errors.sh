@@ -31,8 +31,8 @@ expect_one_line_error "empty file" "$WORK/empty.trace"
 mkdir -p "$WORK/folder.trace"
 expect_one_line_error "a folder" "$WORK/folder.trace"
 expect_one_line_error "foreign file /bin/ls" /bin/ls
-printf 'MEMSLOPE\002\000\000\000\000\000\000\000' >"$WORK/v2.trace"
-expect_one_line_error "a trace of version 2" "$WORK/v2.trace"
+printf 'MEMSLOPE\003\000\000\000\000\000\000\000' >"$WORK/v3.trace"
+expect_one_line_error "a trace of version 3 (a newer memslope's)" "$WORK/v3.trace"
 printf 'MEMSL' >"$WORK/short.trace"
 expect_one_line_error "5 bytes of magic" "$WORK/short.trace"
 
