@@ -103,15 +103,14 @@ struct new_frames {
     uint32_t first_id;          /* the batch's first frame's */
 };
 
-/* The frame ids of a run of new sites' stacks, back to back: the run's
- * site s has ids[starts[s], starts[s + 1]), its innermost ones; the
- * outermost shared[s] of its depth[s] are those of the site before it in
- * the run. */
+/* The stacks of a run of new sites, as STACKS_SHARED records: the frame
+ * ids the run's site s lists are ids[starts[s], starts[s + 1]) (records'
+ * frame_ids point there once ids stops growing, write_new_stacks). */
 struct new_stacks {
     uint32_t *ids;
     size_t count, capacity;
     size_t *starts;
-    uint32_t *depth, *shared;
+    struct trace_stack *records;
 };
 
 static int append_ids(struct new_stacks *stacks, uint64_t value)
@@ -262,34 +261,32 @@ static void sort_outermost_first(struct sort_item *items, size_t count, uint32_t
     }
 }
 
-/* order[0, end - first): the sites [first, end) sorted by their frames
- * from the outermost. items: room for as many. */
+/* items[0, end - first): the sites [first, end) sorted by their frames
+ * from the outermost. */
 static void order_outermost_first(const struct recorder *recorder, size_t first, size_t end,
-                                  struct sort_item *items, uint32_t *order)
+                                  struct sort_item *items)
 {
     for (size_t s = first; s < end; s++) {
         const struct recorder_site *site = &recorder->sites[s];
         items[s - first] = (struct sort_item){site->frames, site->tail, site->depth, site->tail_count, (uint32_t)s};
     }
     sort_outermost_first(items, end - first, 0);
-    for (size_t i = 0; i < end - first; i++)
-        order[i] = items[i].site;
 }
 
-/* Resolves every frame word of the sites order[0, count) that the trace
+/* Resolves every frame word of the sites of items[0, count) that the trace
  * does not have yet, and lays out the frame ids of their stacks in that
  * order, each without the outermost ones it shares with the one before:
  * each word is looked up at most once, and the outer words a site shares
  * with the one before it not at all. -1 when out of memory. */
 static int resolve_new(struct symbolizer *symbolizer, const struct trace_image *image,
                        const struct trace_output_state *state, struct new_frames *found, struct new_stacks *stacks,
-                       struct outer_frames *outer, const uint32_t *order, size_t count)
+                       struct outer_frames *outer, const struct sort_item *items, size_t count)
 {
     const struct recorder *recorder = image->recorder;
     int rc = 0;
     stacks->count = 0;
     for (size_t i = 0; rc == 0 && i < count; i++) {
-        const struct recorder_site *site = &recorder->sites[order[i]];
+        const struct recorder_site *site = &recorder->sites[items[i].site];
         uint32_t shared_words = 0, shared_ids = 0, ids = 0;
         stacks->starts[i] = stacks->count;
         rc = frame_values(symbolizer, image, state, found, site, outer, &shared_words);
@@ -302,8 +299,7 @@ static int resolve_new(struct symbolizer *symbolizer, const struct trace_image *
         }
         for (uint32_t k = site->depth; rc == 0 && k-- > shared_words;)
             rc = append_ids(stacks, outer->values[k]); /* innermost first */
-        stacks->depth[i] = ids;
-        stacks->shared[i] = shared_ids;
+        stacks->records[i] = (struct trace_stack){.stack_id = site->stack_id, .depth = ids, .shared = shared_ids};
     }
     stacks->starts[count] = stacks->count;
     return rc;
@@ -365,31 +361,23 @@ static int write_new_modules(struct trace_writer *writer, struct symbolizer *sym
     return rc;
 }
 
-/* STACKS_SHARED for the sites order[0, count), their frame ids laid out
- * by resolve_new. */
-static int write_new_stacks(struct trace_writer *writer, const struct trace_image *image, const uint32_t *order,
-                            size_t count, const struct new_stacks *laid_out)
+/* STACKS_SHARED for the count records resolve_new laid out. */
+static int write_new_stacks(struct trace_writer *writer, const struct trace_image *image, size_t count,
+                            struct new_stacks *laid_out)
 {
-    const struct recorder *recorder = image->recorder;
     if (!count)
         return 0;
-    struct trace_stack *stacks = calloc(count, sizeof *stacks);
-    if (!stacks)
-        return -1;
     for (size_t s = 0; s < count; s++)
-        stacks[s] = (struct trace_stack){recorder->sites[order[s]].stack_id, laid_out->depth[s],
-                                         laid_out->ids + laid_out->starts[s], laid_out->shared[s]};
-    int rc = trace_write_stacks(writer, image->process_id, stacks, (uint32_t)count);
-    free(stacks);
-    return rc;
+        laid_out->records[s].frame_ids = laid_out->ids + laid_out->starts[s];
+    return trace_write_stacks(writer, image->process_id, laid_out->records, (uint32_t)count);
 }
 
 /* The modules and frames a run of new sites names that the trace does not
  * have yet, then the run's stacks. The frames' ids are the writer's next
  * ones, as resolve_new numbered them. */
 static int write_new_run(struct trace_writer *writer, struct symbolizer *symbolizer, const struct trace_image *image,
-                         struct trace_output_state *state, struct new_frames *found, const struct new_stacks *laid_out,
-                         const uint32_t *order, size_t count, uint32_t *module_base)
+                         struct trace_output_state *state, struct new_frames *found, struct new_stacks *laid_out,
+                         size_t count, uint32_t *module_base)
 {
     uint32_t first_id = 0;
     if (write_new_modules(writer, symbolizer, state, &found->batch, module_base) < 0)
@@ -398,7 +386,7 @@ static int write_new_run(struct trace_writer *writer, struct symbolizer *symboli
         (trace_write_frames(writer, found->batch.frames, (uint32_t)found->batch.count, &first_id) < 0 ||
          first_id != found->first_id))
         return -1; /* the ids laid out are not the frames' (a write in between): nothing more is written */
-    return write_new_stacks(writer, image, order, count, laid_out);
+    return write_new_stacks(writer, image, count, laid_out);
 }
 
 /* Modules, frames and stacks of the sites new since the last output, in
@@ -417,19 +405,17 @@ static int write_new_symbols(struct trace_writer *writer, struct symbol_store *s
     struct new_stacks stacks = {0};
     struct outer_frames outer = {0};
     size_t most = recorder->site_count - state->stacks_written;
-    uint32_t *order = malloc(most * sizeof *order);
     struct sort_item *items = malloc(most * sizeof *items);
     stacks.starts = malloc((most + 1) * sizeof *stacks.starts);
-    stacks.depth = malloc((most + 1) * sizeof *stacks.depth);
-    stacks.shared = malloc((most + 1) * sizeof *stacks.shared);
-    int rc = symbolizer && order && items && stacks.starts && stacks.depth && stacks.shared ? 0 : -1;
+    stacks.records = malloc(most * sizeof *stacks.records);
+    int rc = symbolizer && items && stacks.starts && stacks.records ? 0 : -1;
     while (rc == 0 && state->stacks_written < recorder->site_count) {
         size_t first = state->stacks_written, end = run_end(recorder, first), count = end - first;
-        order_outermost_first(recorder, first, end, items, order);
+        order_outermost_first(recorder, first, end, items);
         found.batch.count = 0;
         found.first_id = trace_writer_next_frame_id(writer);
-        if (resolve_new(symbolizer, image, state, &found, &stacks, &outer, order, count) < 0 ||
-            write_new_run(writer, symbolizer, image, state, &found, &stacks, order, count, module_base) < 0)
+        if (resolve_new(symbolizer, image, state, &found, &stacks, &outer, items, count) < 0 ||
+            write_new_run(writer, symbolizer, image, state, &found, &stacks, count, module_base) < 0)
             rc = -1;
         else
             state->stacks_written = end;
@@ -443,11 +429,9 @@ static int write_new_symbols(struct trace_writer *writer, struct symbol_store *s
     free(found.batch.frames);
     free(stacks.ids);
     free(stacks.starts);
-    free(stacks.depth);
-    free(stacks.shared);
+    free(stacks.records);
     free(outer.words);
     free(outer.values);
-    free(order);
     free(items);
     if (symbolizer)
         symbolizer_destroy(symbolizer);
