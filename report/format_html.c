@@ -30,7 +30,8 @@ struct html_frames {
     uint32_t *function_order; /* function per page function index */
     size_t function_count;
     uint32_t *scratch;  /* one stack's frame ids */
-    uint32_t scratch_capacity;
+    unsigned char *path_key; /* one stack's format_function_path_key */
+    uint32_t scratch_capacity; /* the depth both have room for */
     int failed;
 };
 
@@ -58,21 +59,34 @@ static int64_t function_index(struct html_frames *frames, uint32_t frame_id)
     return frames->function_index[function];
 }
 
+/* Room in scratch and path_key for a stack (NULL: none) of any depth up
+ * to its own; 0, or -1 (and failed set) when out of memory. */
+static int scratch_room(struct html_frames *frames, const struct trace_model_stack *stack)
+{
+    uint32_t depth = stack ? stack->depth : 0;
+    if (frames->scratch && depth <= frames->scratch_capacity)
+        return 0;
+    uint32_t *grown = realloc(frames->scratch, ((size_t)depth + 1) * sizeof *grown);
+    if (grown)
+        frames->scratch = grown;
+    unsigned char *key = grown ? realloc(frames->path_key, FORMAT_PATH_KEY_SIZE(depth)) : NULL;
+    if (!key) {
+        frames->failed = 1;
+        return -1;
+    }
+    frames->path_key = key;
+    frames->scratch_capacity = depth;
+    return 0;
+}
+
 /* "stack": page frame indexes, root first. Returns how many. */
 static uint32_t write_stack(struct json_writer *json, struct html_frames *frames, const struct trace_model_stack *stack)
 {
     json_key(json, "stack");
     json_array_begin(json);
-    if (stack && stack->depth > frames->scratch_capacity) {
-        uint32_t *grown = realloc(frames->scratch, (size_t)stack->depth * sizeof *grown);
-        if (!grown)
-            frames->failed = 1;
-        else {
-            frames->scratch = grown;
-            frames->scratch_capacity = stack->depth;
-        }
-    }
-    uint32_t count = frames->failed ? 0 : format_visible_frames(frames->model, stack, frames->scratch);
+    uint32_t count = scratch_room(frames, stack) != 0 || frames->failed
+                         ? 0
+                         : format_visible_frames(frames->model, stack, frames->scratch);
     for (uint32_t i = 0; i < count; i++)
         json_int(json, frame_index(frames, frames->scratch[i]));
     json_array_end(json);
@@ -285,19 +299,9 @@ struct function_path {
 static struct function_path *path_of_site(struct html_frames *frames, struct function_path **paths,
                                           const struct trace_model_stack *stack)
 {
-    uint32_t depth = stack ? stack->depth : 0;
-    unsigned char *key = malloc(FORMAT_PATH_KEY_SIZE(depth));
-    if (depth + 1 > frames->scratch_capacity) {
-        uint32_t *grown = realloc(frames->scratch, ((size_t)depth + 1) * sizeof *grown);
-        if (grown) {
-            frames->scratch = grown;
-            frames->scratch_capacity = depth + 1;
-        }
-    }
-    if (!key || depth + 1 > frames->scratch_capacity) {
-        free(key);
+    if (scratch_room(frames, stack) != 0)
         return NULL;
-    }
+    unsigned char *key = frames->path_key;
     size_t key_length = format_function_path_key(frames->model, &frames->functions, NULL, stack, frames->scratch, key);
     struct function_path *path;
     HASH_FIND(hh, *paths, key, key_length, path);
@@ -305,7 +309,6 @@ static struct function_path *path_of_site(struct html_frames *frames, struct fun
         memcpy(path->key, key, key_length);
         HASH_ADD(hh, *paths, key, key_length, path);
     }
-    free(key);
     return path;
 }
 
@@ -574,6 +577,7 @@ static void frames_free(struct html_frames *frames)
     free(frames->index_of);
     free(frames->order);
     free(frames->scratch);
+    free(frames->path_key);
 }
 
 int report_write_html(const struct report *report, FILE *out, char *err, size_t err_size)
