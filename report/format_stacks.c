@@ -256,7 +256,6 @@ int format_collect(const struct report *report, enum format_weight weight, struc
 struct function_path_seen {
     UT_hash_handle hh;
     size_t sample; /* where its merged sample is */
-    size_t key_length;
     unsigned char key[];
 };
 
@@ -300,7 +299,6 @@ int format_samples_merge_functions(const struct report *report, const struct for
             break;
         }
         memcpy(path->key, key, key_length);
-        path->key_length = key_length;
         path->sample = kept;
         HASH_ADD(hh, seen, key, key_length, path);
         merged[kept++] = *sample;
