@@ -92,3 +92,55 @@ int python_linetable_line(const uint8_t *table, size_t length, int first_line, u
     struct python_linetable_cursor start = {0, 0, 0};
     return python_linetable_line_from(table, length, first_line, byte_offset, &start);
 }
+
+/* 3.10 (Objects/lnotab_notes.txt): each pair covers [start, start +
+ * delta) with the line so far plus its line delta; pairs of no length
+ * only move the line. */
+int python_linetable310_line_from(const uint8_t *table, size_t length, int first_line, uint32_t byte_offset,
+                                  struct python_linetable_cursor *cursor)
+{
+    size_t at = 0;
+    int64_t line = first_line;
+    uint64_t end = 0;
+    if (cursor->position && cursor->position < length && byte_offset >= cursor->start) {
+        at = cursor->position;
+        line = cursor->line;
+        end = cursor->start;
+    }
+    for (; at + 1 < length; at += 2) {
+        uint64_t start = end;
+        int64_t line_before = line;
+        int8_t delta = (int8_t)table[at + 1];
+        end += table[at];
+        if (delta != -128)
+            line += delta;
+        if (byte_offset < end) {
+            if (start <= UINT32_MAX)
+                *cursor = (struct python_linetable_cursor){(uint32_t)at, (uint32_t)start, line_before};
+            return delta == -128 || line < 0 || line > INT32_MAX ? -1 : (int)line;
+        }
+    }
+    return -1;
+}
+
+/* 3.7 to 3.9: the line moves by each pair's increment once the offset
+ * reaches the pair's cumulative byte offset. */
+int python_lnotab_line_from(const uint8_t *table, size_t length, int first_line, uint32_t byte_offset,
+                            struct python_linetable_cursor *cursor)
+{
+    size_t at = 0;
+    int64_t line = first_line;
+    uint64_t reached = 0; /* the offset every pair before `at` added up to */
+    if (cursor->position && cursor->position < length && byte_offset >= cursor->start) {
+        at = cursor->position;
+        line = cursor->line;
+        reached = cursor->start;
+    }
+    for (; at + 1 < length && reached + table[at] <= byte_offset; at += 2) {
+        reached += table[at];
+        line += (int8_t)table[at + 1];
+    }
+    if (reached <= UINT32_MAX)
+        *cursor = (struct python_linetable_cursor){(uint32_t)at, (uint32_t)reached, line};
+    return line < 0 || line > INT32_MAX ? -1 : (int)line;
+}

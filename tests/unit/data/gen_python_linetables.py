@@ -1,9 +1,13 @@
-"""Writes tests/unit/data/python_linetables.h: real location tables with the
+"""Writes tests/unit/data/python_linetables.h: real line tables with the
 line CPython gives each instruction, for test_python_linetable.c.
 
-Run with each CPython 3.11+ to cover (the header concatenates them):
-    for py in python3.11 python3.12 python3.13; do $py gen_python_linetables.py; done > python_linetables.h
-(the first run writes the header's preamble when given --preamble).
+Run with each CPython 3.7+ to cover (the header concatenates them):
+    for py in python3.7 ... python3.13; do $py gen_python_linetables.py; done > python_linetables.h
+(the first run writes the header's preamble when given --preamble). The
+table is the location table from 3.11, co_linetable in 3.10, co_lnotab
+before; each instruction's line is PyCode_Addr2Line's (through ctypes
+before 3.11, whose code objects have no co_lines() or none that splits
+ranges by instruction the same way).
 """
 import sys
 import textwrap
@@ -50,8 +54,25 @@ SOURCE = textwrap.dedent('''
 def code_objects(code):
     yield code
     for const in code.co_consts:
-        if hasattr(const, "co_linetable"):
+        if hasattr(const, "co_code"):
             yield from code_objects(const)
+
+
+def lines_and_table(code):
+    """Each instruction's line (-1: none) and the table the shim reads."""
+    count = len(code.co_code) // 2
+    if sys.version_info >= (3, 11):
+        lines = [-1] * count
+        for start, end, line in code.co_lines():
+            for offset in range(start, end, 2):
+                lines[offset // 2] = -1 if line is None else line
+        return lines, code.co_linetable
+    import ctypes
+    addr2line = ctypes.pythonapi.PyCode_Addr2Line
+    addr2line.argtypes = [ctypes.py_object, ctypes.c_int]
+    addr2line.restype = ctypes.c_int
+    lines = [addr2line(code, 2 * i) for i in range(count)]
+    return lines, code.co_linetable if sys.version_info >= (3, 10) else code.co_lnotab
 
 
 def main():
@@ -64,14 +85,11 @@ def main():
     names = []
     for n, code in enumerate(code_objects(module)):
         name = "%s_%d_%s" % (tag, n, code.co_name.strip("<>"))
-        lines = [-1] * (len(code.co_code) // 2)
-        for start, end, line in code.co_lines():
-            for offset in range(start, end, 2):
-                lines[offset // 2] = -1 if line is None else line
-        table = ", ".join("0x%02x" % b for b in code.co_linetable)
-        print("static const unsigned char %s_table[] = {%s};" % (name, table))
+        lines, raw = lines_and_table(code)
+        table = ", ".join("0x%02x" % b for b in raw)
+        print("static const unsigned char %s_table[] = {%s};" % (name, table or "0"))
         print("static const int %s_lines[] = {%s};" % (name, ", ".join(map(str, lines))))
-        names.append((name, code.co_firstlineno, len(code.co_linetable), len(lines), code.co_qualname))
+        names.append((name, code.co_firstlineno, len(raw), len(lines), getattr(code, "co_qualname", code.co_name)))
     print("static const struct linetable_case %s_cases[] = {" % tag)
     for name, first, table_length, count, qualname in names:
         print('    {"%s %s", %d, %s_table, %d, %s_lines, %d},' % (tag, qualname, first, name, table_length, name, count))
