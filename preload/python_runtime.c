@@ -357,8 +357,15 @@ static uint32_t line_from_entry(void *region, uint32_t code_index, uint32_t offs
     struct line_cursor_entry *at = &line_cursors[(code_index * 0x9e3779b1u) >> 26];
     if (at->code_index != code_index)
         *at = (struct line_cursor_entry){code_index, {0, 0, 0}};
-    int line = python_linetable_line_from((const uint8_t *)shm_python_text_pool(region) + entry->linetable_offset,
-                                          entry->linetable_length, (int)entry->first_line, offset, &at->cursor);
+    const uint8_t *table = (const uint8_t *)shm_python_text_pool(region) + entry->linetable_offset;
+    size_t length = entry->linetable_length;
+    int first = (int)entry->first_line, line;
+    if (walk.line_format == PYTHON_LINES_LNOTAB)
+        line = python_lnotab_line_from(table, length, first, offset, &at->cursor);
+    else if (walk.line_format == PYTHON_LINES_310)
+        line = python_linetable310_line_from(table, length, first, offset, &at->cursor);
+    else
+        line = python_linetable_line_from(table, length, first, offset, &at->cursor);
     return line > 0 ? (uint32_t)line : 0;
 }
 
@@ -411,17 +418,32 @@ struct word_cache_entry {
 
 static __thread struct word_cache_entry word_cache[WORD_CACHE_ENTRIES] __attribute__((tls_model("initial-exec")));
 
+/* The byte offset of a frame's instruction in its code's bytecode, and
+ * whether the frame has started. instruction: a pointer into the code
+ * object (3.11+), or before 3.11 f_lasti (-1 before the first). */
+static uint32_t instruction_offset(const void *code, uint64_t instruction, bool *started)
+{
+    if (walk.frame_lasti != NO_FIELD) {
+        int32_t lasti = (int32_t)(uint32_t)instruction;
+        *started = lasti >= 0 && lasti <= INT32_MAX / 2;
+        return *started ? (uint32_t)lasti * walk.lasti_bytes : 0;
+    }
+    const char *bytecode = (const char *)code + walk.code_bytecode;
+    const char *at = (const char *)(uintptr_t)instruction;
+    /* a frame not started yet points before its first instruction */
+    *started = at >= bytecode && at - bytecode < (ptrdiff_t)UINT32_MAX;
+    return *started ? (uint32_t)(at - bytecode) : 0;
+}
+
 /* Computes the word of a frame running code at instruction, and keeps it
  * in the cache entry. Out of line: the walk's loop stays small. */
 static __attribute__((noinline)) uint64_t fill_word_cache(void *region, struct word_cache_entry *cached,
                                                            const void *code, uint64_t instruction, uint64_t identity)
 {
-    const char *bytecode = (const char *)code + layout->code_bytecode;
-    const char *at = (const char *)(uintptr_t)instruction;
-    /* a frame not started yet points before its first instruction */
-    bool started = at >= bytecode && at - bytecode < (ptrdiff_t)UINT32_MAX;
+    bool started;
+    uint32_t offset = instruction_offset(code, instruction, &started);
     uint32_t index = code_index(region, code, identity);
-    uint64_t word = shm_python_word(index, line_of(region, index, started ? (uint32_t)(at - bytecode) : 0, started));
+    uint64_t word = shm_python_word(index, line_of(region, index, offset, started));
     *cached = (struct word_cache_entry){
         .instruction = instruction, .code = (uint64_t)(uintptr_t)code, .identity = identity, .word = word};
     return word;
@@ -440,16 +462,35 @@ static inline uint64_t frame_word(void *region, struct word_cache_entry *cache, 
     return fill_word_cache(region, cached, code, instruction, identity);
 }
 
+/* Before 3.11: append_evaluation of the one frame an evaluation runs, a
+ * PyFrameObject where f_lasti says where it is. Apart, so that the walk of
+ * 3.11+ keeps its registers and instructions. */
+static __attribute__((noinline)) uint32_t append_frame_object(void *region, const void **cursor, uint64_t *out,
+                                                               uint32_t room, uint32_t *walked)
+{
+    const void *frame = *cursor;
+    if (!frame || !room || (*walked)++ >= MAX_PYTHON_FRAMES)
+        return 0;
+    const void *code = load_pointer(frame, walk.frame_code);
+    uint32_t appended = 0, lasti = *(const uint32_t *)((const char *)frame + walk.frame_lasti);
+    if (code && type_of(code) == py.code_type)
+        out[appended++] = frame_word(region, word_cache, code, lasti);
+    *cursor = load_pointer(frame, walk.frame_previous);
+    return appended;
+}
+
 /* Appends the Python frames one evaluation ran, from *cursor outwards up to
  * its entry (3.11: the frame flagged is_entry; 3.12+: the entry frame
- * owned by the C stack, skipped), and leaves *cursor at the next
- * evaluation's frames. A frame that runs no code object (3.13's
+ * owned by the C stack, skipped; before 3.11: the one frame at *cursor),
+ * and leaves *cursor at the next evaluation's frames. A frame that runs no code object (3.13's
  * f_executable may be something else) is skipped. *walked counts the
  * frames walked, against a corrupt chain. Out of line, so its loop has
  * the registers to itself. */
 static __attribute__((noinline)) uint32_t append_evaluation(void *region, const void **cursor, uint64_t *out,
                                                              uint32_t room, uint32_t *walked)
 {
+    if (__builtin_expect(walk.frame_lasti != NO_FIELD, 0))
+        return append_frame_object(region, cursor, out, room, walked);
     struct word_cache_entry *cache = word_cache;
     uint64_t *next = out, *end = out + room;
     uint32_t steps = *walked;
@@ -1063,7 +1104,8 @@ void python_runtime_start(void *region, const struct python_runtime_hooks *hooks
     header->python_mode = hook_allocators(region, version, hooks);
     if (find_frame_symbols(layout_for(version))) {
         header->python_frames = 1;
-        want_iterations();
+        if (layout->frame_lasti == NO_FIELD)
+            want_iterations(); /* qualified names are in code objects from 3.11 on */
     }
     offer_marker_module();
 }

@@ -609,6 +609,7 @@ static void count_python_image(struct session *session, const struct traced_proc
         return;
     session->python_interpreters++;
     session->python_frames_read += process->python.frames_read;
+    session->python_before_3_11 += process->python.version < 0x030b0000u;
     for (size_t i = 0; i < process->recorder.case_count; i++)
         session->python_iterations += process->recorder.cases[i].info.iterations;
 }
@@ -780,8 +781,13 @@ void warn_iterations_missed(struct session *session)
         snprintf(message, sizeof message, "--iteration py:%s: no recorded process ran a Python interpreter", python);
     else if (!session->python_frames_read)
         snprintf(message, sizeof message,
-                 "--iteration py:%s: memslope cannot read this Python version's frames (it reads CPython 3.11 to "
+                 "--iteration py:%s: memslope cannot read this Python version's frames (it reads CPython 3.7 to "
                  "3.13); mark iterations with the memslope module instead",
+                 python);
+    else if (session->python_before_3_11 == session->python_interpreters)
+        snprintf(message, sizeof message,
+                 "--iteration py:%s: needs CPython 3.11 or later (the code objects of earlier versions have no "
+                 "qualified name to match); mark iterations with the memslope module instead",
                  python);
     else
         snprintf(message, sizeof message,

@@ -123,6 +123,7 @@ struct session {
     /* images that ran CPython, those whose frames were read, and the
      * iterations they marked: what --iteration py: found */
     uint32_t python_interpreters, python_frames_read;
+    uint32_t python_before_3_11; /* of them, interpreters whose code objects have no qualified name */
     uint64_t python_iterations;
     struct pending_detach *detach_pending; /* --no-follow: children to let go */
     size_t detach_count;

@@ -12,6 +12,7 @@
 # one run shows everything that is wrong.
 #
 #   need_memslope | need_fixture NAME... | need_valgrind | need_python | need_chromium
+#   cpython_interpreters
 #   fixture_line FILE MARKER         line number of the "/* MARKER */" or
 #                                    "// MARKER" comment in fixtures/FILE
 #   record TRACE [RECORD-OPTIONS] -- COMMAND [ARG...]
@@ -109,6 +110,19 @@ need_valgrind() {
 
 need_python() {
     command -v python3 >/dev/null 2>&1 || skip "python3 is not installed (make deps installs it)"
+}
+
+# Every CPython 3.7+ here (not a free-threaded build), one line each, each
+# interpreter once: the system's, python3.N on PATH and pyenv's
+# (~/.pyenv/versions/3.*).
+cpython_interpreters() {
+    for py in /usr/bin/python3 $(command -v python3.7 python3.8 python3.9 python3.10 python3.11 python3.12 \
+                                 python3.13 2>/dev/null) "$HOME"/.pyenv/versions/3.*/bin/python3; do
+        [ -x "$py" ] || continue
+        "$py" -c 'import sys, os, sysconfig
+if sys.version_info >= (3, 7) and not sysconfig.get_config_var("Py_GIL_DISABLED"):
+    print(os.path.realpath(sys.executable))' 2>/dev/null
+    done | awk '!seen[$0]++'
 }
 
 need_chromium() {

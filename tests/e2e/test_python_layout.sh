@@ -1,18 +1,16 @@
 #!/bin/sh
 # The shim reads CPython's frames and code objects at offsets it keeps per
-# version (preload/python_layout.h). Every interpreter 3.11+ whose headers
+# version (preload/python_layout.h). Every interpreter 3.7+ whose headers
 # this machine has (the system one from python3-dev, and others on PATH or
 # under ~/.pyenv) builds tests/e2e/python/check_layout.c against its own
-# internal headers, which compares every offset with offsetof().
+# headers (3.11+: the internal ones), which compares every offset with
+# offsetof().
 . "$(dirname "$0")/lib.sh"
 checked=0
-for py in /usr/bin/python3 $(command -v python3.11 python3.12 python3.13 2>/dev/null) \
-          "$HOME"/.pyenv/versions/3.1[1-9]*/bin/python3; do
-    [ -x "$py" ] || continue
+for py in $(cpython_interpreters); do
     include=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null) || continue
-    [ -f "$include/internal/pycore_frame.h" ] || continue
+    [ -f "$include/internal/pycore_frame.h" ] || [ -f "$include/frameobject.h" ] || continue
     version=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-    case "$version" in 3.1[1-9]) ;; *) continue ;; esac
     log "\$ $py: check_layout.c against $include"
     cc -w -I"$include" -I"$include/internal" -o "$WORK/check_layout" "$(dirname "$SRC_FIXTURES")/tests/e2e/python/check_layout.c" ||
         fail "cannot build the layout check against $include"
@@ -25,5 +23,5 @@ for py in /usr/bin/python3 $(command -v python3.11 python3.12 python3.13 2>/dev/
         *) _mismatch "Python $version ($py): the shim's layout differs from the interpreter's headers" ;;
     esac
 done
-[ $checked -gt 0 ] || skip "no CPython 3.11+ with its internal headers here (make deps installs python3-dev)"
+[ $checked -gt 0 ] || skip "no CPython 3.7+ with its headers here (make deps installs python3-dev)"
 finish

@@ -2,7 +2,8 @@
  * test_python_frames.c - the shim's merge of Python frames into a native
  * backtrace (preload/python_runtime.c: python_merge_frames), on frames,
  * code objects, strings and line tables laid out in memory here as each
- * supported CPython version lays them out (preload/python_layout.h). The
+ * supported CPython version (3.7 to 3.13) lays them out
+ * (preload/python_layout.h). The
  * interpreter's evaluation function is a made-up address range.
  *
  * Each expected word is built from what the test laid out (the code's
@@ -67,11 +68,13 @@ static char *new_str(const struct python_layout *layout, const char *text)
     return str;
 }
 
-/* A location table where every entry covers two code units (4 bytes) and
+/* A line table where every entry covers two code units (4 bytes) and
  * moves one line on: the instruction at byte offset o is on line
- * first_line + 1 + o / 4 (CPython's Objects/locations.md, code 13). More
- * entries than the shim's cache of frame words has (512), so that some
- * two instructions of one code object share a cache entry. */
+ * first_line + 1 + o / 4, in the layout's format: a location table
+ * (CPython's Objects/locations.md, code 13), 3.10's pairs (4 bytes, +1),
+ * or an lnotab (a first pair of (0, +1), then (4, +1)). More entries than
+ * the shim's cache of frame words has (512), so that some two instructions
+ * of one code object share a cache entry. */
 #define ENTRIES 1024
 #define BYTECODE_BYTES (ENTRIES * 4)
 
@@ -82,8 +85,17 @@ static char *new_linetable(const struct python_layout *layout)
     long size = 2 * ENTRIES;
     memcpy(bytes + layout->bytes_size, &size, sizeof size);
     for (int i = 0; i < ENTRIES; i++) {
-        bytes[layout->bytes_data + 2 * i] = (char)(0x80 | 13 << 3 | 1); /* no columns, two code units */
-        bytes[layout->bytes_data + 2 * i + 1] = 2;                      /* line delta +1 as a signed varint */
+        char *pair = bytes + layout->bytes_data + 2 * i;
+        if (layout->line_format == PYTHON_LINES_LNOTAB) {
+            pair[0] = i == 0 ? 0 : 4; /* the line moves on when the offset reaches 4 i */
+            pair[1] = 1;
+        } else if (layout->line_format == PYTHON_LINES_310) {
+            pair[0] = 4; /* [4 i, 4 i + 4): one line further */
+            pair[1] = 1;
+        } else {
+            pair[0] = (char)(0x80 | 13 << 3 | 1); /* no columns, two code units */
+            pair[1] = 2;                          /* line delta +1 as a signed varint */
+        }
     }
     return bytes;
 }
@@ -111,9 +123,16 @@ static void set_code_fields(const struct python_layout *layout, struct code *cod
     memcpy(code->object + layout->code_first_line, &first_line, sizeof first_line);
 }
 
+/* Before 3.11 the bytecode is an object of its own (the frame's f_lasti
+ * says where it is): the code object is only as large as its fields. */
+static size_t code_bytes(const struct python_layout *layout)
+{
+    return layout->frame_lasti != NO_FIELD ? 256 : layout->code_bytecode + BYTECODE_BYTES;
+}
+
 static struct code new_code(const struct python_layout *layout, const char *name, uint32_t first_line)
 {
-    struct code code = {.object = new_object(layout->code_bytecode + BYTECODE_BYTES)};
+    struct code code = {.object = new_object(code_bytes(layout))};
     set_code_fields(layout, &code, name, first_line);
     return code;
 }
@@ -123,13 +142,27 @@ static const char *instruction_of(const struct python_layout *layout, const stru
     return code->object + layout->code_bytecode + offset;
 }
 
+/* Where a frame is: before 3.11 its f_lasti, in the version's units (-1:
+ * not started); after, a pointer into its code's bytecode. */
+static void set_instruction(const struct python_layout *layout, char *frame, const struct code *code,
+                            int64_t offset)
+{
+    if (layout->frame_lasti != NO_FIELD) {
+        int32_t lasti = offset < 0 ? -1 : (int32_t)(offset / layout->lasti_bytes);
+        memcpy(frame + layout->frame_lasti, &lasti, sizeof lasti);
+    } else {
+        set_pointer(frame, layout->frame_instr, code ? instruction_of(layout, code, (uint32_t)offset) : NULL);
+    }
+}
+
 /* An interpreter frame running code at a byte offset; 3.11 marks the first
- * frame of each evaluation, 3.12+ pushes an entry frame after it (below). */
+ * frame of each evaluation, 3.12+ pushes an entry frame after it (below);
+ * before 3.11 each evaluation runs one frame. */
 static char *new_frame(const struct python_layout *layout, const struct code *code, uint32_t offset, char *previous)
 {
     char *frame = new_object(128);
     set_pointer(frame, layout->frame_code, code ? code->object : NULL);
-    set_pointer(frame, layout->frame_instr, code ? instruction_of(layout, code, offset) : NULL);
+    set_instruction(layout, frame, code, offset);
     set_pointer(frame, layout->frame_previous, previous);
     return frame;
 }
@@ -181,6 +214,15 @@ static void set_current_frame(const struct python_layout *layout, char *frame)
 #define INTERPRETER_START 0x8000u
 #define INTERPRETER_END 0x30000u
 #define INTERP(n) (EVAL_END + 0x10u * (n) + 1)
+
+static const struct python_layout *layout_of(uint32_t version)
+{
+    for (size_t i = 0; i < sizeof python_layouts / sizeof python_layouts[0]; i++)
+        if (python_layouts[i].version == version)
+            return &python_layouts[i];
+    fail_msg("no layout for version %x", version);
+    return NULL;
+}
 
 static void use_layout(const struct python_layout *layout)
 {
@@ -294,17 +336,59 @@ static void evaluations_replaced_by_their_frames(void **state, const struct pyth
 
 static void evaluations_replaced_3_11(void **state)
 {
-    evaluations_replaced_by_their_frames(state, &python_layouts[0]);
+    evaluations_replaced_by_their_frames(state, layout_of(0x030b));
 }
 
 static void evaluations_replaced_3_12(void **state)
 {
-    evaluations_replaced_by_their_frames(state, &python_layouts[1]);
+    evaluations_replaced_by_their_frames(state, layout_of(0x030c));
 }
 
 static void evaluations_replaced_3_13(void **state)
 {
-    evaluations_replaced_by_their_frames(state, &python_layouts[2]);
+    evaluations_replaced_by_their_frames(state, layout_of(0x030d));
+}
+
+/* Before 3.11 (one PyFrameObject an evaluation, its f_lasti, the line
+ * table of 3.10 or the lnotab): each evaluation frame gives way to its
+ * frame, the interpreter's frames between two are left out, and a frame
+ * not started yet is on its first line. */
+static void one_frame_an_evaluation_before_3_11(void **state)
+{
+    void *region = *state;
+    for (uint32_t version = 0x0307; version <= 0x030a; version++) {
+        const struct python_layout *layout = layout_of(version);
+        use_layout(layout);
+        struct code outer = new_code(layout, "outer", 10), callback = new_code(layout, "callback", 40),
+                    inner = new_code(layout, "inner", 70), fresh = new_code(layout, "fresh", 90);
+        char *outer_frame = new_frame(layout, &outer, 8, NULL);
+        char *callback_frame = new_frame(layout, &callback, 20, outer_frame);
+        char *inner_frame = new_frame(layout, &inner, 4, callback_frame);
+        set_current_frame(layout, inner_frame);
+        const uint64_t native[] = {NATIVE(0), IN_EVAL(0), INTERP(1), IN_EVAL(1), NATIVE(2), IN_EVAL(2), NATIVE(3)};
+        struct merged got = merge(region, native, 7, 64);
+        assert_int_equal(got.depth, 6);
+        assert_int_equal(got.words[0], NATIVE(0));
+        assert_word(region, got.words[1], "inner", line_at(70, 4));
+        assert_word(region, got.words[2], "callback", line_at(40, 20));
+        assert_int_equal(got.words[3], NATIVE(2));
+        assert_word(region, got.words[4], "outer", line_at(10, 8));
+        assert_int_equal(got.words[5], NATIVE(3));
+        /* the frame moves through every line, and back to not started */
+        for (uint32_t offset = 0; offset < BYTECODE_BYTES; offset += 4) {
+            set_instruction(layout, inner_frame, &inner, offset);
+            assert_word(region, merge(region, native, 7, 64).words[1], "inner", line_at(70, offset));
+        }
+        char *not_started = new_frame(layout, &fresh, 0, inner_frame);
+        set_instruction(layout, not_started, &fresh, -1);
+        set_current_frame(layout, not_started);
+        const uint64_t deeper[] = {IN_EVAL(3), IN_EVAL(0), NATIVE(4)};
+        struct merged more = merge(region, deeper, 3, 64);
+        assert_int_equal(more.depth, 3);
+        assert_word(region, more.words[0], "fresh", 90);
+        assert_word(region, more.words[1], "inner", line_at(70, BYTECODE_BYTES - 4));
+        assert_int_equal(more.words[2], NATIVE(4));
+    }
 }
 
 /* The interpreter's frames between two evaluations (how one Python frame
@@ -314,7 +398,7 @@ static void evaluations_replaced_3_13(void **state)
 static void interpreter_frames_between_evaluations_left_out(void **state)
 {
     void *region = *state;
-    const struct python_layout *layout = &python_layouts[0];
+    const struct python_layout *layout = layout_of(0x030b);
     use_layout(layout);
     struct code outer = new_code(layout, "outer", 10), middle = new_code(layout, "middle", 40),
                 inner = new_code(layout, "inner", 70);
@@ -374,7 +458,7 @@ struct one_frame {
 
 static struct one_frame cached_frame(void *region, const char *name)
 {
-    const struct python_layout *layout = &python_layouts[0];
+    const struct python_layout *layout = layout_of(0x030b);
     use_layout(layout);
     struct one_frame one = {.layout = layout, .code = new_code(layout, name, 100)};
     one.frame = new_frame(layout, &one.code, 12, NULL);
@@ -438,7 +522,7 @@ static void cached_word_follows_the_identity(void **state)
 static void frame_without_code_left_out(void **state)
 {
     void *region = *state;
-    const struct python_layout *layout = &python_layouts[2];
+    const struct python_layout *layout = layout_of(0x030d);
     use_layout(layout);
     struct code code = new_code(layout, "has_code", 5);
     char *outer = new_frame(layout, &code, 0, NULL);
@@ -459,6 +543,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(evaluations_replaced_3_11, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(evaluations_replaced_3_12, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(evaluations_replaced_3_13, setup_region, teardown_region),
+        cmocka_unit_test_setup_teardown(one_frame_an_evaluation_before_3_11, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(interpreter_frames_between_evaluations_left_out, setup_region,
                                         teardown_region),
         cmocka_unit_test_setup_teardown(cached_word_follows_the_instruction, setup_region, teardown_region),

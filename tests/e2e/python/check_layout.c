@@ -11,8 +11,12 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#if PY_VERSION_HEX >= 0x030B0000
 #include "internal/pycore_code.h"
 #include "internal/pycore_frame.h"
+#else
+#include <frameobject.h>
+#endif
 
 #include "../../../preload/python_layout.h"
 
@@ -39,6 +43,32 @@ int main(void)
         printf("no layout for %s\n", PY_VERSION);
         return 2;
     }
+#if PY_VERSION_HEX < 0x030B0000
+    /* one PyFrameObject an evaluation, its place in f_lasti */
+    check("tstate_cframe", layout->tstate_cframe, NO_FIELD);
+    CHECK(current_frame, PyThreadState, frame);
+    CHECK(frame_code, PyFrameObject, f_code);
+    CHECK(frame_previous, PyFrameObject, f_back);
+    CHECK(frame_lasti, PyFrameObject, f_lasti);
+    check("frame_instr", layout->frame_instr, NO_FIELD);
+    check("frame_owner", layout->frame_owner, NO_FIELD);
+    check("frame_is_entry", layout->frame_is_entry, NO_FIELD);
+    check("frame_function", layout->frame_function, NO_FIELD);
+    check("frame_object_frame", layout->frame_object_frame, NO_FIELD);
+    check("code_bytecode", layout->code_bytecode, NO_FIELD);
+    CHECK(code_qualname, PyCodeObject, co_name);
+#if PY_VERSION_HEX >= 0x030A0000
+    CHECK(code_linetable, PyCodeObject, co_linetable);
+    check("lasti_bytes", layout->lasti_bytes, sizeof(_Py_CODEUNIT));
+    check("line_format", layout->line_format, PYTHON_LINES_310);
+#else
+    CHECK(code_linetable, PyCodeObject, co_lnotab);
+    check("lasti_bytes", layout->lasti_bytes, 1);
+    check("line_format", layout->line_format, PYTHON_LINES_LNOTAB);
+#endif
+#else
+    check("frame_lasti", layout->frame_lasti, NO_FIELD);
+    check("line_format", layout->line_format, PYTHON_LINES_LOCATIONS);
 #if PY_VERSION_HEX >= 0x030D0000
     check("tstate_cframe", layout->tstate_cframe, NO_FIELD);
     CHECK(current_frame, PyThreadState, current_frame);
@@ -62,17 +92,18 @@ int main(void)
     CHECK(frame_previous, _PyInterpreterFrame, previous);
     CHECK(frame_owner, _PyInterpreterFrame, owner);
     CHECK(code_qualname, PyCodeObject, co_qualname);
-    CHECK(code_filename, PyCodeObject, co_filename);
-    CHECK(code_first_line, PyCodeObject, co_firstlineno);
     CHECK(code_linetable, PyCodeObject, co_linetable);
     CHECK(code_bytecode, PyCodeObject, co_code_adaptive);
+    CHECK(frame_object_frame, PyFrameObject, f_frame);
+#endif
+    CHECK(code_filename, PyCodeObject, co_filename);
+    CHECK(code_first_line, PyCodeObject, co_firstlineno);
     CHECK(str_length, PyASCIIObject, length);
     CHECK(str_state, PyASCIIObject, state);
     check("str_ascii_data", layout->str_ascii_data, sizeof(PyASCIIObject));
     check("str_compact_data", layout->str_compact_data, sizeof(PyCompactUnicodeObject));
     CHECK(bytes_size, PyVarObject, ob_size);
     CHECK(bytes_data, PyBytesObject, ob_sval);
-    CHECK(frame_object_frame, PyFrameObject, f_frame);
     CHECK(function_module, PyFunctionObject, func_module);
     /* the state bits the shim tests */
     PyASCIIObject probe = {0};
