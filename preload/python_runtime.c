@@ -436,14 +436,21 @@ static uint32_t instruction_offset(const void *code, uint64_t instruction, bool 
 }
 
 /* Computes the word of a frame running code at instruction, and keeps it
- * in the cache entry. Out of line: the walk's loop stays small. */
+ * in the cache entry; 0 for a frame to leave out: code on no line, which
+ * only the interpreter makes (3.13 runs a class's __init__ under a shim
+ * code object named __init__, file "__init__", first line 0, between the
+ * caller's frame and the real __init__'s). Out of line: the walk's loop
+ * stays small. */
 static __attribute__((noinline)) uint64_t fill_word_cache(void *region, struct word_cache_entry *cached,
                                                            const void *code, uint64_t instruction, uint64_t identity)
 {
     bool started;
-    uint32_t offset = instruction_offset(code, instruction, &started);
-    uint32_t index = code_index(region, code, identity);
-    uint64_t word = shm_python_word(index, line_of(region, index, offset, started));
+    uint32_t offset = instruction_offset(code, instruction, &started), index = 0;
+    uint64_t word = 0;
+    if (*(const uint32_t *)((const char *)code + walk.code_first_line) != 0) {
+        index = code_index(region, code, identity);
+        word = shm_python_word(index, line_of(region, index, offset, started));
+    }
     *cached = (struct word_cache_entry){
         .instruction = instruction, .code = (uint64_t)(uintptr_t)code, .identity = identity, .word = word};
     return word;
@@ -473,8 +480,8 @@ static __attribute__((noinline)) uint32_t append_frame_object(void *region, cons
         return 0;
     const void *code = load_pointer(frame, walk.frame_code);
     uint32_t appended = 0, lasti = *(const uint32_t *)((const char *)frame + walk.frame_lasti);
-    if (code && type_of(code) == py.code_type)
-        out[appended++] = frame_word(region, word_cache, code, lasti);
+    if (code && type_of(code) == py.code_type && (out[0] = frame_word(region, word_cache, code, lasti)) != 0)
+        appended = 1;
     *cursor = load_pointer(frame, walk.frame_previous);
     return appended;
 }
@@ -499,8 +506,10 @@ static __attribute__((noinline)) uint32_t append_evaluation(void *region, const 
         while (frame && next < end && steps++ < MAX_PYTHON_FRAMES) {
             const void *previous = load_pointer(frame, walk.frame_previous);
             const void *code = load_pointer(frame, walk.frame_code);
-            if (code && type_of(code) == py.code_type)
-                *next++ = frame_word(region, cache, code, (uint64_t)(uintptr_t)load_pointer(frame, walk.frame_instr));
+            if (code && type_of(code) == py.code_type) {
+                uint64_t instruction = (uint64_t)(uintptr_t)load_pointer(frame, walk.frame_instr);
+                next += (*next = frame_word(region, cache, code, instruction)) != 0; /* 0: left out */
+            }
             bool entry = *((const uint8_t *)frame + walk.frame_is_entry);
             frame = previous;
             if (entry)
@@ -514,8 +523,10 @@ static __attribute__((noinline)) uint32_t append_evaluation(void *region, const 
                 break;
             }
             const void *code = load_pointer(frame, walk.frame_code);
-            if (code && type_of(code) == py.code_type)
-                *next++ = frame_word(region, cache, code, (uint64_t)(uintptr_t)load_pointer(frame, walk.frame_instr));
+            if (code && type_of(code) == py.code_type) {
+                uint64_t instruction = (uint64_t)(uintptr_t)load_pointer(frame, walk.frame_instr);
+                next += (*next = frame_word(region, cache, code, instruction)) != 0; /* 0: left out */
+            }
             frame = previous;
         }
     }

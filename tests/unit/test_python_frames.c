@@ -537,6 +537,33 @@ static void frame_without_code_left_out(void **state)
     assert_int_equal(got.words[1], NATIVE(9));
 }
 
+/* A frame whose code is on no line (first line 0: 3.13's shim code object
+ * that runs a class's __init__, between the caller and the real __init__,
+ * in the same evaluation) is left out. */
+static void frame_of_code_on_no_line_left_out(void **state)
+{
+    void *region = *state;
+    const uint32_t versions[] = {0x030d, 0x030b};
+    for (size_t v = 0; v < sizeof versions / sizeof versions[0]; v++) {
+        const struct python_layout *layout = layout_of(versions[v]);
+        use_layout(layout);
+        struct code caller = new_code(layout, "caller", 20), shim = new_code(layout, "__init__", 0),
+                    init = new_code(layout, "Klass.__init__", 30);
+        char *caller_frame = new_frame(layout, &caller, 4, NULL);
+        char *shim_frame = new_frame(layout, &shim, 0, caller_frame);
+        char *init_frame = new_frame(layout, &init, 8, shim_frame);
+        close_evaluation(layout, caller_frame, NULL);
+        set_current_frame(layout, init_frame);
+        const uint64_t native[] = {NATIVE(0), IN_EVAL(0), NATIVE(1)};
+        struct merged got = merge(region, native, 3, 64);
+        assert_int_equal(got.depth, 4);
+        assert_int_equal(got.words[0], NATIVE(0));
+        assert_word(region, got.words[1], "Klass.__init__", line_at(30, 8));
+        assert_word(region, got.words[2], "caller", line_at(20, 4));
+        assert_int_equal(got.words[3], NATIVE(1));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -550,6 +577,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(cached_word_follows_the_code, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(cached_word_follows_the_identity, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(frame_without_code_left_out, setup_region, teardown_region),
+        cmocka_unit_test_setup_teardown(frame_of_code_on_no_line_left_out, setup_region, teardown_region),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
