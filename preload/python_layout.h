@@ -48,36 +48,28 @@ struct python_layout {
     uint8_t lasti_bytes, line_format;
 };
 
+/* What 3.7 to 3.10 share: PyThreadState.frame, PyFrameObject's f_back and
+ * f_code, str and bytes; no interpreter frame, no bytecode inside the code
+ * object, no qualified name. */
+#define FRAME_OBJECT_LAYOUT                                                                                          \
+    .tstate_cframe = NO_FIELD, .current_frame = 24, .frame_code = 32, .frame_previous = 24, .frame_instr = NO_FIELD, \
+    .frame_owner = NO_FIELD, .frame_is_entry = NO_FIELD, .frame_function = NO_FIELD, .owned_by_cstack = 0xff,       \
+    .code_bytecode = NO_FIELD, .str_length = 16, .str_state = 32, .str_ascii_data = 48, .str_compact_data = 72,     \
+    .bytes_size = 16, .bytes_data = 32, .frame_object_frame = NO_FIELD
+
 static const struct python_layout python_layouts[] = {
-    /* 3.7 to 3.10: PyThreadState.frame, PyFrameObject's f_back, f_code and f_lasti */
-    {.version = 0x0307, .tstate_cframe = NO_FIELD, .current_frame = 24,
-     .frame_code = 32, .frame_previous = 24, .frame_instr = NO_FIELD, .frame_owner = NO_FIELD,
-     .frame_is_entry = NO_FIELD, .frame_function = NO_FIELD, .owned_by_cstack = 0xff,
-     .code_qualname = 104, .code_filename = 96, .code_first_line = 36, .code_linetable = 112,
-     .code_bytecode = NO_FIELD, .str_length = 16, .str_state = 32, .str_ascii_data = 48, .str_compact_data = 72,
-     .bytes_size = 16, .bytes_data = 32, .frame_object_frame = NO_FIELD, .function_module = 88,
-     .frame_lasti = 104, .lasti_bytes = 1, .line_format = PYTHON_LINES_LNOTAB},
-    {.version = 0x0308, .tstate_cframe = NO_FIELD, .current_frame = 24,
-     .frame_code = 32, .frame_previous = 24, .frame_instr = NO_FIELD, .frame_owner = NO_FIELD,
-     .frame_is_entry = NO_FIELD, .frame_function = NO_FIELD, .owned_by_cstack = 0xff,
-     .code_qualname = 112, .code_filename = 104, .code_first_line = 40, .code_linetable = 120,
-     .code_bytecode = NO_FIELD, .str_length = 16, .str_state = 32, .str_ascii_data = 48, .str_compact_data = 72,
-     .bytes_size = 16, .bytes_data = 32, .frame_object_frame = NO_FIELD, .function_module = 88,
-     .frame_lasti = 104, .lasti_bytes = 1, .line_format = PYTHON_LINES_LNOTAB},
-    {.version = 0x0309, .tstate_cframe = NO_FIELD, .current_frame = 24,
-     .frame_code = 32, .frame_previous = 24, .frame_instr = NO_FIELD, .frame_owner = NO_FIELD,
-     .frame_is_entry = NO_FIELD, .frame_function = NO_FIELD, .owned_by_cstack = 0xff,
-     .code_qualname = 112, .code_filename = 104, .code_first_line = 40, .code_linetable = 120,
-     .code_bytecode = NO_FIELD, .str_length = 16, .str_state = 32, .str_ascii_data = 48, .str_compact_data = 72,
-     .bytes_size = 16, .bytes_data = 32, .frame_object_frame = NO_FIELD, .function_module = 88,
-     .frame_lasti = 104, .lasti_bytes = 1, .line_format = PYTHON_LINES_LNOTAB},
-    {.version = 0x030a, .tstate_cframe = NO_FIELD, .current_frame = 24,
-     .frame_code = 32, .frame_previous = 24, .frame_instr = NO_FIELD, .frame_owner = NO_FIELD,
-     .frame_is_entry = NO_FIELD, .frame_function = NO_FIELD, .owned_by_cstack = 0xff,
-     .code_qualname = 112, .code_filename = 104, .code_first_line = 40, .code_linetable = 120,
-     .code_bytecode = NO_FIELD, .str_length = 16, .str_state = 32, .str_ascii_data = 48, .str_compact_data = 72,
-     .bytes_size = 16, .bytes_data = 32, .frame_object_frame = NO_FIELD, .function_module = 104,
-     .frame_lasti = 96, .lasti_bytes = 2, .line_format = PYTHON_LINES_310},
+    {.version = 0x0307, FRAME_OBJECT_LAYOUT, .code_qualname = 104, .code_filename = 96, .code_first_line = 36,
+     .code_linetable = 112, .function_module = 88, .frame_lasti = 104, .lasti_bytes = 1,
+     .line_format = PYTHON_LINES_LNOTAB},
+    {.version = 0x0308, FRAME_OBJECT_LAYOUT, .code_qualname = 112, .code_filename = 104, .code_first_line = 40,
+     .code_linetable = 120, .function_module = 88, .frame_lasti = 104, .lasti_bytes = 1,
+     .line_format = PYTHON_LINES_LNOTAB},
+    {.version = 0x0309, FRAME_OBJECT_LAYOUT, .code_qualname = 112, .code_filename = 104, .code_first_line = 40,
+     .code_linetable = 120, .function_module = 88, .frame_lasti = 104, .lasti_bytes = 1,
+     .line_format = PYTHON_LINES_LNOTAB},
+    {.version = 0x030a, FRAME_OBJECT_LAYOUT, .code_qualname = 112, .code_filename = 104, .code_first_line = 40,
+     .code_linetable = 120, .function_module = 104, .frame_lasti = 96, .lasti_bytes = 2,
+     .line_format = PYTHON_LINES_310},
     {.version = 0x030b, .tstate_cframe = 56, .current_frame = 8,
      .frame_code = 32, .frame_previous = 48, .frame_instr = 56, .frame_owner = 69, .frame_is_entry = 68,
      .frame_function = 0, .owned_by_cstack = 0xff,
