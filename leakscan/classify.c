@@ -580,11 +580,11 @@ gone:
 
 /* ---- memcheck's heuristics ----------------------------------------------- */
 
-/* CPython's layout, the same from 3.7 to 3.13 in their default builds
+/* CPython's layout, the same from 3.6 to 3.13 in their default builds
  * (x86-64 and aarch64): a PyObject starts with its reference count and
  * its type; a type object's tp_flags lies 168 bytes in. The GC header
- * before a collected object is two words from 3.8; in 3.7 a union of
- * three words with a long double, 32 bytes. */
+ * before a collected object is two words from 3.8; in 3.6 and 3.7 a union
+ * of three words with a long double, 32 bytes. */
 #define PY_OBJECT_TYPE 8u
 #define PY_TYPE_FLAGS 168u
 #define PY_TPFLAGS_MANAGED_WEAKREF (1ull << 3) /* 3.12 on */
@@ -592,18 +592,18 @@ gone:
 #define PY_TPFLAGS_HAVE_GC (1ull << 14)
 #define PY_TPFLAGS_TYPE_SUBCLASS (1ull << 31) /* its instances are types */
 #define PY_GC_HEADER 16u
-#define PY_GC_HEADER_3_7 32u
+#define PY_GC_HEADER_BEFORE_3_8 32u
 #define PY_NOT_A_TYPE UINT64_MAX
 
 /* The versions whose layout the heuristics know. */
 static bool python_layout_known(uint32_t version)
 {
-    return version >= 0x03070000 && version < 0x030e0000;
+    return version >= 0x03060000 && version < 0x030e0000;
 }
 
 static uint64_t python_gc_header(const struct scan *s)
 {
-    return s->python_version < 0x03080000 ? PY_GC_HEADER_3_7 : PY_GC_HEADER;
+    return s->python_version < 0x03080000 ? PY_GC_HEADER_BEFORE_3_8 : PY_GC_HEADER;
 }
 
 /* Whether `type` is a type object: its type has Py_TPFLAGS_TYPE_SUBCLASS,
@@ -688,8 +688,8 @@ static bool python_object_start(struct scan *s, size_t i, uint64_t ptr)
         return true;
     if (offset != PY_GC_HEADER && offset != 2 * PY_GC_HEADER)
         return false;
-    if (s->python_version < 0x03080000 && offset != PY_GC_HEADER_3_7)
-        return false; /* 3.7: only past its GC header */
+    if (s->python_version < 0x03080000 && offset != PY_GC_HEADER_BEFORE_3_8)
+        return false; /* before 3.8: only past its GC header */
     /* the object at ptr, or the object whose GC header ptr is */
     for (uint64_t object = ptr; object - data <= 2 * PY_GC_HEADER; object += PY_GC_HEADER) {
         if (object - data + 16 > size || read_word(s, object + PY_OBJECT_TYPE, &type) < 0)

@@ -4,7 +4,7 @@
  * frame and function objects. Taken with offsetof() from each version's
  * own headers (Include/internal/pycore_frame.h, Include/cpython/code.h,
  * ...); tests/e2e/test_python_layout.sh checks them again, with the same
- * offsetof() expressions, against every interpreter 3.7+ whose headers
+ * offsetof() expressions, against every interpreter 3.6+ whose headers
  * the machine that runs the tests has. Patch releases of one minor
  * version share a layout (3.11.2 and 3.11.7 checked).
  *
@@ -12,7 +12,7 @@
  * function runs exactly one, and it says where it is with f_lasti (an
  * instruction's offset in bytes, in code units from 3.10; -1 before the
  * first) instead of a pointer; its code object has no qualified name
- * (code_qualname is co_name there) and keeps its lines in co_lnotab (3.7
+ * (code_qualname is co_name there) and keeps its lines in co_lnotab (3.6
  * to 3.9) or 3.10's co_linetable (python_linetable.h).
  */
 #ifndef MEMSLOPE_PYTHON_LAYOUT_H
@@ -48,7 +48,7 @@ struct python_layout {
     uint8_t lasti_bytes, line_format;
 };
 
-/* What 3.7 to 3.10 share: PyThreadState.frame, PyFrameObject's f_back and
+/* What 3.6 to 3.10 share: PyThreadState.frame, PyFrameObject's f_back and
  * f_code, str and bytes; no interpreter frame, no bytecode inside the code
  * object, no qualified name. */
 #define FRAME_OBJECT_LAYOUT                                                                                          \
@@ -58,6 +58,9 @@ struct python_layout {
     .bytes_size = 16, .bytes_data = 32, .frame_object_frame = NO_FIELD
 
 static const struct python_layout python_layouts[] = {
+    {.version = 0x0306, FRAME_OBJECT_LAYOUT, .code_qualname = 104, .code_filename = 96, .code_first_line = 36,
+     .code_linetable = 112, .function_module = 88, .frame_lasti = 120, .lasti_bytes = 1,
+     .line_format = PYTHON_LINES_LNOTAB},
     {.version = 0x0307, FRAME_OBJECT_LAYOUT, .code_qualname = 104, .code_filename = 96, .code_first_line = 36,
      .code_linetable = 112, .function_module = 88, .frame_lasti = 104, .lasti_bytes = 1,
      .line_format = PYTHON_LINES_LNOTAB},
@@ -93,7 +96,7 @@ static const struct python_layout python_layouts[] = {
      .frame_lasti = NO_FIELD},
 };
 
-/* PyASCIIObject.state bits, the same in 3.7 to 3.13 (interned takes the
+/* PyASCIIObject.state bits, the same in 3.6 to 3.13 (interned takes the
  * two lowest) */
 #define STR_KIND_SHIFT 2
 #define STR_KIND_MASK 0x7u

@@ -123,7 +123,7 @@ int python_linetable310_line_from(const uint8_t *table, size_t length, int first
     return -1;
 }
 
-/* 3.7 to 3.9: the line moves by each pair's increment once the offset
+/* 3.6 to 3.9: the line moves by each pair's increment once the offset
  * reaches the pair's cumulative byte offset. */
 int python_lnotab_line_from(const uint8_t *table, size_t length, int first_line, uint32_t byte_offset,
                             struct python_linetable_cursor *cursor)

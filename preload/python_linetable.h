@@ -2,7 +2,7 @@
  * python_linetable.h - CPython's tables of source lines by bytecode offset,
  * read as PyCode_Addr2Line reads them: the location table of 3.11 and
  * later (co_linetable), 3.10's line table (co_linetable, PEP 626) and the
- * lnotab of 3.7 to 3.9 (co_lnotab). Pure: used by the shim on its own copy
+ * lnotab of 3.6 to 3.9 (co_lnotab). Pure: used by the shim on its own copy
  * of a table.
  */
 #ifndef MEMSLOPE_PYTHON_LINETABLE_H
@@ -41,7 +41,7 @@ int python_linetable_line_from(const uint8_t *table, size_t length, int first_li
 int python_linetable310_line_from(const uint8_t *table, size_t length, int first_line, uint32_t byte_offset,
                                   struct python_linetable_cursor *cursor);
 
-/* The same for 3.7 to 3.9's co_lnotab: pairs of a byte-offset increment
+/* The same for 3.6 to 3.9's co_lnotab: pairs of a byte-offset increment
  * (unsigned) and a line increment (signed). An offset past the table has
  * the table's last line, as CPython gives it. */
 int python_lnotab_line_from(const uint8_t *table, size_t length, int first_line, uint32_t byte_offset,

@@ -12,7 +12,7 @@
  *    (PyObject_SetArenaAllocator), so the region lists pymalloc's arenas
  *    for the leak scan (shm_layout.h's allocator ranges);
  *  - reads the calling thread's Python frames into each backtrace, in place
- *    of the interpreter's C frames that ran them (3.7 to 3.13, whose frame
+ *    of the interpreter's C frames that ran them (3.6 to 3.13, whose frame
  *    layouts the shim knows; other versions get native frames only);
  *  - offers the marker API as a builtin module `_memslope`, so
  *    python/memslope.py needs no ctypes (whose allocations would show as

@@ -781,7 +781,7 @@ void warn_iterations_missed(struct session *session)
         snprintf(message, sizeof message, "--iteration py:%s: no recorded process ran a Python interpreter", python);
     else if (!session->python_frames_read)
         snprintf(message, sizeof message,
-                 "--iteration py:%s: memslope cannot read this Python version's frames (it reads CPython 3.7 to "
+                 "--iteration py:%s: memslope cannot read this Python version's frames (it reads CPython 3.6 to "
                  "3.13); mark iterations with the memslope module instead",
                  python);
     else if (session->python_before_3_11 == session->python_interpreters)

@@ -703,7 +703,7 @@ static int write_python_warnings(struct trace_writer *writer, const struct trace
     }
     if (!python->frames_read) {
         snprintf(message, sizeof message,
-                 "Python %s: its frames are not read (memslope reads CPython 3.7 to 3.13): stacks show the "
+                 "Python %s: its frames are not read (memslope reads CPython 3.6 to 3.13): stacks show the "
                  "interpreter's C frames only",
                  version);
         rc |= trace_write_warning(writer, image->process_id, message);

@@ -112,7 +112,7 @@ need_python() {
     command -v python3 >/dev/null 2>&1 || skip "python3 is not installed (make deps installs it)"
 }
 
-# Every CPython 3.7+ here (not a free-threaded build), one line each, each
+# Every CPython 3.6+ here (not a free-threaded build), one line each, each
 # interpreter once: the system's, python3.N on PATH and pyenv's
 # (~/.pyenv/versions/3.*).
 cpython_interpreters() {
@@ -120,7 +120,7 @@ cpython_interpreters() {
                                  python3.13 2>/dev/null) "$HOME"/.pyenv/versions/3.*/bin/python3; do
         [ -x "$py" ] || continue
         "$py" -c 'import sys, os, sysconfig
-if sys.version_info >= (3, 7) and not sysconfig.get_config_var("Py_GIL_DISABLED"):
+if sys.version_info >= (3, 6) and not sysconfig.get_config_var("Py_GIL_DISABLED"):
     print(os.path.realpath(sys.executable))' 2>/dev/null
     done | awk '!seen[$0]++'
 }

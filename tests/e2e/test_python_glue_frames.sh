@@ -4,7 +4,7 @@
 # from one Python frame to the next with no interpreter frame between them,
 # as py-spy and pystack show it, and keeps the interpreter's frames before
 # the first Python frame (what allocated) and after the last. On every
-# CPython 3.7+ found (cpython_interpreters): before 3.11 each evaluation
+# CPython 3.6+ found (cpython_interpreters): before 3.11 each evaluation
 # runs one PyFrameObject, read through f_lasti and the older line tables,
 # and code objects have no qualified name (Holder.__init__ is __init__).
 . "$(dirname "$0")/lib.sh"
@@ -51,12 +51,12 @@ for s in sites:
           "| before:", "native" if native_before else "other", "| after:", "native" if native_after > 3 else native_after)
 PYEOF
 log "$(cat "$WORK/sites.txt")"
-case $version in 3.[7-9]|3.10) init=__init__ ;; *) init=Holder.__init__ ;; esac
+case $version in 3.[6-9]|3.10) init=__init__ ;; *) init=Holder.__init__ ;; esac
 expect_eq "Python $version: make's 150 bytearrays" "allocations 150" "$(head -n 1 "$WORK/sites.txt")"
 expect_eq "Python $version: each site: its Python frames, nothing between them, the interpreter's before and after" \
     "site make:$MAKE_LINE $init:$INIT_LINE <module> | between: - | before: native | after: native" \
     "$(tail -n +2 "$WORK/sites.txt" | sort -u)"
 checked=$((checked + 1))
 done
-[ $checked -gt 0 ] || skip "no CPython 3.7+ here (make deps installs python3)"
+[ $checked -gt 0 ] || skip "no CPython 3.6+ here (make deps installs python3)"
 finish

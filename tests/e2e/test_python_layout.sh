@@ -1,6 +1,6 @@
 #!/bin/sh
 # The shim reads CPython's frames and code objects at offsets it keeps per
-# version (preload/python_layout.h). Every interpreter 3.7+ whose headers
+# version (preload/python_layout.h). Every interpreter 3.6+ whose headers
 # this machine has (the system one from python3-dev, and others on PATH or
 # under ~/.pyenv) builds tests/e2e/python/check_layout.c against its own
 # headers (3.11+: the internal ones), which compares every offset with
@@ -23,5 +23,5 @@ for py in $(cpython_interpreters); do
         *) _mismatch "Python $version ($py): the shim's layout differs from the interpreter's headers" ;;
     esac
 done
-[ $checked -gt 0 ] || skip "no CPython 3.7+ with its headers here (make deps installs python3-dev)"
+[ $checked -gt 0 ] || skip "no CPython 3.6+ with its headers here (make deps installs python3-dev)"
 finish

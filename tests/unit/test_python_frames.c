@@ -2,7 +2,7 @@
  * test_python_frames.c - the shim's merge of Python frames into a native
  * backtrace (preload/python_runtime.c: python_merge_frames), on frames,
  * code objects, strings and line tables laid out in memory here as each
- * supported CPython version (3.7 to 3.13) lays them out
+ * supported CPython version (3.6 to 3.13) lays them out
  * (preload/python_layout.h). The
  * interpreter's evaluation function is a made-up address range.
  *
@@ -356,7 +356,7 @@ static void evaluations_replaced_3_13(void **state)
 static void one_frame_an_evaluation_before_3_11(void **state)
 {
     void *region = *state;
-    for (uint32_t version = 0x0307; version <= 0x030a; version++) {
+    for (uint32_t version = 0x0306; version <= 0x030a; version++) {
         const struct python_layout *layout = layout_of(version);
         use_layout(layout);
         struct code outer = new_code(layout, "outer", 10), callback = new_code(layout, "callback", 40),

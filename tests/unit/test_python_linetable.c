@@ -1,7 +1,7 @@
 /*
  * test_python_linetable.c - the shim's reading of CPython's location
  * tables (preload/python_linetable.c) against the lines CPython itself
- * gives every instruction of real code objects (3.7 to 3.13:
+ * gives every instruction of real code objects (3.6 to 3.13:
  * data/python_linetables.h, written by data/gen_python_linetables.py),
  * and against damaged tables.
  */
@@ -23,7 +23,7 @@ typedef int (*line_reader)(const uint8_t *table, size_t length, int first_line, 
                            struct python_linetable_cursor *cursor);
 
 /* What a reader gives past the last instruction: no line (-1), or, for the
- * lnotab of 3.7 to 3.9, the last instruction's line (LAST_LINE). */
+ * lnotab of 3.6 to 3.9, the last instruction's line (LAST_LINE). */
 #define LAST_LINE (-2)
 
 static int past_end_line(const struct linetable_case *code, int past_end)
@@ -120,12 +120,14 @@ static void every_instruction_of_python_3_10(void **state)
     check_cursor_orders_with(python_linetable310_line_from, CASES(py310_cases), -1);
 }
 
-static void every_instruction_of_python_3_7_to_3_9(void **state)
+static void every_instruction_of_python_3_6_to_3_9(void **state)
 {
     (void)state;
+    check_cases_with(python_lnotab_line_from, CASES(py36_cases), LAST_LINE);
     check_cases_with(python_lnotab_line_from, CASES(py37_cases), LAST_LINE);
     check_cases_with(python_lnotab_line_from, CASES(py38_cases), LAST_LINE);
     check_cases_with(python_lnotab_line_from, CASES(py39_cases), LAST_LINE);
+    check_cursor_orders_with(python_lnotab_line_from, CASES(py36_cases), LAST_LINE);
     check_cursor_orders_with(python_lnotab_line_from, CASES(py37_cases), LAST_LINE);
     check_cursor_orders_with(python_lnotab_line_from, CASES(py38_cases), LAST_LINE);
     check_cursor_orders_with(python_lnotab_line_from, CASES(py39_cases), LAST_LINE);
@@ -243,7 +245,7 @@ int main(void)
         cmocka_unit_test(every_instruction_of_python_3_12),
         cmocka_unit_test(every_instruction_of_python_3_13),
         cmocka_unit_test(every_instruction_of_python_3_10),
-        cmocka_unit_test(every_instruction_of_python_3_7_to_3_9),
+        cmocka_unit_test(every_instruction_of_python_3_6_to_3_9),
         cmocka_unit_test(cursor_reads_on_in_any_order),
         cmocka_unit_test(samples_cover_the_long_form),
         cmocka_unit_test(older_samples_cover_their_forms),

@@ -1,8 +1,8 @@
 """Writes tests/unit/data/python_linetables.h: real line tables with the
 line CPython gives each instruction, for test_python_linetable.c.
 
-Run with each CPython 3.7+ to cover (the header concatenates them):
-    for py in python3.7 ... python3.13; do $py gen_python_linetables.py; done > python_linetables.h
+Run with each CPython 3.6+ to cover (the header concatenates them):
+    for py in python3.6 ... python3.13; do $py gen_python_linetables.py; done > python_linetables.h
 (the first run writes the header's preamble when given --preamble). The
 table is the location table from 3.11, co_linetable in 3.10, co_lnotab
 before; each instruction's line is PyCode_Addr2Line's (through ctypes
