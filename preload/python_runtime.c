@@ -489,10 +489,11 @@ static __attribute__((noinline)) uint32_t append_frame_object(void *region, cons
 /* Appends the Python frames one evaluation ran, from *cursor outwards up to
  * its entry (3.11: the frame flagged is_entry; 3.12+: the entry frame
  * owned by the C stack, skipped; before 3.11: the one frame at *cursor),
- * and leaves *cursor at the next evaluation's frames. A frame that runs no code object (3.13's
- * f_executable may be something else) is skipped. *walked counts the
- * frames walked, against a corrupt chain. Out of line, so its loop has
- * the registers to itself. */
+ * and leaves *cursor at the next evaluation's frames. A frame that runs no
+ * code object (3.13's f_executable may be something else), or code on no
+ * line (fill_word_cache), is skipped. *walked counts the frames walked,
+ * against a corrupt chain. Out of line, so its loop has the registers to
+ * itself. */
 static __attribute__((noinline)) uint32_t append_evaluation(void *region, const void **cursor, uint64_t *out,
                                                              uint32_t room, uint32_t *walked)
 {

@@ -255,12 +255,11 @@ struct scan_source {
     struct leak_check_spare *spare; /* for the copy and the list, and what they were after */
 };
 
-/* An open case's block as it was when the check began, and its position
- * in the scan's list (the live table moves on while the scan runs). */
-/* An open case's block as its check sums it: what add_block reads, and
- * where the scan's list has it (its category). 24 bytes where a whole
- * live_block and the position took 40: one for each of the case's blocks,
- * faulted in at the first check (the driver's 376,000 blocks: 15 MB). */
+/* An open case's block as it was when the check began (the live table
+ * moves on while the scan runs): what add_block reads, and where the
+ * scan's list has it (its category). 24 bytes, where the whole live_block
+ * and the position took 40: one for each of the case's blocks, faulted in
+ * at the first check (issue 14's driver: 376,000 blocks, 15 MB then). */
 struct pending_block {
     uint64_t size;
     uint32_t site, iteration;
