@@ -15,6 +15,8 @@
 #include "../common/trace_format.h"
 #include "live_table.h"
 
+/* Fields ordered so that none pads (176 bytes; a large Python program has
+ * hundreds of thousands of sites). */
 struct recorder_site {
     uint32_t stack_id;      /* the shim's id, unique within the process image */
     uint32_t depth;         /* frames in all: recorder_site_frame */
@@ -24,16 +26,16 @@ struct recorder_site {
      * until the recorder is freed), or the recorder's copy. */
     const uint64_t *frames, *tail;
     uint32_t tail_count;
+    uint32_t live_context; /* the live table's context cache word for this site */
+    uint32_t counter_case; /* the case whose counter for this site case_counter is (valid when it is set) */
+    uint8_t unsampled;     /* with --sample-rate: the allocations without a backtrace */
+    uint8_t touched;       /* its live figures moved since the last snapshot: in recorder.touched */
     uint64_t allocations, allocated_bytes, frees;
     uint64_t live_bytes, live_blocks;
     uint64_t max_live_bytes;
     uint64_t peak_live_bytes; /* live bytes when the process last peaked (valid for peak_epoch) */
     uint64_t peak_epoch;
-    uint32_t live_context; /* the live table's context cache word for this site */
-    uint8_t unsampled;     /* with --sample-rate: the allocations without a backtrace */
-    uint32_t counter_case; /* the case whose counter for this site case_counter is (valid when it is set) */
     struct case_site_counter *case_counter; /* in recorder.case_sites: the last one used, found again at once */
-    uint8_t touched;       /* its live figures moved since the last snapshot: in recorder.touched */
     /* Live figures as the process's last snapshot recorded them ((0, 0)
      * without a live block then): a snapshot holds the sites that differ. */
     uint64_t snapshot_live_bytes, snapshot_live_blocks;
