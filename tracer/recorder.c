@@ -92,8 +92,12 @@ static struct recorder_site *site_for_stack(struct recorder *recorder, uint32_t 
         return &recorder->sites[index - 1];
 
     if (growable_array_reserve(&recorder->sites, &recorder->site_capacity, recorder->site_count + 1,
-                               sizeof *recorder->sites) < 0)
+                               sizeof *recorder->sites) < 0 ||
+        (recorder->sample_rate && growable_array_reserve(&recorder->scaled, &recorder->scaled_capacity,
+                                                         recorder->site_count + 1, sizeof *recorder->scaled) < 0))
         return NULL;
+    if (recorder->sample_rate)
+        memset(&recorder->scaled[recorder->site_count], 0, sizeof *recorder->scaled);
     struct recorder_site *site = &recorder->sites[recorder->site_count];
     memset(site, 0, sizeof *site);
     site->stack_id = stack_id;
@@ -211,9 +215,10 @@ static void case_count_in_case(struct recorder *recorder, struct recorder_site *
 
 /* site_count for a scaled site: the sums are kept unrounded and rounded
  * into the figures. */
-static void site_count_scaled(struct recorder_site *site, uint64_t size, double weight, int allocated, int live)
+static void site_count_scaled(struct recorder *recorder, struct recorder_site *site, uint64_t size, double weight,
+                              int allocated, int live)
 {
-    struct site_scaled *scaled = &site->scaled;
+    struct site_scaled *scaled = &recorder->scaled[site - recorder->sites];
     scaled->allocations += allocated * weight;
     scaled->allocated_bytes += allocated * weight * (double)size;
     scaled->frees += live <= 0 ? weight : 0;
@@ -242,10 +247,11 @@ static inline void case_count(struct recorder *recorder, struct recorder_site *s
 /* A site's figures after one of its blocks was allocated (live: +1), freed
  * (-1), or allocated and freed at once (0). weight: see block_weight.
  * Inline: it runs for every event, with constant allocated and live. */
-static inline void site_count(struct recorder_site *site, uint64_t size, double weight, int allocated, int live)
+static inline void site_count(struct recorder *recorder, struct recorder_site *site, uint64_t size, double weight,
+                              int allocated, int live)
 {
     if (__builtin_expect(weight != 0, 0)) {
-        site_count_scaled(site, size, weight, allocated, live);
+        site_count_scaled(recorder, site, size, weight, allocated, live);
     } else {
         site->allocations += (uint64_t)allocated;
         site->allocated_bytes += allocated ? size : 0;
@@ -287,7 +293,7 @@ static int cancels_pending_free(struct recorder *recorder, struct recorder_site 
     free(pending);
     recorder->unmatched_frees--;
     double weight = block_weight(recorder, site, size);
-    site_count(site, size, weight, 1, 0);
+    site_count(recorder, site, size, weight, 1, 0);
     case_count(recorder, site, recorder->open_case, size, weight, 1, 1);
     recorder->allocations++;
     recorder->allocated_bytes += size;
@@ -318,7 +324,7 @@ void recorder_alloc(struct recorder *recorder, uint64_t time_ns, uint64_t addres
     site_remember_peak(recorder, site);
     double weight = block_weight(recorder, site, size);
     case_count(recorder, site, recorder->open_case, size, weight, 1, 0);
-    site_count(site, size, weight, 1, 1);
+    site_count(recorder, site, size, weight, 1, 1);
     touch(recorder, site);
 
     recorder->allocations++;
@@ -356,7 +362,7 @@ void recorder_free_block(struct recorder *recorder, uint64_t time_ns, uint64_t a
     site_remember_peak(recorder, site);
     double weight = block_weight(recorder, site, block.size);
     case_count(recorder, site, block.case_id, block.size, weight, 0, 1);
-    site_count(site, block.size, weight, 0, -1);
+    site_count(recorder, site, block.size, weight, 0, -1);
     touch(recorder, site);
     recorder->live_bytes -= block.size;
     recorder->live_blocks--;
@@ -592,7 +598,11 @@ int recorder_init_fork_child(struct recorder *child, const struct recorder *pare
         goto fail;
     child->sites = calloc(parent->site_count ? parent->site_count : 1, sizeof *child->sites);
     child->site_by_stack = calloc(parent->site_by_stack_size ? parent->site_by_stack_size : 1, sizeof(uint32_t));
-    if (!child->sites || !child->site_by_stack)
+    if (parent->scaled) {
+        child->scaled = calloc(parent->site_count ? parent->site_count : 1, sizeof *child->scaled);
+        child->scaled_capacity = parent->site_count;
+    }
+    if (!child->sites || !child->site_by_stack || (parent->scaled && !child->scaled))
         goto fail;
     /* The child's stack ids are its own (a new shared region); inherited
      * blocks keep their parent's frames under synthetic ids above the
@@ -607,8 +617,10 @@ int recorder_init_fork_child(struct recorder *child, const struct recorder *pare
         to->max_live_bytes = from->live_bytes;
         to->live_context = from->live_context; /* its reference was copied with the table */
         to->unsampled = from->unsampled;
-        to->scaled = from->scaled;
-        to->scaled.allocations = to->scaled.allocated_bytes = to->scaled.frees = 0;
+        if (parent->scaled) {
+            child->scaled[i] = parent->scaled[i];
+            child->scaled[i].allocations = child->scaled[i].allocated_bytes = child->scaled[i].frees = 0;
+        }
         if (from->depth) {
             /* a copy: the parent's frames may be in its region, which goes
              * with the parent */
@@ -636,8 +648,10 @@ fail:
     free_frame_chunks(child);
     free(child->sites);
     free(child->site_by_stack);
+    free(child->scaled);
     child->sites = NULL;
     child->site_by_stack = NULL;
+    child->scaled = NULL;
     live_table_free(&child->live);
     return -1;
 }
@@ -662,6 +676,7 @@ void recorder_free(struct recorder *recorder)
     live_table_free(&recorder->live);
     free_frame_chunks(recorder);
     free(recorder->sites);
+    free(recorder->scaled);
     free(recorder->site_by_stack);
     free(recorder->touched);
     free(recorder->timeline);

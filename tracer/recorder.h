@@ -15,7 +15,7 @@
 #include "../common/trace_format.h"
 #include "live_table.h"
 
-/* Fields ordered so that none pads (176 bytes; a large Python program has
+/* Fields ordered so that none pads (128 bytes; a large Python program has
  * hundreds of thousands of sites). */
 struct recorder_site {
     uint32_t stack_id;      /* the shim's id, unique within the process image */
@@ -39,12 +39,13 @@ struct recorder_site {
     /* Live figures as the process's last snapshot recorded them ((0, 0)
      * without a live block then): a snapshot holds the sites that differ. */
     uint64_t snapshot_live_bytes, snapshot_live_blocks;
-    /* With --sample-rate, what this site's sampled allocations stand for
-     * (see recorder_sample_weight); the figures above are these, rounded. */
-    struct site_scaled {
-        double allocations, allocated_bytes, frees, live_bytes, live_blocks;
-        uint64_t sampled_live; /* sampled blocks still live: at 0 the live sums are exactly 0 */
-    } scaled;
+};
+
+/* With --sample-rate, what a site's sampled allocations stand for (see
+ * recorder_sample_weight); the site's figures are these, rounded. */
+struct site_scaled {
+    double allocations, allocated_bytes, frees, live_bytes, live_blocks;
+    uint64_t sampled_live; /* sampled blocks still live: at 0 the live sums are exactly 0 */
 };
 
 /* A snapshot as a delta: the sites whose live figures changed since the
@@ -95,6 +96,10 @@ struct recorder {
     struct case_site_counter *case_sites; /* uthash by key */
     struct recorder_site *sites;
     size_t site_count, site_capacity;
+    /* With --sample-rate, one for each site, in the order of sites (NULL
+     * without: 48 bytes a site that only sampling uses). */
+    struct site_scaled *scaled;
+    size_t scaled_capacity;
     uint32_t *site_by_stack; /* stack_id -> site index + 1; 0 = none yet */
     size_t site_by_stack_size;
 
