@@ -704,9 +704,21 @@ static void find_interpreter_text(uintptr_t inside, uintptr_t *start, uintptr_t 
     *end = range[1];
 }
 
-/* Reads frames when the interpreter has everything the walk needs. */
+/* A free-threaded build (3.13t) lays its objects out otherwise (a larger
+ * object header moves every field the layouts name) and has the same
+ * version: it alone exports the reference counting of objects owned by
+ * another thread. */
+static bool free_threaded(void)
+{
+    return symbol("_Py_DecRefShared") != NULL;
+}
+
+/* Reads frames when the interpreter has everything the walk needs, in the
+ * layout the shim knows. */
 static bool find_frame_symbols(const struct python_layout *found)
 {
+    if (free_threaded())
+        return false;
     struct python_frame_source source = {
         .layout = found,
         .this_thread_state = (get_thread_state_fn)symbol("PyGILState_GetThisThreadState"),

@@ -703,8 +703,8 @@ static int write_python_warnings(struct trace_writer *writer, const struct trace
     }
     if (!python->frames_read) {
         snprintf(message, sizeof message,
-                 "Python %s: its frames are not read (memslope reads CPython 3.6 to 3.13): stacks show the "
-                 "interpreter's C frames only",
+                 "Python %s: its frames are not read (memslope reads CPython 3.6 to 3.13, not a free-threaded "
+                 "build): stacks show the interpreter's C frames only",
                  version);
         rc |= trace_write_warning(writer, image->process_id, message);
     }
