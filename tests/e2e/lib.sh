@@ -116,7 +116,7 @@ need_python() {
 # interpreter once: the system's, python3.N on PATH and pyenv's
 # (~/.pyenv/versions/3.*).
 cpython_interpreters() {
-    for py in /usr/bin/python3 $(command -v python3.7 python3.8 python3.9 python3.10 python3.11 python3.12 \
+    for py in /usr/bin/python3 $(command -v python3.6 python3.7 python3.8 python3.9 python3.10 python3.11 python3.12 \
                                  python3.13 2>/dev/null) "$HOME"/.pyenv/versions/3.*/bin/python3; do
         [ -x "$py" ] || continue
         "$py" -c 'import sys, os, sysconfig

@@ -16,22 +16,22 @@ MAKE_LINE=$(fixture_line python/called_from_c.py MAKE_LINE)
 INIT_LINE=$(fixture_line python/called_from_c.py INIT_LINE)
 checked=0
 for py in $(cpython_interpreters); do
-version=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-log "== Python $version ($py)"
-record "$WORK/g.trace" -- "$py" "$SCRIPT" 3
-expect_eq "Python $version: record exit" 0 "$REC_RC"
-report_json "$WORK/g.trace" "$WORK/g.json" --metric allocated
+    version=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+    log "== Python $version ($py)"
+    record "$WORK/g.trace" -- "$py" "$SCRIPT" 3
+    expect_eq "Python $version: record exit" 0 "$REC_RC"
+    report_json "$WORK/g.trace" "$WORK/g.json" --metric allocated
 
-# The sites of make()'s bytearray buffers (20,000 bytes and more; the
-# objects and the ints are sites of their own). 3.12 and 3.13 specialise
-# the calls after the first ones, which gives the same Python frames other
-# native frames before them: one site to three. Each site's frames as
-# before|python|after: the frames before make, the Python frames from make
-# to <module> (<listcomp> before 3.12, a frame of its own there, left out),
-# what is between them that is not Python, and how many frames follow
-# <module>. 3.13's shim frame between <module> and __init__ (code named
-# __init__ on no line, which the interpreter makes) must not be there.
-"$PY" - "$WORK/g.json" >"$WORK/sites.txt" <<'PYEOF'
+    # The sites of make()'s bytearray buffers (20,000 bytes and more; the
+    # objects and the ints are sites of their own). 3.12 and 3.13 specialise
+    # the calls after the first ones, which gives the same Python frames other
+    # native frames before them: one site to three. Each site's frames as
+    # before|python|after: the frames before make, the Python frames from make
+    # to <module> (<listcomp> before 3.12, a frame of its own there, left out),
+    # what is between them that is not Python, and how many frames follow
+    # <module>. 3.13's shim frame between <module> and __init__ (code named
+    # __init__ on no line, which the interpreter makes) must not be there.
+    "$PY" - "$WORK/g.json" >"$WORK/sites.txt" <<'PYEOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
 left_out = ("<listcomp>",)
@@ -50,13 +50,13 @@ for s in sites:
     print("site", " ".join(python), "| between:", ",".join(between) or "-",
           "| before:", "native" if native_before else "other", "| after:", "native" if native_after > 3 else native_after)
 PYEOF
-log "$(cat "$WORK/sites.txt")"
-case $version in 3.[6-9]|3.10) init=__init__ ;; *) init=Holder.__init__ ;; esac
-expect_eq "Python $version: make's 150 bytearrays" "allocations 150" "$(head -n 1 "$WORK/sites.txt")"
-expect_eq "Python $version: each site: its Python frames, nothing between them, the interpreter's before and after" \
-    "site make:$MAKE_LINE $init:$INIT_LINE <module> | between: - | before: native | after: native" \
-    "$(tail -n +2 "$WORK/sites.txt" | sort -u)"
-checked=$((checked + 1))
+    log "$(cat "$WORK/sites.txt")"
+    case $version in 3.[6-9]|3.10) init=__init__ ;; *) init=Holder.__init__ ;; esac
+    expect_eq "Python $version: make's 150 bytearrays" "allocations 150" "$(head -n 1 "$WORK/sites.txt")"
+    expect_eq "Python $version: each site: its Python frames, nothing between them, the interpreter's before and after" \
+        "site make:$MAKE_LINE $init:$INIT_LINE <module> | between: - | before: native | after: native" \
+        "$(tail -n +2 "$WORK/sites.txt" | sort -u)"
+    checked=$((checked + 1))
 done
 [ $checked -gt 0 ] || skip "no CPython 3.6+ here (make deps installs python3)"
 finish
