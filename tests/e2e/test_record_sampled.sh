@@ -2,7 +2,8 @@
 # --sample-rate keeps every figure that is not per site exact: totals, the
 # leak summary at exit and each case's iterations, setup, growth and leaks
 # equal those of a run with every backtrace (demo_leak, leak_cycle,
-# growth_cases). Per-site figures are estimates scaled from the samples,
+# growth_cases), in every process (fork_inherit: a child that inherits 200
+# live blocks, their sites and the sites' estimates). Per-site figures are estimates scaled from the samples,
 # marked as such in JSON ("sampling") and text ("~"), and near the truth:
 # demo_leak's 100 lost blocks of 48 B, sampled every 64 B on average, are
 # each sampled with probability 1 - exp(-48/64) = 0.53, so the estimate's
@@ -10,7 +11,7 @@
 # failure once in ~16,000 runs), which an unscaled count (53 +- 5) misses.
 . "$(dirname "$0")/lib.sh"
 need_memslope
-need_fixture demo_leak leak_cycle growth_cases
+need_fixture demo_leak leak_cycle growth_cases fork_inherit
 need_python
 
 # exact_parts JSON: the figures sampling must not change, one per line.
@@ -23,10 +24,13 @@ print("leaks_at_exit", json.dumps(d.get("leaks_at_exit"), sort_keys=True))
 for c in d["cases"]:
     print("case", c["name"], json.dumps({k: c.get(k) for k in
           ("iterations", "setup", "growth", "leaks", "peak_bytes")}, sort_keys=True))
+for p in d["processes"]:
+    print("process", json.dumps({k: p.get(k) for k in ("exit", "totals", "live_at_exit", "leaks_at_exit")},
+                                sort_keys=True))
 EOF
 }
 
-for f in demo_leak leak_cycle growth_cases; do
+for f in demo_leak leak_cycle growth_cases fork_inherit; do
     record_and_report "$f-all" -- "$FIXTURES/$f"
     expect_eq "$f record exit status" 0 "$REC_RC"
     record_and_report "$f-sampled" --sample-rate 64 -- "$FIXTURES/$f"
@@ -44,7 +48,10 @@ for f in demo_leak leak_cycle growth_cases; do
         "$(jget "$WORK/$f-sampled.json" 'd["sampling"]')"
 done
 
-# The fixture's own figures, as a reminder of what "exact" means here.
+# The fixtures' own figures, as a reminder of what "exact" means here.
+expect_eq "fork_inherit child (sampled): totals, live at exit, lost and reachable blocks" \
+    "20 100 1540 120 26490 50 70" \
+    "$(jget "$WORK/fork_inherit-sampled.json" '" ".join(str(x) for x in [(p["totals"]["allocations"], p["totals"]["frees"], p["totals"]["allocated_bytes"], p["live_at_exit"]["blocks"], p["live_at_exit"]["bytes"], p["leaks_at_exit"]["definitely_lost"]["blocks"], p["leaks_at_exit"]["still_reachable"]["blocks"]) for p in d["processes"] if not p["primary"]][0])')"
 expect_eq "demo_leak definitely lost bytes (sampled)" 4800 \
     "$(jget "$WORK/demo_leak-sampled.json" 'd["leaks_at_exit"]["definitely_lost"]["bytes"]')"
 expect_eq "demo_leak allocations (sampled)" 217 "$(jget "$WORK/demo_leak-sampled.json" 'd["totals"]["allocations"]')"
