@@ -215,12 +215,13 @@ static int walk_chunks(struct walk *w, uint64_t first, uint64_t end, uint64_t to
 {
     struct heap_reader r = {w->target, first, end, 0, 0, w->window};
 #define WORD(address) (heap_word(&r, (address), &word) == 0 ? word : (gone = true, 0))
-    uint64_t p = first, prev_size = 0, word = 0;
+    uint64_t p = first, prev_size = 0, word = 0, next_field = 0;
     bool first_chunk = true, gone = false;
     while (p != top) {
         if (p + 16 > end)
             return refuse(w, "runs past the end of its heap", p, 0);
-        uint64_t field = WORD(p + 8), size = field & ~(uint64_t)SIZE_BITS;
+        /* a chunk's size field was read as the field after the chunk before */
+        uint64_t field = first_chunk ? WORD(p + 8) : next_field, size = field & ~(uint64_t)SIZE_BITS;
         if (gone)
             return refuse(w, "is in a heap that could not be read", p, 0);
         if (non_main && size == 16 && (field & PREV_INUSE) && p + 32 <= end && (WORD(p + 24) & ~7ull) == 0)
@@ -236,7 +237,8 @@ static int walk_chunks(struct walk *w, uint64_t first, uint64_t end, uint64_t to
             return 0; /* the last chunk (top) of a heap whose arena is unknown */
         if (next + 16 > end)
             return refuse(w, "is followed by no chunk header", p, field);
-        if ((WORD(next + 8) & PREV_INUSE) && push_block(w, p + 16, size - 8) < 0)
+        next_field = WORD(next + 8);
+        if ((next_field & PREV_INUSE) && push_block(w, p + 16, size - 8) < 0)
             return -1;
         if (gone)
             return refuse(w, "is in a heap that could not be read", p, 0);
