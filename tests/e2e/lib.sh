@@ -113,12 +113,12 @@ need_python() {
 }
 
 # Every CPython 3.6+ here (not a free-threaded build), one line each, each
-# interpreter once: the system's, python3.N on PATH and pyenv's
-# (~/.pyenv/versions/3.*).
+# interpreter once, by its real path (pyenv's names are scripts): $PY, the
+# system's, python3.N on PATH and pyenv's (~/.pyenv/versions/3.*).
 cpython_interpreters() {
-    for py in /usr/bin/python3 $(command -v python3.6 python3.7 python3.8 python3.9 python3.10 python3.11 python3.12 \
-                                 python3.13 2>/dev/null) "$HOME"/.pyenv/versions/3.*/bin/python3; do
-        [ -x "$py" ] || continue
+    for py in "$PY" /usr/bin/python3 $(command -v python3.6 python3.7 python3.8 python3.9 python3.10 python3.11 \
+                                       python3.12 python3.13 2>/dev/null) \
+              "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.*/bin/python3; do
         "$py" -c 'import sys, os, sysconfig
 if sys.version_info >= (3, 6) and not sysconfig.get_config_var("Py_GIL_DISABLED"):
     print(os.path.realpath(sys.executable))' 2>/dev/null

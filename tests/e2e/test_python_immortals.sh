@@ -1,8 +1,8 @@
 #!/bin/sh
 # Leaks at exit of a CPython process hold the extension's leak and nothing
 # of the interpreter's, on every CPython 3.12 or 3.13 found here with its
-# headers: $PY, the system's python3, any on PATH, in /usr or in pyenv's
-# versions (CI has Debian's 3.11 only: the test then skips).
+# headers (cpython_interpreters: $PY, the system's python3, any on PATH,
+# pyenv's; CI has Debian's 3.11 only: the test then skips).
 # fixtures/python/leaky_ext.c's leak_bytes, 20 calls (drive_leaky.py
 # bytes-alone: no thread, whose lock object CPython may free after the
 # process's end): 20 bytes objects (4096 + 33 bytes) definitely lost at
@@ -24,21 +24,13 @@ MODULE_PATH=$(dirname "$MEMSLOPE")/../lib/memslope/python
 SITE='"%d/%d" % ([s for s in d["cases"][0]["sites"] if any(f["function"] == "leaky_bytes" for f in s["frames"])][0]["leaked_blocks"], [s for s in d["cases"][0]["sites"] if any(f["function"] == "leaky_bytes" for f in s["frames"])][0]["leaked_bytes"])'
 TOTALS='" ".join("%s %d/%d" % (k, d["leaks_at_exit"][k]["blocks"], d["leaks_at_exit"][k]["bytes"]) for k in ("definitely_lost", "indirectly_lost", "possibly_lost"))'
 
-# the interpreters, by their real path (pyenv's names are scripts), once each
-interpreters=""
-for name in "$PY" /usr/bin/python3 python3.12 python3.13 /usr/bin/python3.1[23] /usr/local/bin/python3.1[23] \
-    "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.1[23]*/bin/python3; do
-    exe=$("$name" -c 'import sys; print(sys.executable)' 2>/dev/null) || continue
-    case " $interpreters " in *" $exe "*) continue ;; esac
-    interpreters="$interpreters $exe"
-done
-
 checked=0
 n=0
-for exe in $interpreters; do
+for exe in $(cpython_interpreters); do
+    version=$("$exe" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+    case "$version" in 3.1[1-3]) ;; *) continue ;; esac # 3.11 logged only, below
     n=$((n + 1))
     build_leaky_ext "$exe" "$WORK/ext$n" || { log "$exe: no Python.h, not checked"; continue; }
-    version=$("$exe" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
     PYTHONPATH="$WORK/ext$n:$MODULE_PATH" record "$WORK/b$n.trace" -- "$exe" "$WORK/ext$n/drive_leaky.py" bytes-alone 20
     expect_eq "$version: record exit" 0 "$REC_RC"
     "$MEMSLOPE" report "$WORK/b$n.trace" --format json --no-default-suppressions >"$WORK/b$n.json" 2>"$WORK/b$n.err" ||
