@@ -735,8 +735,21 @@ static bool find_frame_symbols(const struct python_layout *found)
     return true;
 }
 
+/* The calling thread's caches of code entries, lines and frame words name
+ * entries of one region's code table by index: another region's table
+ * (a fork child's, or each unit test's) gives the same index to other
+ * code. */
+static void forget_thread_caches(void)
+{
+    memset(code_cache, 0, sizeof code_cache);
+    memset(line_cache, 0, sizeof line_cache);
+    memset(line_cursors, 0, sizeof line_cursors);
+    memset(word_cache, 0, sizeof word_cache);
+}
+
 void python_frames_use(const struct python_frame_source *source)
 {
+    forget_thread_caches();
     layout = source->layout;
     walk = *source->layout;
     py.this_thread_state = source->this_thread_state;
@@ -921,10 +934,7 @@ void python_runtime_fork(void *old_region, void *new_region)
     /* the forking thread's caches name entries of the parent's table by
      * index and line: valid in the child only once the table is copied,
      * and a child that records nothing must not use them either */
-    memset(code_cache, 0, sizeof code_cache);
-    memset(line_cache, 0, sizeof line_cache);
-    memset(line_cursors, 0, sizeof line_cursors);
-    memset(word_cache, 0, sizeof word_cache);
+    forget_thread_caches();
     if (new_region)
         copy_python_state(new_region, old_region);
     if (!arenas.region)

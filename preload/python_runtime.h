@@ -92,7 +92,10 @@ struct python_frame_source {
     uintptr_t interpreter_start, interpreter_end;
 };
 
-/* Reads frames as source says from now on (python_frames_enabled). */
+/* Reads frames as source says from now on (python_frames_enabled), and
+ * forgets what the calling thread cached from the frames it read before:
+ * the shim calls it once, before any capture; a test calls it for each
+ * region it merges into. */
 void python_frames_use(const struct python_frame_source *source);
 
 /* Merges the calling thread's Python frames into a native backtrace

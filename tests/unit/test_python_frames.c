@@ -31,7 +31,7 @@
 static char code_type[64], str_type[64], bytes_type[64]; /* only their addresses matter */
 
 /* Objects are never freed nor reused, except where a test means to: the
- * thread's caches outlive each test, keyed by addresses. */
+ * thread's caches key on their addresses. */
 static _Alignas(16) char pool[1 << 20];
 static size_t pool_used;
 
@@ -518,6 +518,21 @@ static void cached_word_follows_the_identity(void **state)
     assert_word(region, got.words[1], "after_reuse", line_at(200, 12));
 }
 
+/* The same frame merged into a second region (another code table, as a
+ * fork child's or the next test's): its word names the second table's
+ * entry, not the one the thread cached from the first. */
+static void caches_start_over_in_a_new_region(void **state)
+{
+    void *first = *state, *second;
+    struct one_frame one = cached_frame(first, "in_both");
+    assert_int_equal(setup_region((void **)&second), 0);
+    use_layout(one.layout);
+    struct merged got = merge(second, one.native, 3, 64);
+    assert_word(second, got.words[1], "in_both", line_at(100, 12));
+    void *gone = second;
+    teardown_region(&gone);
+}
+
 /* A frame that runs no code object is left out (3.13's f_executable). */
 static void frame_without_code_left_out(void **state)
 {
@@ -576,6 +591,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(cached_word_follows_the_instruction, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(cached_word_follows_the_code, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(cached_word_follows_the_identity, setup_region, teardown_region),
+        cmocka_unit_test_setup_teardown(caches_start_over_in_a_new_region, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(frame_without_code_left_out, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(frame_of_code_on_no_line_left_out, setup_region, teardown_region),
     };
