@@ -845,12 +845,36 @@ static inline void resolve_hit(struct hit *hit)
     hit->start = (starts >> bit & 1) && (offset & ((1ull << r->shift) - 1)) == 0;
 }
 
+/* Whether an interior pointer into block i is the address of the next
+ * block's glibc chunk header (16 bytes before it): that header's first
+ * field, prev_size, is the last word of block i's usable size, so a
+ * request that uses all of it reaches in. Such a word is glibc's own link
+ * (a free chunk's fd, bk, fd_nextsize, bk_nextsize, left in a block
+ * malloc handed out again: a lone chunk in a large bin points at itself),
+ * not a reference into block i; memcheck, whose blocks have red zones
+ * between them, never sees one. Only where the header is there: 16-aligned,
+ * over at most block i's last word, and its size field the chunk size
+ * glibc gives block i + 1 (in use, after a chunk in use). Rare (an
+ * interior pointer at exactly that place), so the read costs nothing. */
+#define GLIBC_PREV_INUSE 1u
+#define GLIBC_IS_MMAPPED 2u
+static bool is_next_chunk_header(struct scan *s, size_t i, uint64_t word)
+{
+    if (i + 1 >= s->count || word != s->blocks[i + 1].address - 16 || (word & 15) ||
+        word + 8 < s->blocks[i].address + s->blocks[i].size)
+        return false;
+    uint64_t size_field, request = s->blocks[i + 1].size;
+    uint64_t chunk = request + 8 + 15 < 32 ? 32 : (request + 8 + 15) & ~15ull;
+    return read_word(s, word + 8, &size_field) == 0 && (size_field & ~7ull) == chunk &&
+           (size_field & (GLIBC_PREV_INUSE | GLIBC_IS_MMAPPED)) == GLIBC_PREV_INUSE;
+}
+
 /* A resolved hit's mark, if the word lies in the block. */
 static inline void mark_hit(struct scan *s, const struct hit *hit, size_t clique)
 {
     size_t i = hit->block;
-    if (!hit->start && hit->word - s->blocks[i].address >= s->blocks[i].size)
-        return; /* past the end of the block before it (a zero-size one is never inside) */
+    if (!hit->start && (hit->word - s->blocks[i].address >= s->blocks[i].size || is_next_chunk_header(s, i, hit->word)))
+        return; /* past the end of the block before it (a zero-size one is never inside), or glibc's */
     s->stats.pointer_hits++;
     if (clique == NO_CLIQUE)
         reach_from_roots(s, i, hit->word, hit->start, hit->prior_definite);
