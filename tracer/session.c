@@ -195,6 +195,50 @@ static int elf_statically_linked(const char *path)
     return is_static;
 }
 
+/* Whether an LD_PRELOAD value (paths split by colons or spaces, as ld.so
+ * reads it) names memslope's shim. */
+static int preload_names_shim(const char *value)
+{
+    char path[PATH_MAX];
+    for (const char *at = value; *at;) {
+        size_t length = strcspn(at, ": ");
+        if (length > 0 && length < sizeof path) {
+            memcpy(path, at, length);
+            path[length] = '\0';
+            if (path_is_shim(path))
+                return 1;
+        }
+        at += length + (at[length] != '\0');
+    }
+    return 0;
+}
+
+/* What LD_PRELOAD held when the image started: the last definition in
+ * /proc/PID/environ (the environment its exec was given). */
+static void read_preload(struct traced_process *process)
+{
+    static const char name[] = "LD_PRELOAD=";
+    size_t length = 0;
+    char *environment = read_proc_file(process->pid, "environ", &length);
+    const char *value = NULL;
+    for (size_t i = 0; environment && i < length; i += strlen(environment + i) + 1)
+        if (strncmp(environment + i, name, sizeof name - 1) == 0)
+            value = environment + i + sizeof name - 1;
+    free(process->preload_value);
+    process->preload_value = NULL;
+    if (!environment)
+        process->preload = TRACE_PRELOAD_UNKNOWN;
+    else if (!value)
+        process->preload = TRACE_PRELOAD_UNSET;
+    else if (preload_names_shim(value))
+        process->preload = TRACE_PRELOAD_WITH_SHIM;
+    else {
+        process->preload = TRACE_PRELOAD_WITHOUT_SHIM;
+        process->preload_value = strndup(value, 200);
+    }
+    free(environment);
+}
+
 /* Names the image: /proc/PID/exe and the argv in /proc/PID/cmdline. */
 void process_read_identity(struct traced_process *process)
 {
@@ -205,6 +249,7 @@ void process_read_identity(struct traced_process *process)
     process->exe = strdup(n > 0 ? (exe[n] = '\0', exe) : "");
     process->secure_execution = read_secure_execution(process->pid);
     process->statically_linked = elf_statically_linked(path);
+    read_preload(process);
 
     size_t length = 0;
     char *cmdline = read_proc_file(process->pid, "cmdline", &length);
@@ -233,6 +278,9 @@ void process_copy_identity(struct traced_process *to, const struct traced_proces
     free(to->exe);
     to->argc = 0;
     to->exe = strdup(from->exe ? from->exe : "");
+    free(to->preload_value);
+    to->preload = from->preload;
+    to->preload_value = from->preload_value ? strdup(from->preload_value) : NULL;
     to->argv = calloc(from->argc + 1, sizeof *to->argv);
     for (uint32_t i = 0; to->argv && i < from->argc; i++)
         to->argv[to->argc++] = strdup(from->argv[i]);
@@ -627,6 +675,18 @@ static void report_write_failure(struct session *session)
             trace_writer_error(session->writer));
 }
 
+/* An image whose LD_PRELOAD lost the shim on the way (a command in the
+ * chain set or removed it) recorded nothing, by the user's hand: said on
+ * stderr as well as in the trace. A static or setuid program's is only in
+ * the trace: a build runs many, and they are not what is being measured. */
+static void warn_preload_lost(const struct trace_image *image)
+{
+    char message[1024];
+    if ((image->preload == TRACE_PRELOAD_UNSET || image->preload == TRACE_PRELOAD_WITHOUT_SHIM) &&
+        !image->secure_execution && !image->statically_linked && trace_image_shim_absent(image, message, sizeof message))
+        fprintf(stderr, "memslope: warning: %s\n", message);
+}
+
 /* What the trace is told of the image (trace_output.h). */
 static struct trace_image image_view(struct traced_process *process, uint32_t stacks_dropped,
                                      uint32_t slots_exhausted)
@@ -653,6 +713,8 @@ static struct trace_image image_view(struct traced_process *process, uint32_t st
         .vfork_child = process->vfork_child,
         .secure_execution = process->secure_execution,
         .statically_linked = process->statically_linked,
+        .preload = process->preload,
+        .preload_value = process->preload_value,
         .leak_check_note = process->leak_check_note,
         .output = &process->output,
     };
@@ -687,6 +749,7 @@ void process_end(struct session *session, struct traced_process *process)
     struct trace_image image = image_view(process, stacks_dropped, slots_exhausted);
     if (trace_output_process(session->writer, session->symbols, &image, &session->modules_written) < 0)
         report_write_failure(session);
+    warn_preload_lost(&image);
     recorder_free(&process->recorder);
     shm_consumer_detach(&process->shm); /* the sites' frames were in it */
     python_frames_free(&process->python);
@@ -953,6 +1016,7 @@ void session_destroy(struct session *session)
             free(process->argv[a]);
         free(process->argv);
         free(process->exe);
+        free(process->preload_value);
         leak_results_free(&process->leaks);
         trace_output_state_free(process->output);
         symbolizer_warmup_finish(process->warmup);

@@ -25,6 +25,7 @@
 #include "session.h"
 #include "shm_consumer.h"
 #include "sigtrap_guard.h"
+#include "trace_output.h"
 
 struct leak_check_pending;
 struct socket_message;
@@ -90,6 +91,8 @@ struct traced_process {
     struct leak_check_spare check_spare; /* what the last check wrote, for the next (leak_check.h) */
     int secure_execution;      /* AT_SECURE: setuid, setgid or file capabilities; ld.so ignores LD_PRELOAD */
     int statically_linked;     /* no PT_INTERP: no dynamic loader to preload the shim */
+    enum trace_preload preload; /* its LD_PRELOAD at its exec */
+    char *preload_value;        /* TRACE_PRELOAD_WITHOUT_SHIM: the value; else NULL */
     uint64_t invalid_events;   /* events of its region no shim writes, skipped (shm_consumer.h) */
     int exit_checked;          /* no-ptrace mode: the shim's exit check ran and was recorded */
     struct symbolizer_warmup *warmup; /* symbolizing in the background (symbolize.h), or NULL */

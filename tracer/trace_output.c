@@ -717,26 +717,44 @@ static int write_python_warnings(struct trace_writer *writer, const struct trace
 }
 
 /* Why the shim never ran in an image, as far as the tracer can tell. */
-static const char *shim_absent_reason(const struct trace_image *image)
+static void shim_absent_reason(const struct trace_image *image, char *reason, size_t size)
 {
     if (image->secure_execution)
-        return "it runs in secure-execution mode, setuid, setgid or with file capabilities, where the dynamic "
-               "loader ignores LD_PRELOAD; record it without those, or as the user it runs as";
-    if (image->statically_linked)
-        return "a statically linked program: no dynamic loader preloads anything into it";
-    return "LD_PRELOAD was removed from its environment, or the shim could not be loaded";
+        snprintf(reason, size, "it runs in secure-execution mode, setuid, setgid or with file capabilities, where "
+                               "the dynamic loader ignores LD_PRELOAD; record it without those, or as the user it "
+                               "runs as");
+    else if (image->statically_linked)
+        snprintf(reason, size, "a statically linked program: no dynamic loader preloads anything into it");
+    else if (image->preload == TRACE_PRELOAD_WITHOUT_SHIM)
+        snprintf(reason, size,
+                 "a command on the way (env LD_PRELOAD=..., a wrapper) replaced its LD_PRELOAD with '%s'; set it "
+                 "before memslope instead (LD_PRELOAD=... memslope record -- ...), and memslope adds its shim to it",
+                 image->preload_value ? image->preload_value : "");
+    else if (image->preload == TRACE_PRELOAD_UNSET)
+        snprintf(reason, size, "a command on the way (env -i, env -u, a wrapper that cleans the environment) "
+                               "removed LD_PRELOAD, which holds memslope's shim, from its environment");
+    else
+        snprintf(reason, size, "the shim could not be loaded; see the program's own error output");
+}
+
+int trace_image_shim_absent(const struct trace_image *image, char *message, size_t size)
+{
+    if ((image->flags & TRACE_PROC_SHIM_SEEN) || image->vfork_child)
+        return 0;
+    char reason[400];
+    shim_absent_reason(image, reason, sizeof reason);
+    snprintf(message, size, "process %d (%s): the shim never loaded, so its allocations are not recorded: %s",
+             (int)image->pid, image->exe ? image->exe : "?", reason);
+    return 1;
 }
 
 static int write_warnings(struct trace_writer *writer, const struct trace_image *image)
 {
-    char message[512];
+    char message[1024];
     const struct recorder *recorder = image->recorder;
     int rc = 0;
-    if (!(image->flags & TRACE_PROC_SHIM_SEEN) && !image->vfork_child) {
-        snprintf(message, sizeof message, "process %d (%s): the shim never loaded (%s): its allocations are not recorded",
-                 (int)image->pid, image->exe ? image->exe : "?", shim_absent_reason(image));
+    if (trace_image_shim_absent(image, message, sizeof message))
         rc |= trace_write_warning(writer, image->process_id, message);
-    }
     if (image->stacks_dropped) {
         snprintf(message, sizeof message, "%u allocations have no backtrace: the stack table was full",
                  image->stacks_dropped);

@@ -31,6 +31,15 @@ struct trace_output_state; /* what the trace has of an image; the image's owner 
 /* What the trace is told of one process image, filled by its owner (the
  * recording engine) at each output. The recorder's figures are read, and
  * what was written is marked in it. */
+/* What an image's LD_PRELOAD held when it started (/proc/PID/environ at
+ * its exec): why the shim may not have loaded. */
+enum trace_preload {
+    TRACE_PRELOAD_UNKNOWN,      /* not read */
+    TRACE_PRELOAD_WITH_SHIM,    /* it names memslope's shim */
+    TRACE_PRELOAD_UNSET,        /* no LD_PRELOAD: removed on the way (env -i, env -u, a wrapper) */
+    TRACE_PRELOAD_WITHOUT_SHIM, /* set, without the shim: replaced on the way (env LD_PRELOAD=...) */
+};
+
 struct trace_image {
     uint32_t process_id, parent_process_id;
     pid_t pid;
@@ -49,9 +58,15 @@ struct trace_image {
     uint64_t invalid_events;            /* events of its region no shim writes, skipped */
     int vfork_child;                    /* it never ran a shim of its own */
     int secure_execution, statically_linked; /* why the shim may not have loaded */
+    enum trace_preload preload;         /* what its LD_PRELOAD said at its exec */
+    const char *preload_value;          /* TRACE_PRELOAD_WITHOUT_SHIM: the value, perhaps cut short */
     const char *leak_check_note;        /* why a leak check did not run; NULL: none */
     struct trace_output_state **output; /* *output NULL before the first output, which creates it */
 };
+
+/* When the shim never loaded in the image: 1, and message says why (as
+ * far as the tracer can tell) and what to do; else 0. */
+int trace_image_shim_absent(const struct trace_image *image, char *message, size_t size);
 
 /* The image's end. symbols: the recording's symbol store (symbolize.h).
  * module_base: module ids written so far (ids are global to the trace);
