@@ -54,11 +54,65 @@ static int remember(struct stopping *s, pid_t tid, int signal)
     return 0;
 }
 
-static const char *ptrace_refused_advice(void)
+/* A field of /proc/PID/status ("TracerPid", "CapEff"), as text; "" when
+ * absent. pid 0: this process. */
+static void status_field(pid_t pid, const char *name, char *value, size_t size)
 {
-    return "the kernel's ptrace access check refused: run memslope as the same user as the process (and not "
-           "against a setuid or otherwise undumpable program), or with CAP_SYS_PTRACE (e.g. sudo), and check "
-           "/proc/sys/kernel/yama/ptrace_scope (1 allows only descendants: set it to 0, or use sudo)";
+    char path[64], line[256];
+    snprintf(path, sizeof path, pid ? "/proc/%d/status" : "/proc/self/status", (int)pid);
+    value[0] = '\0';
+    FILE *f = fopen(path, "re");
+    size_t length = strlen(name);
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, name, length) == 0 && line[length] == ':') {
+            snprintf(value, size, "%s", line + length + 1 + strspn(line + length + 1, " \t"));
+            value[strcspn(value, "\n")] = '\0';
+            break;
+        }
+    if (f)
+        fclose(f);
+}
+
+/* PF_KTHREAD in the flags of /proc/PID/stat (field 9): a kernel thread. */
+static bool is_kernel_thread(pid_t pid)
+{
+    char path[64], text[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    if (f)
+        fclose(f);
+    text[n] = '\0';
+    const char *after_name = strrchr(text, ')'); /* the name may hold spaces and parentheses */
+    unsigned long flags = 0;
+    return after_name && sscanf(after_name + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) == 1 && (flags & 0x00200000ul);
+}
+
+/* Why PTRACE_SEIZE said EPERM, as far as /proc tells, and what to do. */
+static void explain_ptrace_refusal(pid_t pid, char *why, size_t size)
+{
+    char tracer[32], capabilities[32];
+    status_field(pid, "TracerPid", tracer, sizeof tracer);
+    status_field(0, "CapEff", capabilities, sizeof capabilities);
+    bool may_ptrace_anyone = strtoull(capabilities, NULL, 16) >> 19 & 1; /* CAP_SYS_PTRACE */
+    if (is_kernel_thread(pid))
+        snprintf(why, size, "it is a kernel thread, which has no user memory to scan");
+    else if (atoi(tracer) > 0)
+        snprintf(why, size,
+                 "it is already being traced, by process %d (a debugger, strace, or memslope record, whose "
+                 "leak checks at each case end and at exit need no memslope leaks); detach that first",
+                 atoi(tracer));
+    else if (may_ptrace_anyone)
+        snprintf(why, size,
+                 "the kernel's ptrace access check refused although memslope has CAP_SYS_PTRACE: the process holds "
+                 "capabilities memslope lacks, runs in a user namespace memslope is not privileged in, or a "
+                 "security module (Yama's ptrace_scope 3, SELinux, AppArmor) forbids it");
+    else
+        snprintf(why, size,
+                 "the kernel's ptrace access check refused: run memslope as the same user as the process (and "
+                 "not against a setuid or otherwise undumpable program), or with CAP_SYS_PTRACE (e.g. sudo), "
+                 "and check /proc/sys/kernel/yama/ptrace_scope (1 allows only descendants: set it to 0, or use "
+                 "sudo)");
 }
 
 /* Waits for the stop of one seized and interrupted thread. Returns 1 when
@@ -91,10 +145,12 @@ static int stop_thread(struct stopping *s, pid_t tid, char *err, size_t err_size
     if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) < 0) {
         if (errno == ESRCH)
             return 0;
-        if (errno == EPERM)
+        if (errno == EPERM) {
+            char why[512];
+            explain_ptrace_refusal(tid, why, sizeof why);
             error_printf(err, err_size, "cannot attach to process %d (thread %d): %s", (int)s->stopped->pid, (int)tid,
-                      ptrace_refused_advice());
-        else
+                         why);
+        } else
             error_printf(err, err_size, "cannot attach to process %d (thread %d): %s", (int)s->stopped->pid, (int)tid,
                       strerror(errno));
         return -1;

@@ -166,6 +166,46 @@ static int push_free(struct walk *w, uint64_t mem)
     return 0;
 }
 
+/* The allocator library mapped into the process, other than glibc's
+ * malloc, or NULL. */
+static const char *other_allocator(const struct proc_maps *maps)
+{
+    static const char *const known[] = {"libtcmalloc", "libjemalloc", "libmimalloc", "libhoard", "libtbbmalloc"};
+    for (size_t i = 0; i < maps->count; i++) {
+        const char *name = strrchr(maps->maps[i].path, '/');
+        for (size_t k = 0; name && k < sizeof known / sizeof known[0]; k++)
+            if (strncmp(name + 1, known[k], strlen(known[k])) == 0)
+                return name + 1;
+    }
+    return NULL;
+}
+
+/* Whether a libc shared object is mapped: if not, the program is
+ * statically linked (or has no libc at all). */
+static bool maps_libc(const struct proc_maps *maps)
+{
+    for (size_t i = 0; i < maps->count; i++) {
+        const char *name = strrchr(maps->maps[i].path, '/');
+        if (name && (strncmp(name + 1, "libc.so", 7) == 0 || strncmp(name + 1, "libc-", 5) == 0))
+            return true;
+    }
+    return false;
+}
+
+/* Why a heap may not be glibc's, said where the walk refuses it. */
+static void refusal_hint(const struct walk *w, char *hint, size_t size)
+{
+    const char *allocator = other_allocator(&w->maps);
+    if (allocator)
+        snprintf(hint, size, "the process has %s mapped: memslope leaks reads glibc's malloc heap only; record "
+                             "the program with memslope record, which sees every allocator's blocks", allocator);
+    else if (!maps_libc(&w->maps))
+        snprintf(hint, size, "no libc.so is mapped: a statically linked program, whose heap memslope leaks does not "
+                             "read; memslope record cannot preload its shim into it either");
+    else
+        snprintf(hint, size, "the process may use another allocator, or a thread may be inside malloc: try again");
+}
+
 static int refuse(struct walk *w, const char *what, uint64_t chunk, uint64_t size)
 {
     if (w->target->gone) {
@@ -173,11 +213,12 @@ static int refuse(struct walk *w, const char *what, uint64_t chunk, uint64_t siz
                   (int)w->target->pid);
         return -1;
     }
+    char hint[256];
+    refusal_hint(w, hint, sizeof hint);
     error_printf(w->err, w->err_size,
               "the glibc heap of process %d does not validate: chunk at 0x%" PRIx64 " (size field 0x%" PRIx64
-              ") %s; refusing to guess (the process may use another allocator, or a thread may be inside malloc: "
-              "try again)",
-              (int)w->target->pid, chunk, size, what);
+              ") %s; refusing to guess (%s)",
+              (int)w->target->pid, chunk, size, what, hint);
     return -1;
 }
 

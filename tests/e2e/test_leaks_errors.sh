@@ -3,6 +3,8 @@
 # a pid that does not exist, a refused ptrace and a heap that does not
 # validate exit 3 (1 means leaks were found, as macOS leaks) with a message
 # naming the problem and what to do, and the target is never left stopped.
+# A process another tracer holds, a kernel thread, a static program and one
+# with tcmalloc are each named as what they are.
 . "$(dirname "$0")/lib.sh"
 need_memslope
 need_fixture leak_corrupt
@@ -81,4 +83,71 @@ echo >&3
 exec 3>&-
 wait "$CHILD"
 expect_eq "corrupt heap fixture: exit status when released" 0 "$?"
+
+# A process another tracer holds (here memslope record's), and a kernel
+# thread: said as what they are, not blamed on permissions.
+record "$WORK/held.trace" -- sh -c 'echo "pid $$" >"$1"; exec sleep 3' sh "$WORK/held.pid" &
+RECORDER=$!
+held=$(await_pid "$WORK/held.pid")
+run_leaks "$held"
+expect_eq "a traced process: exit status" 3 "$RC"
+expect_match "a traced process: message" "cannot attach to process $held .*: it is already being traced, by process [0-9]+" \
+    "$WORK/err"
+expect_no_match "a traced process: not blamed on permissions" "access check" "$WORK/err"
+wait "$RECORDER"
+kthread=$(for f in /proc/[0-9]*/stat; do awk '{ if (int($9 / 2097152) % 2) { print $1; exit } }' "$f" 2>/dev/null; done |
+    head -n 1)
+if [ -n "$kthread" ]; then
+    run_leaks "$kthread"
+    expect_eq "a kernel thread: exit status" 3 "$RC"
+    expect_match "a kernel thread: message" "it is a kernel thread, which has no user memory" "$WORK/err"
+else
+    log "no kernel thread visible here: not checked"
+fi
+
+# Heaps that are not glibc's dynamic one: the refusal names the reason.
+cat >"$WORK/waiter.c" <<'EOF_C'
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+int main(void)
+{
+    for (int i = 0; i < 100; i++)
+        if (!malloc(100 + i))
+            return 1;
+    printf("pid %d\n", (int)getpid());
+    fflush(stdout);
+    char c;
+    while (read(0, &c, 1) == 1)
+        ;
+    return 0;
+}
+EOF_C
+# waiting_leaks NAME PROGRAM [ENV...]: memslope leaks on PROGRAM waiting.
+waiting_leaks() {
+    _name=$1 _program=$2
+    shift 2
+    rm -f "$WORK/in_$_name"
+    mkfifo "$WORK/in_$_name"
+    env "$@" "$_program" <"$WORK/in_$_name" >"$WORK/$_name.pid" &
+    _waiter=$!
+    exec 4>"$WORK/in_$_name"
+    run_leaks "$(await_pid "$WORK/$_name.pid")"
+    exec 4>&-
+    wait "$_waiter"
+}
+if cc -static -O0 -o "$WORK/waiter_static" "$WORK/waiter.c" 2>/dev/null; then
+    waiting_leaks static "$WORK/waiter_static"
+    expect_eq "a static program: exit status" 3 "$RC"
+    expect_match "a static program: message" "no libc.so is mapped: a statically linked program" "$WORK/err"
+else
+    log "no static libc: the static program is not checked"
+fi
+TCMALLOC=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4
+[ -e "$TCMALLOC" ] || fail "$TCMALLOC is missing (make deps installs libtcmalloc-minimal4)"
+cc -O0 -o "$WORK/waiter" "$WORK/waiter.c" || fail "cannot build waiter.c"
+waiting_leaks tcmalloc "$WORK/waiter" LD_PRELOAD="$TCMALLOC"
+expect_eq "tcmalloc: exit status" 3 "$RC"
+expect_match "tcmalloc: message" "the process has libtcmalloc_minimal.so.4[.0-9]* mapped: memslope leaks reads glibc's" \
+    "$WORK/err"
 finish
