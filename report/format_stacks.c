@@ -349,8 +349,12 @@ const char *format_weight_empty_reason(const struct report *report, enum format_
 {
     switch (weight) {
     case FORMAT_WEIGHT_GROWTH:
-        return any_growth_known(report)
-                   ? "no site grows: every growth figure is zero or negative (try --metric leaked or peak)"
+        if (any_growth_known(report))
+            return "no site grows: every growth figure is zero or negative (try --metric leaked or peak)";
+        return report->primary && report->primary->has_python
+                   ? "no growth figures: growth needs a case with at least 3 iteration snapshots (mark "
+                     "iterations with memslope.iteration() in the Python code or record --iteration "
+                     "py:FUNCTION; or try --metric leaked, peak or allocated)"
                    : "no growth figures: growth needs a case with at least 3 iteration snapshots (mark "
                      "iterations with memslope_iteration() or record --iteration SYMBOL; or try --metric "
                      "leaked, peak or allocated)";

@@ -955,3 +955,10 @@ int report_compare_loss_records(const void *left, const void *right)
         return a->category < b->category ? -1 : 1;
     return a->stack_id < b->stack_id ? -1 : a->stack_id > b->stack_id;
 }
+
+const char *report_iteration_hint(const struct report *report)
+{
+    if (report->primary && report->primary->has_python)
+        return "memslope.iteration() in the Python code, or record --iteration py:FUNCTION";
+    return "memslope_iteration() or record --iteration SYMBOL";
+}

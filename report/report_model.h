@@ -134,6 +134,11 @@ int report_build_request(struct report *report, const struct trace_model *model,
                          const struct report_request *request, char *err, size_t err_size);
 void report_free(struct report *report);
 
+/* How to mark iterations in the primary's program: the Python module and
+ * py:FUNCTION when it ran CPython, memslope_iteration() and a C symbol
+ * otherwise. */
+const char *report_iteration_hint(const struct report *report);
+
 /* qsort order of pointers to loss records: largest first, then by
  * category and stack, so equal sizes come out the same in every run. */
 int report_compare_loss_records(const void *left, const void *right);

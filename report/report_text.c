@@ -252,7 +252,7 @@ static const char *bytes_text(uint64_t bytes, const char *mark, char *buffer, si
     return buffer;
 }
 
-static void write_case_figures(FILE *out, const struct report_case *c)
+static void write_case_figures(FILE *out, const struct report *report, const struct report_case *c)
 {
     char iterations[48], peak[64], setup[64], blocks[48], lost[64], suppressed[64];
     text_put(out, c->name);
@@ -260,8 +260,8 @@ static void write_case_figures(FILE *out, const struct report_case *c)
             c->iterations ? plural(c->iterations, "iteration", iterations, sizeof iterations) : "no iterations",
             bytes_text(c->peak_bytes, "", peak, sizeof peak));
     if (!c->setup_known)
-        fputs("  setup, growth: not estimated (they need iterations: mark them with memslope_iteration() or\n"
-              "                 record --iteration SYMBOL)\n", out);
+        fprintf(out, "  setup, growth: not estimated (they need iterations: mark them with\n"
+                     "                 %s)\n", report_iteration_hint(report));
     else
         fprintf(out, "  setup:  %s in %s\n", bytes_text(c->setup_bytes, "", setup, sizeof setup),
                 plural(c->setup_blocks, "block", blocks, sizeof blocks));
@@ -454,7 +454,7 @@ static void write_cases(FILE *out, const struct report *report)
     fputs(report->case_count == 1 ? "Case\n\n" : "Cases\n\n", out);
     write_sampling_note(out, report);
     for (size_t i = 0; i < report->case_count; i++) {
-        write_case_figures(out, &report->cases[i]);
+        write_case_figures(out, report, &report->cases[i]);
         write_case_sites(out, report, &report->cases[i]);
         fputc('\n', out);
     }

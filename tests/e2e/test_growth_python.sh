@@ -2,7 +2,8 @@
 # A Python C extension imported by a loop (fixtures/python): growth per
 # iteration equals the extension's leak (64 B), attributed to its function
 # and line, both with the Python marker module and with --iteration on the
-# extension's C function (a library loaded by dlopen after start).
+# extension's C function (a library loaded by dlopen after start). A case
+# without iterations is told how to mark them in Python.
 . "$(dirname "$0")/lib.sh"
 need_memslope
 need_python
@@ -28,4 +29,12 @@ expect_eq "--iteration: record exit" 0 "$REC_RC"
 report_json "$WORK/i.trace" "$WORK/i.json"
 expect_eq "--iteration: iterations" 100 "$(jget "$WORK/i.json" 'd["cases"][0]["iterations"]')"
 check_growth "$WORK/i.json" 'd["cases"][0]' --iteration
+
+# A case without iterations: the text says how to mark them in Python.
+printf 'import memslope\nwith memslope.case("once"):\n    kept = [bytes(100) for _ in range(10)]\n' >"$WORK/once.py"
+record "$WORK/o.trace" -- "$PY" "$WORK/once.py"
+"$MEMSLOPE" report "$WORK/o.trace" >"$WORK/o.txt" 2>&1
+expect_match "no iterations: the text names the Python marker and py:FUNCTION" \
+    "memslope.iteration\(\) in the Python code, or record --iteration py:FUNCTION" "$WORK/o.txt"
+expect_no_match "no iterations: ... not the C marker" "memslope_iteration\(\)" "$WORK/o.txt"
 finish
