@@ -17,19 +17,8 @@ static const char *const category_names[TRACE_LEAK_CATEGORIES] = {"definitely lo
                                                                    "possibly lost", "still reachable"};
 
 /* The command as typed, with a long program path cut to its base name. */
-static void write_command(FILE *out, const struct report *report)
+static void write_argv(FILE *out, uint32_t argc, const char *const *argv)
 {
-    const struct trace_model *model = report->model;
-    uint32_t argc = model->has_info ? model->info.argc : 0;
-    const char *const *argv = model->has_info ? model->info.argv : NULL;
-    if (argc == 0 && report->primary) {
-        argc = report->primary->info.argc;
-        argv = report->primary->info.argv;
-    }
-    if (argc == 0) {
-        fputs("(unknown command)", out);
-        return;
-    }
     const char *program = argv[0], *slash = strrchr(program, '/');
     if (strlen(program) > COMMAND_WIDTH / 2 && slash)
         program = slash + 1;
@@ -40,6 +29,49 @@ static void write_command(FILE *out, const struct report *report)
     }
     if (width >= COMMAND_WIDTH)
         fputs("...", out);
+}
+
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* The same command, the program named by a path or not (a version
+ * manager's shim execs its interpreter by full path, same arguments). */
+static int same_argv(uint32_t argc, const char *const *argv, uint32_t other_argc, const char *const *other)
+{
+    if (argc != other_argc || strcmp(base_name(argv[0]), base_name(other[0])) != 0)
+        return 0;
+    for (uint32_t i = 1; i < argc; i++)
+        if (strcmp(argv[i], other[i]) != 0)
+            return 0;
+    return 1;
+}
+
+/* The command the figures are of: the primary's own, followed by the
+ * recorded command when that is another (a child that did the work, or
+ * the launched process cut from the trace). */
+static void write_command(FILE *out, const struct report *report)
+{
+    const struct trace_model *model = report->model;
+    uint32_t argc = model->has_info ? model->info.argc : 0;
+    const char *const *argv = model->has_info ? model->info.argv : NULL;
+    const struct trace_model_process *p = report->primary;
+    if (p && p->info.argc && (argc == 0 || !same_argv(argc, argv, p->info.argc, p->info.argv))) {
+        write_argv(out, p->info.argc, p->info.argv);
+        if (argc) {
+            fprintf(out, " (pid %u, under ", p->info.pid);
+            write_argv(out, argc, argv);
+            fputc(')', out);
+        }
+        return;
+    }
+    if (argc == 0) {
+        fputs("(unknown command)", out);
+        return;
+    }
+    write_argv(out, argc, argv);
 }
 
 /* "1 allocation", "2 allocations" (memcheck's own lines keep "1 blocks"). */
@@ -271,7 +303,10 @@ static void write_case_figures(FILE *out, const struct report *report, const str
     else if (c->setup_known)
         fputs("  growth: not estimated (fewer than 3 iteration snapshots)\n", out);
     if (!c->leaks) {
-        fputs("  leaked: not checked (no leak check covers this case: recorded with --leak-check off?)\n", out);
+        fputs(report->model->incomplete
+                  ? "  leaked: not checked (no leak check in what the trace holds: it was cut short)\n"
+                  : "  leaked: not checked (no leak check covers this case: recorded with --leak-check off?)\n",
+              out);
         return;
     }
     uint64_t bytes = c->leaks->bytes[TRACE_LEAK_DEFINITE] + c->leaks->bytes[TRACE_LEAK_INDIRECT];
@@ -441,7 +476,9 @@ static void write_case_sites(FILE *out, const struct report *report, const struc
             growth_unknown ? " (no growth figures for this case)" : "");
     write_site_list(out, report, &lists, &lists.top, lists.metric);
     if (!lists.top.count)
-        fprintf(out, "    (%s)\n", empty_reason(c, lists.metric));
+        fprintf(out, "    (%s)\n", report->model->incomplete && !c->site_count
+                                          ? "no site in what the trace holds: it was cut short before them"
+                                          : empty_reason(c, lists.metric));
     if (lists.leaking.count) {
         fprintf(out, "  Leaking sites (definitely and indirectly lost)\n");
         write_site_list(out, report, &lists, &lists.leaking, REPORT_METRIC_LEAKED);
@@ -545,6 +582,9 @@ void report_write_text(const struct report *report, FILE *out)
     else if (report->primary && !(report->primary->info.flags & TRACE_PROC_SHIM_SEEN))
         fputs("Nothing was recorded in this process: memslope's shim was not loaded into it (the warning\n"
               "below says why).\n\n", out);
+    else if (report->model->incomplete)
+        fputs("No leak check in what the trace holds (it was cut short): the cases below list what was\n"
+              "live.\n\n", out);
     else
         fputs("No leak check (recorded with --leak-check off, or the process did not end): the cases below\n"
               "list what was live.\n\n", out);

@@ -307,6 +307,50 @@ static void test_incomplete_trace_still_reports(void **state)
     check_json(f, "incomplete");
 }
 
+/* A recording cut short after a child's PROCESS section (its sites and
+ * any check never written): the headline names the child, under the
+ * recorded command, and the text says the cut, not --leak-check off. */
+static int write_cut_child_trace(const char *path, const char *const *command, const char *const *child)
+{
+    char err[512];
+    struct trace_writer *w = trace_writer_create(path, err, sizeof err);
+    if (!w)
+        return -1;
+    struct trace_info info = {"0.1.0", 1700000000000000000ull, 2, command, 64, 200, 100000000, 0, 0, 0};
+    struct trace_process p = sample_process(1);
+    p.argc = 2;
+    p.argv = child;
+    p.exit_status = 0;
+    struct trace_case implicit_case = {1, 0, "cc1", 500, 9000, 0, TRACE_CASE_IMPLICIT | TRACE_CASE_ENDED};
+    int rc = trace_write_info(w, &info) || trace_write_case(w, &implicit_case) || trace_write_process(w, &p) ? -1 : 0;
+    trace_writer_abandon(w);
+    return rc;
+}
+
+static void test_cut_trace_says_so(void **state)
+{
+    struct fixture *f = *state;
+    char path[160];
+    snprintf(path, sizeof path, "%s/cut_child.trace", f->dir);
+    static const char *const make_all[] = {"make", "all"}, *const cc1[] = {"cc1", "x.c"};
+    assert_int_equal(write_cut_child_trace(path, make_all, cc1), 0);
+    const char *argv[] = {"report", path, "-o", f->out};
+    assert_int_equal(run_report(4, argv), 0);
+    char *text = read_text(f->out);
+    expect_line(text, "cc1 x.c (pid 100, under make all): exited 0; 1,000 allocs");
+    expect_line(text, "No leak check in what the trace holds (it was cut short)");
+    expect_line(text, "  leaked: not checked (no leak check in what the trace holds: it was cut short)\n");
+    expect_line(text, "    (no site in what the trace holds: it was cut short before them)\n");
+    free(text);
+    /* a version manager's shim that execs its interpreter by full path: the same command */
+    static const char *const shim[] = {"python3", "x.py"}, *const interpreter[] = {"/opt/py/bin/python3", "x.py"};
+    assert_int_equal(write_cut_child_trace(path, shim, interpreter), 0);
+    assert_int_equal(run_report(4, argv), 0);
+    text = read_text(f->out);
+    expect_line(text, "python3 x.py: exited 0;");
+    free(text);
+}
+
 static void test_marked_cases(void **state)
 {
     struct fixture *f = *state;
@@ -356,6 +400,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_suppressions_option, setup, teardown),
         cmocka_unit_test_setup_teardown(test_python_frames, setup, teardown),
         cmocka_unit_test_setup_teardown(test_incomplete_trace_still_reports, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cut_trace_says_so, setup, teardown),
         cmocka_unit_test_setup_teardown(test_marked_cases, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_temp_files_left, setup, teardown),
         cmocka_unit_test(test_format_bytes),
