@@ -13,6 +13,8 @@
 struct named_stack {
     char **callers; /* callers[0]: the user frame; callers[d]: its caller d levels up */
     size_t depth;
+    char **callees; /* callees[k]: the frame k + 1 levels inside the user frame, towards the allocator */
+    size_t callee_count;
     bool *shown;    /* per depth: this depth tells the stack apart from another */
     const struct trace_model_frame *user;
 };
@@ -41,9 +43,11 @@ static int name_stack(const struct trace_model *model, const struct trace_model_
     for (uint32_t i = 0; stack && i < stack->depth; i++)
         visible += report_frame_visible(&model->frames[stack->frame_ids[i]]);
     size_t depth = user_index >= 0 ? visible - (size_t)user_index : 0;
+    size_t inner = user_index > 0 ? (size_t)user_index : 0;
     named->callers = calloc(depth + 1, sizeof *named->callers);
     named->shown = calloc(depth + 1, sizeof *named->shown);
-    if (!named->callers || !named->shown)
+    named->callees = calloc(inner + 1, sizeof *named->callees);
+    if (!named->callers || !named->shown || !named->callees)
         return -1;
     int index = 0;
     for (uint32_t i = 0; stack && i < stack->depth; i++) {
@@ -52,8 +56,11 @@ static int name_stack(const struct trace_model *model, const struct trace_model_
             continue;
         if (index >= user_index && !(named->callers[named->depth++] = frame_name(frame, by_function && index > user_index)))
             return -1;
+        if (index < user_index && !(named->callees[inner - 1 - (size_t)index] = frame_name(frame, by_function)))
+            return -1;
         index++;
     }
+    named->callee_count = inner;
     return 0;
 }
 
@@ -63,6 +70,9 @@ static void free_named(struct named_stack *named)
         free(named->callers[d]);
     free(named->callers);
     free(named->shown);
+    for (size_t k = 0; named->callees && k < named->callee_count; k++)
+        free(named->callees[k]);
+    free(named->callees);
 }
 
 /* The first depth (1 = the user frame's caller) where the two stacks'
@@ -133,6 +143,70 @@ static int add_call_addresses(const struct named_stack *named, char **labels, si
     return rc;
 }
 
+/* The first depth inside the user frame (0 = the frame it called) where
+ * the two stacks differ, or SIZE_MAX when they do not. */
+static size_t first_callee_difference(const struct named_stack *a, const struct named_stack *b)
+{
+    for (size_t k = 0; k < a->callee_count || k < b->callee_count; k++)
+        if (k >= a->callee_count || k >= b->callee_count || strcmp(a->callees[k], b->callees[k]) != 0)
+            return k;
+    return SIZE_MAX;
+}
+
+/* Sites whose labels are still the same, their stacks differing only
+ * inside the user frame (one line that allocates through several library
+ * calls): each label goes on with the callees where it first differs from
+ * each such other, innermost last, after ' -> ' (' -> ... -> ' where
+ * frames are skipped). */
+static int add_callees(const struct named_stack *named, const struct trace_model_stack *const *stacks, char **labels,
+                       size_t count)
+{
+    bool **shown = calloc(count + 1, sizeof *shown);
+    int rc = shown ? 0 : -1;
+    for (size_t i = 0; rc == 0 && i < count; i++)
+        if (!(shown[i] = calloc(named[i].callee_count + 1, sizeof **shown)))
+            rc = -1;
+    for (size_t i = 0; rc == 0 && i < count; i++)
+        for (size_t j = i + 1; j < count; j++) {
+            if (stacks[i] == stacks[j] || strcmp(labels[i], labels[j]) != 0)
+                continue;
+            size_t k = first_callee_difference(&named[i], &named[j]);
+            if (k < named[i].callee_count)
+                shown[i][k] = true;
+            if (k < named[j].callee_count)
+                shown[j][k] = true;
+        }
+    for (size_t i = 0; rc == 0 && i < count; i++) {
+        char *text = NULL;
+        size_t length = 0, last = SIZE_MAX;
+        FILE *out = NULL;
+        for (size_t k = 0; k < named[i].callee_count; k++) {
+            if (!shown[i][k])
+                continue;
+            if (!out && !(out = open_memstream(&text, &length))) {
+                rc = -1;
+                break;
+            }
+            if (last == SIZE_MAX)
+                fputs(labels[i], out);
+            fputs(k == (last == SIZE_MAX ? 0 : last + 1) ? " -> " : " -> ... -> ", out);
+            fputs(named[i].callees[k], out);
+            last = k;
+        }
+        if (out && fclose(out) != 0)
+            rc = -1;
+        if (text && rc == 0) {
+            free(labels[i]);
+            labels[i] = text;
+        } else
+            free(text);
+    }
+    for (size_t i = 0; shown && i < count; i++)
+        free(shown[i]);
+    free(shown);
+    return rc;
+}
+
 static int build_labels(const struct trace_model *model, const struct trace_model_stack *const *stacks, size_t count,
                         bool by_function, char **labels)
 {
@@ -158,6 +232,8 @@ static int build_labels(const struct trace_model *model, const struct trace_mode
     }
     if (rc == 0 && !by_function)
         rc = add_call_addresses(named, labels, count);
+    if (rc == 0)
+        rc = add_callees(named, stacks, labels, count);
     for (size_t i = 0; named && i < count; i++)
         free_named(&named[i]);
     free(named);

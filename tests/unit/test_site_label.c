@@ -1,7 +1,8 @@
 /* test_site_label.c - names that tell sites apart (report/site_label.h), on
  * a model with one allocating line reached from several callers: the first
  * differing caller, a deeper one after "...", two calls on one line told
- * apart by their address, callers by function alone, an unknown stack. */
+ * apart by their address, one line through different library calls told
+ * apart by the callees, callers by function alone, an unknown stack. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,13 +24,19 @@ static const struct trace_frame label_frames[] = {
     {0, "main", "src/x.c", 60, 0x401300, 0x1300, 0},
     {0, "main", "src/x.c", 61, 0x401310, 0x1310, 0},
     {0, "make", "src/x.c", 11, 0x401010, 0x1010, 0},
+    {1, "strdup", "", 0, 0x7f0000002000, 0x2000, 0},
+    {1, "g_strdup", "", 0, 0x7f0000003000, 0x3000, 0},
 };
 static const uint32_t stack_user[] = {0, 1, 2, 4};      /* A */
 static const uint32_t stack_admin[] = {0, 1, 3, 4};     /* B */
 static const uint32_t stack_user_61[] = {0, 1, 2, 5};   /* C */
 static const uint32_t stack_second_call[] = {0, 6, 2, 4}; /* D */
+static const uint32_t stack_through_strdup[] = {0, 7, 1, 2, 4};      /* E */
+static const uint32_t stack_through_g_strdup[] = {0, 8, 7, 1, 2, 4}; /* F */
 static const struct trace_stack label_stacks[] = {
-    {1, 4, stack_user, 0}, {2, 4, stack_admin, 0}, {3, 4, stack_user_61, 0}, {4, 4, stack_second_call, 0}};
+    {1, 4, stack_user, 0},           {2, 4, stack_admin, 0},
+    {3, 4, stack_user_61, 0},        {4, 4, stack_second_call, 0},
+    {5, 5, stack_through_strdup, 0}, {6, 6, stack_through_g_strdup, 0}};
 
 struct fixture {
     char dir[64];
@@ -51,7 +58,7 @@ static int setup(void **state)
     uint32_t first;
     assert_non_null(w);
     assert_int_equal(trace_write_module(w, &bench) || trace_write_module(w, &libc) ||
-                         trace_write_frames(w, label_frames, 7, &first) || trace_write_stacks(w, 1, label_stacks, 4) ||
+                         trace_write_frames(w, label_frames, 9, &first) || trace_write_stacks(w, 1, label_stacks, 6) ||
                          trace_write_process(w, &p) || trace_writer_finish(w, err, sizeof err),
                      0);
     assert_int_equal(trace_read_file(f->trace, &f->model, err, sizeof err), 0);
@@ -127,6 +134,20 @@ static void test_two_calls_on_one_line(void **state)
     expect_labels(*state, 0, ids, 2, expected);
 }
 
+/* The same line and callers, through different library calls (strdup,
+ * g_strdup into strdup) to the allocator: told apart by the callees where
+ * they first differ, after '->'. */
+static void test_callees_where_callers_agree(void **state)
+{
+    static const uint32_t ids[] = {1, 5, 6};
+    static const char *const expected[] = {"make (x.c:11)", "make (x.c:11) -> strdup",
+                                           "make (x.c:11) -> strdup -> g_strdup"};
+    expect_labels(*state, 0, ids, 3, expected);
+    static const uint32_t deeper[] = {5, 6};
+    static const char *const deeper_expected[] = {"make (x.c:11)", "make (x.c:11) -> ... -> g_strdup"};
+    expect_labels(*state, 0, deeper, 2, deeper_expected);
+}
+
 static void test_callers_by_function(void **state)
 {
     static const uint32_t ids[] = {1, 2, 0};
@@ -144,6 +165,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_deeper_difference, setup, teardown),
         cmocka_unit_test_setup_teardown(test_every_difference_shown, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_calls_on_one_line, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_callees_where_callers_agree, setup, teardown),
         cmocka_unit_test_setup_teardown(test_callers_by_function, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
