@@ -178,6 +178,7 @@ static void write_site(struct json_writer *json, const struct report *report, co
     else
         json_null(json);
     json_member_uint(json, "live_bytes", site->live_bytes);
+    json_member_uint(json, "peak_live_bytes", site->peak_live_bytes);
     json_member_uint(json, "leaked_bytes", site->leaked_bytes);
     json_member_uint(json, "leaked_blocks", site->leaked_blocks);
     json_member_uint(json, "allocations", site->allocations);

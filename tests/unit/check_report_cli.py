@@ -28,6 +28,7 @@ def sample(r):
     assert s[0]['growth_bytes_per_iteration'] is None and s[0]['user_frame'] == 0 and s[1]['user_frame'] == 0
     assert (s[0]['setup_bytes'], s[0]['live_bytes'], s[0]['leaked_bytes'], s[0]['leaked_blocks']) == (None, 480, 480, 10)
     assert (s[0]['allocations'], s[0]['allocated_bytes']) == (10, 480)
+    assert (s[0]['peak_live_bytes'], s[1]['peak_live_bytes']) == (480, 3616)  # the text's 'live bytes at the peak'
     assert [(x['function'], x['file'], x['line'], x['module']) for x in s[1]['frames']] == \
         [('helper', '', 0, '/path/bench'), ('', '', 0, '')]
     assert (s[1]['live_bytes'], s[1]['leaked_bytes'], s[1]['allocations'], s[1]['allocated_bytes']) == (0, 0, 990, 47520)
