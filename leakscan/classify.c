@@ -845,36 +845,12 @@ static inline void resolve_hit(struct hit *hit)
     hit->start = (starts >> bit & 1) && (offset & ((1ull << r->shift) - 1)) == 0;
 }
 
-/* Whether an interior pointer into block i is the address of the next
- * block's glibc chunk header (16 bytes before it): that header's first
- * field, prev_size, is the last word of block i's usable size, so a
- * request that uses all of it reaches in. Such a word is glibc's own link
- * (a free chunk's fd, bk, fd_nextsize, bk_nextsize, left in a block
- * malloc handed out again: a lone chunk in a large bin points at itself),
- * not a reference into block i; memcheck, whose blocks have red zones
- * between them, never sees one. Only where the header is there: 16-aligned,
- * over at most block i's last word, and its size field the chunk size
- * glibc gives block i + 1 (in use, after a chunk in use). Rare (an
- * interior pointer at exactly that place), so the read costs nothing. */
-#define GLIBC_PREV_INUSE 1u
-#define GLIBC_IS_MMAPPED 2u
-static bool is_next_chunk_header(struct scan *s, size_t i, uint64_t word)
-{
-    if (i + 1 >= s->count || word != s->blocks[i + 1].address - 16 || (word & 15) ||
-        word + 8 < s->blocks[i].address + s->blocks[i].size)
-        return false;
-    uint64_t size_field, request = s->blocks[i + 1].size;
-    uint64_t chunk = request + 8 + 15 < 32 ? 32 : (request + 8 + 15) & ~15ull;
-    return read_word(s, word + 8, &size_field) == 0 && (size_field & ~7ull) == chunk &&
-           (size_field & (GLIBC_PREV_INUSE | GLIBC_IS_MMAPPED)) == GLIBC_PREV_INUSE;
-}
-
 /* A resolved hit's mark, if the word lies in the block. */
 static inline void mark_hit(struct scan *s, const struct hit *hit, size_t clique)
 {
     size_t i = hit->block;
-    if (!hit->start && (hit->word - s->blocks[i].address >= s->blocks[i].size || is_next_chunk_header(s, i, hit->word)))
-        return; /* past the end of the block before it (a zero-size one is never inside), or glibc's */
+    if (!hit->start && hit->word - s->blocks[i].address >= s->blocks[i].size)
+        return; /* past the end of the block before it (a zero-size one is never inside) */
     s->stats.pointer_hits++;
     if (clique == NO_CLIQUE)
         reach_from_roots(s, i, hit->word, hit->start, hit->prior_definite);
@@ -957,6 +933,26 @@ static void scan_words(struct scan *s, struct pipeline *p, const uint64_t *words
     }
 }
 
+/* A block's words, less glibc's link of a chunk to itself: a chunk alone
+ * in its large bin has fd_nextsize and bk_nextsize (16 and 24 bytes in)
+ * both holding its own header's address, 16 bytes before the block, and
+ * malloc hands it out again without clearing them. Until the program
+ * overwrites them they point into the block before whenever that one's
+ * request fills its chunk (glibc's prev_size field is its last word), as
+ * an interior pointer memcheck never sees (its blocks have red zones). A
+ * program's own data does not hold its header's address twice, there. */
+static void scan_block_words(struct scan *s, const uint64_t *words, size_t n, uint64_t address, bool prior_definite,
+                             size_t clique)
+{
+    uint64_t header = address - 16;
+    if (n >= 4 && words[2] == header && words[3] == header) {
+        scan_words(s, s->pipeline, words, 2, prior_definite, clique);
+        words += 4;
+        n -= 4;
+    }
+    scan_words(s, s->pipeline, words, n, prior_definite, clique);
+}
+
 /* Scans the aligned words inside [start, end), CHUNK_BYTES at a time. A
  * block's chunk none of whose pages holds data is skipped: a heap block is
  * the process's private memory, so a page it never touched reads as zeros.
@@ -980,7 +976,10 @@ static int scan_range(struct scan *s, uint64_t start, uint64_t end, bool prior_d
         const uint64_t *words = words_at(s, at, length);
         if (!words)
             return -1;
-        scan_words(s, s->pipeline, words, length / 8, prior_definite, clique);
+        if (is_block && at == ((start + 7) & ~7ull))
+            scan_block_words(s, words, length / 8, start, prior_definite, clique);
+        else
+            scan_words(s, s->pipeline, words, length / 8, prior_definite, clique);
         at += length;
     }
     return 0;
@@ -1019,7 +1018,8 @@ static int scan_block_in_place(struct scan *s, size_t i, size_t clique)
         return 0;
     const uint64_t *held = s->memory->view ? held_words(s, words) : NULL;
     if (held) {
-        scan_words(s, s->pipeline, held, (size_t)(words.end - words.start) / 8, prior_definite, clique);
+        scan_block_words(s, held, (size_t)(words.end - words.start) / 8, s->blocks[i].address, prior_definite,
+                         clique);
         return 0;
     }
     return scan_range(s, words.start, words.end, prior_definite, clique, true);
@@ -1037,7 +1037,8 @@ static int scan_block(struct scan *s, const struct batch *b, size_t k, size_t cl
     size_t n = (size_t)(words.end - words.start) / 8;
     if (n == 0)
         return 0;
-    scan_words(s, s->pipeline, (const uint64_t *)(b->window + b->offsets[k]), n, prior_definite, clique);
+    scan_block_words(s, (const uint64_t *)(b->window + b->offsets[k]), n, s->blocks[i].address, prior_definite,
+                     clique);
     return 0;
 }
 
