@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "../common/options.h"
+#include "../common/proc_stat.h"
 #include "../leakscan/leakscan.h"
 #include "../common/json_writer.h"
 
@@ -381,14 +382,9 @@ static void print_json(const struct leaks_options *options, const struct leaks_r
  * process's thread group, or 0 when it cannot be read. */
 static char process_state(pid_t pid, pid_t *thread_group)
 {
-    char path[64], text[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *file = fopen(path, "re");
-    size_t n = file ? fread(text, 1, sizeof text - 1, file) : 0;
-    if (file)
-        fclose(file);
-    text[n] = '\0';
-    const char *after_name = strrchr(text, ')'); /* the name may hold spaces and parentheses */
+    struct proc_stat fields;
+    char path[64];
+    FILE *file;
     *thread_group = pid;
     snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
     if ((file = fopen(path, "re"))) {
@@ -398,7 +394,7 @@ static char process_state(pid_t pid, pid_t *thread_group)
                 *thread_group = (pid_t)strtol(line + 5, NULL, 10);
         fclose(file);
     }
-    return after_name && after_name[1] == ' ' ? after_name[2] : 0;
+    return proc_stat_read(pid, &fields) == 0 ? fields.state : 0;
 }
 
 /* What cannot be scanned, said as what it is (the attach would blame the

@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 
 #include "../common/error_buffer.h"
+#include "../common/proc_stat.h"
 #define MAX_PASSES 1000 /* re-listing /proc/PID/task until it is stable */
 
 struct stopping {
@@ -73,19 +74,10 @@ static void status_field(pid_t pid, const char *name, char *value, size_t size)
         fclose(f);
 }
 
-/* PF_KTHREAD in the flags of /proc/PID/stat (field 9): a kernel thread. */
 static bool is_kernel_thread(pid_t pid)
 {
-    char path[64], text[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "re");
-    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
-    if (f)
-        fclose(f);
-    text[n] = '\0';
-    const char *after_name = strrchr(text, ')'); /* the name may hold spaces and parentheses */
-    unsigned long flags = 0;
-    return after_name && sscanf(after_name + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) == 1 && (flags & 0x00200000ul);
+    struct proc_stat fields;
+    return proc_stat_read(pid, &fields) == 0 && (fields.flags & PROC_STAT_KERNEL_THREAD);
 }
 
 /* Why PTRACE_SEIZE said EPERM, as far as /proc tells, and what to do. */
