@@ -49,6 +49,7 @@ static int name_stack(const struct trace_model *model, const struct trace_model_
     named->callees = calloc(inner + 1, sizeof *named->callees);
     if (!named->callers || !named->shown || !named->callees)
         return -1;
+    named->callee_count = inner; /* filled below; free_named frees what was */
     int index = 0;
     for (uint32_t i = 0; stack && i < stack->depth; i++) {
         const struct trace_model_frame *frame = &model->frames[stack->frame_ids[i]];
@@ -60,7 +61,6 @@ static int name_stack(const struct trace_model *model, const struct trace_model_
             return -1;
         index++;
     }
-    named->callee_count = inner;
     return 0;
 }
 
@@ -153,20 +153,13 @@ static size_t first_callee_difference(const struct named_stack *a, const struct 
     return SIZE_MAX;
 }
 
-/* Sites whose labels are still the same, their stacks differing only
- * inside the user frame (one line that allocates through several library
- * calls): each label goes on with the callees where it first differs from
- * each such other, innermost last, after ' -> ' (' -> ... -> ' where
- * frames are skipped). */
-static int add_callees(const struct named_stack *named, const struct trace_model_stack *const *stacks, char **labels,
-                       size_t count)
+/* Marks, for each pair of sites whose labels are still the same, the
+ * callee where their stacks first differ; shown[i] has a flag per callee
+ * of site i. */
+static void mark_callee_differences(const struct named_stack *named, const struct trace_model_stack *const *stacks,
+                                    char *const *labels, size_t count, bool **shown)
 {
-    bool **shown = calloc(count + 1, sizeof *shown);
-    int rc = shown ? 0 : -1;
-    for (size_t i = 0; rc == 0 && i < count; i++)
-        if (!(shown[i] = calloc(named[i].callee_count + 1, sizeof **shown)))
-            rc = -1;
-    for (size_t i = 0; rc == 0 && i < count; i++)
+    for (size_t i = 0; i < count; i++)
         for (size_t j = i + 1; j < count; j++) {
             if (stacks[i] == stacks[j] || strcmp(labels[i], labels[j]) != 0)
                 continue;
@@ -176,30 +169,56 @@ static int add_callees(const struct named_stack *named, const struct trace_model
             if (k < named[j].callee_count)
                 shown[j][k] = true;
         }
-    for (size_t i = 0; rc == 0 && i < count; i++) {
-        char *text = NULL;
-        size_t length = 0, last = SIZE_MAX;
-        FILE *out = NULL;
-        for (size_t k = 0; k < named[i].callee_count; k++) {
-            if (!shown[i][k])
-                continue;
-            if (!out && !(out = open_memstream(&text, &length))) {
-                rc = -1;
-                break;
-            }
-            if (last == SIZE_MAX)
-                fputs(labels[i], out);
-            fputs(k == (last == SIZE_MAX ? 0 : last + 1) ? " -> " : " -> ... -> ", out);
-            fputs(named[i].callees[k], out);
-            last = k;
-        }
-        if (out && fclose(out) != 0)
+}
+
+/* The label with the shown callees after the user frame's name (before
+ * any callers: 'make (x.c:11) -> strdup <- open_user (x.c:30)'), ' -> ...
+ * -> ' where callees are skipped; NULL when out of memory. */
+static char *label_with_callees(const struct named_stack *named, const char *label, const bool *shown)
+{
+    char *text = NULL;
+    size_t length = 0, own = strlen(named->callers[0]), last = SIZE_MAX;
+    FILE *out = open_memstream(&text, &length);
+    if (!out)
+        return NULL;
+    fwrite(label, 1, own, out);
+    for (size_t k = 0; k < named->callee_count; k++) {
+        if (!shown[k])
+            continue;
+        fputs(k == (last == SIZE_MAX ? 0 : last + 1) ? " -> " : " -> ... -> ", out);
+        fputs(named->callees[k], out);
+        last = k;
+    }
+    fputs(label + own, out);
+    return fclose(out) == 0 ? text : (free(text), NULL);
+}
+
+/* Sites whose labels are still the same, their stacks differing only
+ * inside the user frame (one line that allocates through several library
+ * calls), read apart by the callees where they first differ. */
+static int add_callees(const struct named_stack *named, const struct trace_model_stack *const *stacks, char **labels,
+                       size_t count)
+{
+    bool **shown = calloc(count + 1, sizeof *shown);
+    int rc = shown ? 0 : -1;
+    for (size_t i = 0; rc == 0 && i < count; i++)
+        if (!(shown[i] = calloc(named[i].callee_count + 1, sizeof **shown)))
             rc = -1;
-        if (text && rc == 0) {
+    if (rc == 0)
+        mark_callee_differences(named, stacks, labels, count, shown);
+    for (size_t i = 0; rc == 0 && i < count; i++) {
+        bool any = false;
+        for (size_t k = 0; k < named[i].callee_count && !any; k++)
+            any = shown[i][k];
+        if (!any)
+            continue;
+        char *longer = label_with_callees(&named[i], labels[i], shown[i]);
+        if (!longer)
+            rc = -1;
+        else {
             free(labels[i]);
-            labels[i] = text;
-        } else
-            free(text);
+            labels[i] = longer;
+        }
     }
     for (size_t i = 0; shown && i < count; i++)
         free(shown[i]);

@@ -9,8 +9,15 @@
  *     make_session (leak.c:11) <- open_admin (leak.c:41)
  *     make_session (leak.c:11) <- ... <- main (leak.c:60)    (a deeper first difference)
  *
+ * Two calls on one line get the call's address; sites whose names are still
+ * the same, their stacks differing inside the line, get the callees where
+ * they first differ, right after the line's name:
+ *
+ *     make_session (leak.c:11) -> strdup <- open_user (leak.c:30)
+ *
  * The text report, the gate and `memslope diff` name sites this way; the
- * HTML page does the same in its script (html_template.html, siteLabels).
+ * HTML page does the same in its script (html_template.html, siteLabels
+ * and withCallees).
  */
 #ifndef MEMSLOPE_SITE_LABEL_H
 #define MEMSLOPE_SITE_LABEL_H

@@ -113,4 +113,20 @@ expect_eq "PYTHONMALLOC=pymalloc: the report says objects are not recorded" "tru
     "$(jget "$WORK/u.json" 'any("objects it serves from pymalloc are not recorded" in w for w in d["warnings"])')"
 expect_eq "PYTHONMALLOC=pymalloc: objects_recorded false" "user false" \
     "$(jget "$WORK/u.json" "d['python']['allocator'] + ' ' + str(d['python']['objects_recorded']).lower()")"
+
+# build_items' line 30 allocates the list object (through _PyObject_GC_New)
+# and its item array, from the same line and callers: the two sites read
+# apart by the callee where their stacks first differ, in text and HTML.
+"$MEMSLOPE" report "$WORK/m.trace" >"$WORK/m.txt" 2>&1
+line30=$(fixture_line python/leakdemo.c ITEMS_LINE)
+expect_match "text: line $line30's list object named by its callee" \
+    "B/iteration +build_items \\(leakdemo.c:$line30\\) -> \\.\\.\\. -> _PyObject_GC_New" "$WORK/m.txt"
+expect_match "text: ... its item array by the line alone" "B/iteration +build_items \\(leakdemo.c:$line30\\)\$" "$WORK/m.txt"
+if command -v chromium >/dev/null 2>&1; then
+    need_chromium
+    "$MEMSLOPE" report "$WORK/m.trace" --format html -o "$WORK/m.html" 2>/dev/null
+    browse mdom "file://$WORK/m.html" --dump-dom
+    expect_match "html: the same callee in the tables" "build_items \\(leakdemo.c:$line30\\) → … → _PyObject_GC_New" \
+        "$WORK/mdom.out"
+fi
 finish

@@ -135,7 +135,7 @@ static void test_two_calls_on_one_line(void **state)
 }
 
 /* The same line and callers, through different library calls (strdup,
- * g_strdup into strdup) to the allocator: told apart by the callees where
+ * strdup into g_strdup) to the allocator: told apart by the callees where
  * they first differ, after '->'. */
 static void test_callees_where_callers_agree(void **state)
 {
@@ -146,6 +146,12 @@ static void test_callees_where_callers_agree(void **state)
     static const uint32_t deeper[] = {5, 6};
     static const char *const deeper_expected[] = {"make (x.c:11)", "make (x.c:11) -> ... -> g_strdup"};
     expect_labels(*state, 0, deeper, 2, deeper_expected);
+    /* with callers shown too, the callees go right after the line */
+    static const uint32_t with_callers[] = {1, 2, 5};
+    static const char *const with_callers_expected[] = {"make (x.c:11) <- open_user (x.c:30)",
+                                                        "make (x.c:11) <- open_admin (x.c:41)",
+                                                        "make (x.c:11) -> strdup <- open_user (x.c:30)"};
+    expect_labels(*state, 0, with_callers, 3, with_callers_expected);
 }
 
 static void test_callers_by_function(void **state)
