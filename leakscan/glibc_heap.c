@@ -180,13 +180,12 @@ static const char *other_allocator(const struct proc_maps *maps)
     return NULL;
 }
 
-/* Whether a libc shared object is mapped: if not, the program is
- * statically linked (or has no libc at all). */
-static bool maps_libc(const struct proc_maps *maps)
+/* Whether a mapping's file name starts with prefix. */
+static bool maps_file(const struct proc_maps *maps, const char *prefix)
 {
     for (size_t i = 0; i < maps->count; i++) {
         const char *name = strrchr(maps->maps[i].path, '/');
-        if (name && (strncmp(name + 1, "libc.so", 7) == 0 || strncmp(name + 1, "libc-", 5) == 0))
+        if (name && strncmp(name + 1, prefix, strlen(prefix)) == 0)
             return true;
     }
     return false;
@@ -199,7 +198,10 @@ static void refusal_hint(const struct walk *w, char *hint, size_t size)
     if (allocator)
         snprintf(hint, size, "the process has %s mapped: memslope leaks reads glibc's malloc heap only; record "
                              "the program with memslope record, which sees every allocator's blocks", allocator);
-    else if (!maps_libc(&w->maps))
+    else if (maps_file(&w->maps, "ld-musl") || maps_file(&w->maps, "libc.musl"))
+        snprintf(hint, size, "the process runs on musl's libc: memslope leaks reads glibc's malloc heap only; "
+                             "record the program with memslope record");
+    else if (!maps_file(&w->maps, "libc.so") && !maps_file(&w->maps, "libc-"))
         snprintf(hint, size, "no libc.so is mapped: a statically linked program, whose heap memslope leaks does not "
                              "read; memslope record cannot preload its shim into it either");
     else
@@ -546,10 +548,18 @@ int leakscan_walk_glibc_heap(struct leakscan_target *target, const pid_t *tids, 
         if (check_arena_unlocked(&w, w.arenas[i]) < 0)
             goto out;
     if (!main_arena && w.count == 0) {
-        error_printf(err, err_size,
-                  "no glibc malloc heap found in process %d (it uses another allocator, is statically linked "
-                  "with a libc memslope does not know, or never called malloc)",
-                  (int)pid);
+        const char *allocator = other_allocator(&w.maps);
+        if (allocator)
+            error_printf(err, err_size,
+                         "no glibc malloc heap found in process %d: it has %s mapped, and memslope leaks reads "
+                         "glibc's heap only; record the program with memslope record, which sees every allocator's "
+                         "blocks",
+                         (int)pid, allocator);
+        else
+            error_printf(err, err_size,
+                         "no glibc malloc heap found in process %d (it uses another allocator, is statically linked "
+                         "with a libc memslope does not know, or never called malloc)",
+                         (int)pid);
         goto out;
     }
     collect_tcaches(&w, tids, tid_count);

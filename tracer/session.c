@@ -234,7 +234,7 @@ static void read_preload(struct traced_process *process)
         process->preload = TRACE_PRELOAD_WITH_SHIM;
     else {
         process->preload = TRACE_PRELOAD_WITHOUT_SHIM;
-        process->preload_value = strndup(value, 200);
+        process->preload_value = strndup(value, TRACE_PRELOAD_VALUE_MAX);
     }
     free(environment);
 }
@@ -676,14 +676,17 @@ static void report_write_failure(struct session *session)
 }
 
 /* An image whose LD_PRELOAD lost the shim on the way (a command in the
- * chain set or removed it) recorded nothing, by the user's hand: said on
- * stderr as well as in the trace. A static or setuid program's is only in
- * the trace: a build runs many, and they are not what is being measured. */
-static void warn_preload_lost(const struct trace_image *image)
+ * chain set or removed it) recorded nothing, by the user's hand: the first
+ * is said on stderr as well as in the trace, and how many more at the end
+ * (`env -i make` runs every command of a build without it). A static or
+ * setuid program's is only in the trace: they are not the user's doing. */
+static void warn_preload_lost(struct session *session, const struct trace_image *image)
 {
     char message[1024];
-    if ((image->preload == TRACE_PRELOAD_UNSET || image->preload == TRACE_PRELOAD_WITHOUT_SHIM) &&
-        !image->secure_execution && !image->statically_linked && trace_image_shim_absent(image, message, sizeof message))
+    if ((image->preload != TRACE_PRELOAD_UNSET && image->preload != TRACE_PRELOAD_WITHOUT_SHIM) ||
+        image->secure_execution || image->statically_linked || !trace_image_shim_absent(image, message, sizeof message))
+        return;
+    if (session->preload_lost++ == 0)
         fprintf(stderr, "memslope: warning: %s\n", message);
 }
 
@@ -749,7 +752,7 @@ void process_end(struct session *session, struct traced_process *process)
     struct trace_image image = image_view(process, stacks_dropped, slots_exhausted);
     if (trace_output_process(session->writer, session->symbols, &image, &session->modules_written) < 0)
         report_write_failure(session);
-    warn_preload_lost(&image);
+    warn_preload_lost(session, &image);
     recorder_free(&process->recorder);
     shm_consumer_detach(&process->shm); /* the sites' frames were in it */
     python_frames_free(&process->python);
@@ -994,6 +997,10 @@ int session_finish(struct session *session, int exit_code)
         fprintf(stderr, "memslope: trace written to %s (memslope report %s)\n", session->output_path,
                 session->output_path);
     }
+    if (session->preload_lost > 1)
+        fprintf(stderr, "memslope: warning: %u more processes ran without the shim, their LD_PRELOAD removed or "
+                        "replaced the same way (memslope report lists each)\n",
+                session->preload_lost - 1);
     return exit_code;
 }
 

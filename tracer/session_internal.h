@@ -128,6 +128,7 @@ struct session {
     uint32_t python_interpreters, python_frames_read;
     uint32_t python_before_3_11; /* of them, interpreters whose code objects have no qualified name */
     uint64_t python_iterations;
+    uint32_t preload_lost; /* images that ran without the shim because a command removed or replaced LD_PRELOAD */
     struct pending_detach *detach_pending; /* --no-follow: children to let go */
     size_t detach_count;
     int warmups_running;           /* images with a symbolizer warm-up not yet ended (at most 1) */

@@ -725,16 +725,22 @@ static void shim_absent_reason(const struct trace_image *image, char *reason, si
                                "runs as");
     else if (image->statically_linked)
         snprintf(reason, size, "a statically linked program: no dynamic loader preloads anything into it");
-    else if (image->preload == TRACE_PRELOAD_WITHOUT_SHIM)
+    else if (image->preload == TRACE_PRELOAD_WITHOUT_SHIM && image->preload_value && *image->preload_value)
         snprintf(reason, size,
-                 "a command on the way (env LD_PRELOAD=..., a wrapper) replaced its LD_PRELOAD with '%s'; set it "
+                 "a command on the way (env LD_PRELOAD=..., a wrapper) replaced its LD_PRELOAD with '%s%s'; set it "
                  "before memslope instead (LD_PRELOAD=... memslope record -- ...), and memslope adds its shim to it",
-                 image->preload_value ? image->preload_value : "");
+                 image->preload_value, strlen(image->preload_value) >= TRACE_PRELOAD_VALUE_MAX ? "..." : "");
+    else if (image->preload == TRACE_PRELOAD_WITHOUT_SHIM)
+        snprintf(reason, size, "a command on the way (env LD_PRELOAD=, a wrapper) emptied its LD_PRELOAD, which "
+                               "held memslope's shim");
     else if (image->preload == TRACE_PRELOAD_UNSET)
         snprintf(reason, size, "a command on the way (env -i, env -u, a wrapper that cleans the environment) "
                                "removed LD_PRELOAD, which holds memslope's shim, from its environment");
+    else if (image->preload == TRACE_PRELOAD_WITH_SHIM)
+        snprintf(reason, size, "its LD_PRELOAD names the shim, but the dynamic loader did not load it; see the "
+                               "program's own error output");
     else
-        snprintf(reason, size, "the shim could not be loaded; see the program's own error output");
+        snprintf(reason, size, "LD_PRELOAD was removed from its environment, or the shim could not be loaded");
 }
 
 int trace_image_shim_absent(const struct trace_image *image, char *message, size_t size)

@@ -28,9 +28,6 @@ struct symbol_store;
 struct trace_writer;
 struct trace_output_state; /* what the trace has of an image; the image's owner keeps it */
 
-/* What the trace is told of one process image, filled by its owner (the
- * recording engine) at each output. The recorder's figures are read, and
- * what was written is marked in it. */
 /* What an image's LD_PRELOAD held when it started (/proc/PID/environ at
  * its exec): why the shim may not have loaded. */
 enum trace_preload {
@@ -39,7 +36,11 @@ enum trace_preload {
     TRACE_PRELOAD_UNSET,        /* no LD_PRELOAD: removed on the way (env -i, env -u, a wrapper) */
     TRACE_PRELOAD_WITHOUT_SHIM, /* set, without the shim: replaced on the way (env LD_PRELOAD=...) */
 };
+#define TRACE_PRELOAD_VALUE_MAX 200 /* bytes of a replaced LD_PRELOAD kept for the warning */
 
+/* What the trace is told of one process image, filled by its owner (the
+ * recording engine) at each output. The recorder's figures are read, and
+ * what was written is marked in it. */
 struct trace_image {
     uint32_t process_id, parent_process_id;
     pid_t pid;
@@ -59,7 +60,7 @@ struct trace_image {
     int vfork_child;                    /* it never ran a shim of its own */
     int secure_execution, statically_linked; /* why the shim may not have loaded */
     enum trace_preload preload;         /* what its LD_PRELOAD said at its exec */
-    const char *preload_value;          /* TRACE_PRELOAD_WITHOUT_SHIM: the value, perhaps cut short */
+    const char *preload_value;          /* TRACE_PRELOAD_WITHOUT_SHIM: the value, cut at TRACE_PRELOAD_VALUE_MAX */
     const char *leak_check_note;        /* why a leak check did not run; NULL: none */
     struct trace_output_state **output; /* *output NULL before the first output, which creates it */
 };

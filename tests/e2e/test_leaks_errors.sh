@@ -95,8 +95,11 @@ expect_match "a traced process: message" "cannot attach to process $held .*: it 
     "$WORK/err"
 expect_no_match "a traced process: not blamed on permissions" "access check" "$WORK/err"
 wait "$RECORDER"
-kthread=$(for f in /proc/[0-9]*/stat; do awk '{ if (int($9 / 2097152) % 2) { print $1; exit } }' "$f" 2>/dev/null; done |
-    head -n 1)
+# a kernel thread: PF_KTHREAD in the flags, the 7th field after the name
+# (which may hold spaces) and its closing parenthesis
+kthread=$(for f in /proc/[0-9]*/stat; do
+    sed 's/.*) //' "$f" 2>/dev/null | awk -v pid="${f#/proc/}" '{ if (int($7 / 2097152) % 2) print pid }'
+done | sed 's|/stat||' | head -n 1)
 if [ -n "$kthread" ]; then
     run_leaks "$kthread"
     expect_eq "a kernel thread: exit status" 3 "$RC"
@@ -150,4 +153,9 @@ waiting_leaks tcmalloc "$WORK/waiter" LD_PRELOAD="$TCMALLOC"
 expect_eq "tcmalloc: exit status" 3 "$RC"
 expect_match "tcmalloc: message" "the process has libtcmalloc_minimal.so.4[.0-9]* mapped: memslope leaks reads glibc's" \
     "$WORK/err"
+JEMALLOC=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
+[ -e "$JEMALLOC" ] || fail "$JEMALLOC is missing (make deps installs libjemalloc2)"
+waiting_leaks jemalloc "$WORK/waiter" LD_PRELOAD="$JEMALLOC"
+expect_eq "jemalloc: exit status" 3 "$RC"
+expect_match "jemalloc: message" "it has libjemalloc.so.2 mapped, and memslope leaks reads glibc's heap only" "$WORK/err"
 finish

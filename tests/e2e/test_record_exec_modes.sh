@@ -83,7 +83,7 @@ expect_eq "env -i: demo_leak not recorded" 0 \
     "$(jget "$WORK/envi.json" 'sum(p["totals"]["allocations"] for p in d["processes"] if p["exe"].endswith("/demo_leak"))')"
 jget "$WORK/envi.json" "$DEMO_WARNINGS" >"$WORK/envi.warnings"
 expect_match "env -i: the warning says LD_PRELOAD was removed" \
-    "demo_leak): the shim never loaded, so its allocations are not recorded: a command on the way .* removed LD_PRELOAD" \
+    "demo_leak\\): the shim never loaded, so its allocations are not recorded: a command on the way .* removed LD_PRELOAD" \
     "$WORK/envi.warnings"
 expect_match "env -i: ... and so does record's stderr" "^memslope: warning: process [0-9]* \\(.*/demo_leak\\): .*removed LD_PRELOAD" \
     "$WORK/rec.err"
@@ -94,6 +94,12 @@ jget "$WORK/envpre.json" "$DEMO_WARNINGS" >"$WORK/envpre.warnings"
 expect_match "env LD_PRELOAD=libm: the warning names the value that replaced memslope's" \
     "replaced its LD_PRELOAD with '$LIBM'; set it before memslope instead" "$WORK/envpre.warnings"
 expect_match "env LD_PRELOAD=libm: ... on record's stderr too" "^memslope: warning: .*replaced its LD_PRELOAD" \
+    "$WORK/rec.err"
+# A command that cleans the environment of a whole chain of programs: one
+# warning on stderr, then how many more.
+record "$WORK/chain.trace" -- env -i /bin/sh -c '/bin/true; /bin/true; /bin/true'
+expect_eq "env -i sh -c ...: one process named on stderr" 1 "$(grep -c '^memslope: warning: process' "$WORK/rec.err")"
+expect_match "env -i sh -c ...: and how many more" "^memslope: warning: [0-9]+ more processes ran without the shim" \
     "$WORK/rec.err"
 # What the warning says to do works: memslope keeps the library and adds its shim.
 LD_PRELOAD=$LIBM record "$WORK/pre.trace" -- "$FIXTURES/demo_leak"
