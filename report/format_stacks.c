@@ -353,11 +353,9 @@ const char *format_weight_empty_reason(const struct report *report, enum format_
             return "no site grows: every growth figure is zero or negative (try --metric leaked or peak)";
         return report->primary && report->primary->has_python
                    ? "no growth figures: growth needs a case with at least 3 iteration snapshots (mark "
-                     "iterations with memslope.iteration() in the Python code or record --iteration "
-                     "py:FUNCTION; or try --metric leaked, peak or allocated)"
+                     "iterations with " REPORT_ITERATION_HINT_PYTHON "; or try --metric leaked, peak or allocated)"
                    : "no growth figures: growth needs a case with at least 3 iteration snapshots (mark "
-                     "iterations with memslope_iteration() or record --iteration SYMBOL; or try --metric "
-                     "leaked, peak or allocated)";
+                     "iterations with " REPORT_ITERATION_HINT_NATIVE "; or try --metric leaked, peak or allocated)";
     case FORMAT_WEIGHT_LEAKED:
         return any_leak_check(report) ? "nothing leaked: no block is definitely or indirectly lost (try --metric "
                                         "peak or allocated)"

@@ -958,7 +958,6 @@ int report_compare_loss_records(const void *left, const void *right)
 
 const char *report_iteration_hint(const struct report *report)
 {
-    if (report->primary && report->primary->has_python)
-        return "memslope.iteration() in the Python code, or record --iteration py:FUNCTION";
-    return "memslope_iteration() or record --iteration SYMBOL";
+    return report->primary && report->primary->has_python ? REPORT_ITERATION_HINT_PYTHON
+                                                          : REPORT_ITERATION_HINT_NATIVE;
 }

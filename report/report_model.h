@@ -134,6 +134,10 @@ int report_build_request(struct report *report, const struct trace_model *model,
                          const struct report_request *request, char *err, size_t err_size);
 void report_free(struct report *report);
 
+/* How to mark iterations: in a Python program, and in any other. */
+#define REPORT_ITERATION_HINT_PYTHON "memslope.iteration() in the Python code, or record --iteration py:FUNCTION"
+#define REPORT_ITERATION_HINT_NATIVE "memslope_iteration() or record --iteration SYMBOL"
+
 /* How to mark iterations in the primary's program: the Python module and
  * py:FUNCTION when it ran CPython, memslope_iteration() and a C symbol
  * otherwise. */

@@ -16,7 +16,8 @@ enum { TOP_SITES = 10, FRAMES_SHOWN = 5, COMMAND_WIDTH = 24, OTHER_PROCESS_RECOR
 static const char *const category_names[TRACE_LEAK_CATEGORIES] = {"definitely lost", "indirectly lost",
                                                                    "possibly lost", "still reachable"};
 
-/* The command as typed, with a long program path cut to its base name. */
+/* An argument vector on one line, a long program path cut to its base name,
+ * the whole cut at COMMAND_WIDTH. */
 static void write_argv(FILE *out, uint32_t argc, const char *const *argv)
 {
     const char *program = argv[0], *slash = strrchr(program, '/');
@@ -304,7 +305,8 @@ static void write_case_figures(FILE *out, const struct report *report, const str
         fputs("  growth: not estimated (fewer than 3 iteration snapshots)\n", out);
     if (!c->leaks) {
         fputs(report->model->incomplete
-                  ? "  leaked: not checked (no leak check in what the trace holds: it was cut short)\n"
+                  ? "  leaked: not checked (no leak check in what the trace holds: it was cut short, or recorded "
+                    "with --leak-check off)\n"
                   : "  leaked: not checked (no leak check covers this case: recorded with --leak-check off?)\n",
               out);
         return;
@@ -477,7 +479,8 @@ static void write_case_sites(FILE *out, const struct report *report, const struc
     write_site_list(out, report, &lists, &lists.top, lists.metric);
     if (!lists.top.count)
         fprintf(out, "    (%s)\n", report->model->incomplete && !c->site_count
-                                          ? "no site in what the trace holds: it was cut short before them"
+                                          ? "no site in what the trace holds: it may have been cut short before "
+                                            "them"
                                           : empty_reason(c, lists.metric));
     if (lists.leaking.count) {
         fprintf(out, "  Leaking sites (definitely and indirectly lost)\n");
@@ -583,8 +586,8 @@ void report_write_text(const struct report *report, FILE *out)
         fputs("Nothing was recorded in this process: memslope's shim was not loaded into it (the warning\n"
               "below says why).\n\n", out);
     else if (report->model->incomplete)
-        fputs("No leak check in what the trace holds (it was cut short): the cases below list what was\n"
-              "live.\n\n", out);
+        fputs("No leak check in what the trace holds (it was cut short, or recorded with --leak-check off):\n"
+              "the cases below list what was live.\n\n", out);
     else
         fputs("No leak check (recorded with --leak-check off, or the process did not end): the cases below\n"
               "list what was live.\n\n", out);
