@@ -941,8 +941,8 @@ static void scan_words(struct scan *s, struct pipeline *p, const uint64_t *words
  * request fills its chunk (glibc's prev_size field is its last word), as
  * an interior pointer memcheck never sees (its blocks have red zones). A
  * program's own data does not hold its header's address twice, there. */
-static void scan_block_words(struct scan *s, const uint64_t *words, size_t n, uint64_t address, bool prior_definite,
-                             size_t clique)
+static inline void scan_block_words(struct scan *s, const uint64_t *words, size_t n, uint64_t address,
+                                    bool prior_definite, size_t clique)
 {
     uint64_t header = address - 16;
     if (n >= 4 && words[2] == header && words[3] == header) {
