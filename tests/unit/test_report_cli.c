@@ -86,6 +86,14 @@ static void expect_line(const char *text, const char *line)
         fail_msg("missing '%s' in:\n%s", line, text);
 }
 
+/* The text report of the trace at path (free it). */
+static char *text_report_of(const struct fixture *f, const char *path)
+{
+    const char *argv[] = {"report", path, "-o", f->out};
+    assert_int_equal(run_report(4, argv), 0);
+    return read_text(f->out);
+}
+
 static void test_text_report(void **state)
 {
     struct fixture *f = *state;
@@ -162,9 +170,7 @@ static void test_text_without_leak_check(void **state)
                          trace_write_stacks(w, 1, sample_stacks, 2) || trace_write_sites(w, 1, sample_sites, 2) ||
                          trace_write_process(w, &p) || trace_writer_finish(w, err, sizeof err),
                      0);
-    const char *argv[] = {"report", path, "-o", f->out};
-    assert_int_equal(run_report(4, argv), 0);
-    char *text = read_text(f->out);
+    char *text = text_report_of(f, path);
     expect_line(text, "No leak check (recorded with --leak-check off");
     expect_line(text, "  leaked: not checked (no leak check covers this case");
     expect_line(text, "  Top sites by live bytes at the peak (no growth figures for this case)\n"
@@ -334,9 +340,7 @@ static void test_cut_trace_says_so(void **state)
     snprintf(path, sizeof path, "%s/cut_child.trace", f->dir);
     static const char *const make_all[] = {"make", "all"}, *const cc1[] = {"cc1", "x.c"};
     assert_int_equal(write_cut_child_trace(path, make_all, cc1), 0);
-    const char *argv[] = {"report", path, "-o", f->out};
-    assert_int_equal(run_report(4, argv), 0);
-    char *text = read_text(f->out);
+    char *text = text_report_of(f, path);
     expect_line(text, "cc1 x.c (pid 100, under make all): exited 0; 1,000 allocs");
     expect_line(text, "No leak check in what the trace holds (it was cut short, or recorded with --leak-check off)");
     expect_line(text, "  leaked: not checked (no leak check in what the trace holds: it was cut short, or recorded "
@@ -346,8 +350,7 @@ static void test_cut_trace_says_so(void **state)
     /* a version manager's shim that execs its interpreter by full path: the same command */
     static const char *const shim[] = {"python3", "x.py"}, *const interpreter[] = {"/opt/py/bin/python3", "x.py"};
     assert_int_equal(write_cut_child_trace(path, shim, interpreter), 0);
-    assert_int_equal(run_report(4, argv), 0);
-    text = read_text(f->out);
+    text = text_report_of(f, path);
     expect_line(text, "python3 x.py: exited 0;");
     free(text);
 }
