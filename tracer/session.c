@@ -634,6 +634,21 @@ void process_drain_all(struct session *session, struct traced_process *process)
     process_drain(process, 1);
 }
 
+/* process_drain_all for a marker's breakpoint, which comes again and
+ * again: a region still on the socket is adopted (the first case of a
+ * program that ends it at once, before the main loop read the hand-over),
+ * but /proc is searched only as often as the main loop would, so that a
+ * program without the shim and with --iteration SYMBOL does not pay for
+ * a search at every call. */
+void process_drain_at_marker(struct session *session, struct traced_process *process)
+{
+    if (!process->shm.base && region_expected(session))
+        adopt_sent_regions(session);
+    if (!process->shm.base)
+        process_try_attach(process, session_now_ns());
+    process_drain(process, 1);
+}
+
 /* The image is about to go (exit, fatal signal, exec): every event it
  * committed is in its region, so drain it all and snapshot the heap. */
 void process_final_snapshot(struct session *session, struct traced_process *process, uint32_t kind,

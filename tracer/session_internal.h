@@ -175,6 +175,7 @@ void process_merge_maps(struct traced_process *process, struct proc_maps fresh);
 void process_refresh_maps(struct traced_process *process);
 size_t process_drain(struct traced_process *process, int full);
 void process_drain_all(struct session *session, struct traced_process *process);
+void process_drain_at_marker(struct session *session, struct traced_process *process);
 /* The value of auxiliary-vector entry type (AT_ENTRY, AT_SECURE; <elf.h>)
  * of pid: 0, or -1 when it has none or the vector cannot be read. */
 int process_auxv_value(pid_t pid, uint64_t type, uint64_t *value);

@@ -307,7 +307,7 @@ static int act_on_breakpoint(struct session *session, struct traced_process *pro
 {
     /* A marker can come before the main loop has read the image's region
      * off the socket (a program that ends its first case at once, on a busy
-     * host): process_drain_all finds the region first; with no region the
+     * host): process_drain_at_marker adopts it first; with no region the
      * case end saw no case open and no shim, and its check was silently
      * not taken. */
     switch (kind) {
@@ -317,11 +317,11 @@ static int act_on_breakpoint(struct session *session, struct traced_process *pro
         watch_markers(session, process, tid);
         return 0;
     case BREAKPOINT_CASE_END:
-        process_drain_all(session, process);
+        process_drain_at_marker(session, process);
         case_leak_check(session, process, tids, stopped, TRACE_SNAP_CASE_END);
         return 1;
     case BREAKPOINT_MARKER_ITERATION:
-        process_drain_all(session, process);
+        process_drain_at_marker(session, process);
         if (iteration_will_be_kept(&process->recorder))
             case_leak_check(session, process, tids, stopped, TRACE_SNAP_ITERATION);
         return 1;
@@ -329,7 +329,7 @@ static int act_on_breakpoint(struct session *session, struct traced_process *pro
         resolve_iteration_symbol(session, process, tid);
         return 1;
     case BREAKPOINT_ITERATION:
-        process_drain_all(session, process);
+        process_drain_at_marker(session, process);
         recorder_iteration(&process->recorder, session_now_ns());
         return 1;
     }
