@@ -152,7 +152,7 @@ $(B)/unit/libsymtest-nobuildid.so: tests/unit/symbolize_library.c
 	@mkdir -p $(dir $@)
 	$(call quiet,LD,$@)$(CC) $(ALL_CFLAGS) -O1 -fPIC -shared -Wl,--build-id=none -o $@ $<
 
-$(B)/fixtures/%: fixtures/%.c include/memslope.h
+$(B)/fixtures/%: fixtures/%.c include/memslope.h fixtures/say_pid_and_wait.h
 	@mkdir -p $(dir $@)
 	$(call quiet,CC,$@)$(CC) $(FIXTURE_CFLAGS) -o $@ $< -ldl
 
