@@ -383,17 +383,9 @@ static void print_json(const struct leaks_options *options, const struct leaks_r
 static char process_state(pid_t pid, pid_t *thread_group)
 {
     struct proc_stat fields;
-    char path[64];
-    FILE *file;
-    *thread_group = pid;
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    if ((file = fopen(path, "re"))) {
-        char line[256];
-        while (fgets(line, sizeof line, file))
-            if (strncmp(line, "Tgid:", 5) == 0)
-                *thread_group = (pid_t)strtol(line + 5, NULL, 10);
-        fclose(file);
-    }
+    char tgid[32];
+    proc_status_field(pid, "Tgid", tgid, sizeof tgid);
+    *thread_group = *tgid ? (pid_t)strtol(tgid, NULL, 10) : pid;
     return proc_stat_read(pid, &fields) == 0 ? fields.state : 0;
 }
 

@@ -24,3 +24,23 @@ int proc_stat_read(pid_t pid, struct proc_stat *fields)
     fields->flags = flags;
     return 0;
 }
+
+void proc_status_field(pid_t pid, const char *name, char *value, size_t size)
+{
+    char path[64], line[256];
+    if (pid)
+        snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    else
+        snprintf(path, sizeof path, "/proc/self/status");
+    value[0] = '\0';
+    FILE *file = fopen(path, "re");
+    size_t length = strlen(name);
+    while (file && fgets(line, sizeof line, file))
+        if (strncmp(line, name, length) == 0 && line[length] == ':') {
+            snprintf(value, size, "%s", line + length + 1 + strspn(line + length + 1, " \t"));
+            value[strcspn(value, "\n")] = '\0';
+            break;
+        }
+    if (file)
+        fclose(file);
+}

@@ -1,12 +1,13 @@
 /*
- * proc_stat.h - the fields of /proc/PID/stat that memslope asks about:
- * the process's state letter and its kernel flags. Used by `memslope leaks`
- * and the leak scan's attach, to say what a process is before blaming
- * permissions.
+ * proc_stat.h - what memslope asks /proc/PID/stat and /proc/PID/status
+ * about a process: its state letter, its kernel flags, a status field.
+ * Used by `memslope leaks` and the leak scan's attach, to say what a
+ * process is before blaming permissions.
  */
 #ifndef MEMSLOPE_PROC_STAT_H
 #define MEMSLOPE_PROC_STAT_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -20,5 +21,10 @@ struct proc_stat {
 /* Reads /proc/PID/stat. Returns 0, or -1 when it cannot be read or parsed
  * (the process is gone). */
 int proc_stat_read(pid_t pid, struct proc_stat *fields);
+
+/* The value of a field of /proc/PID/status ("Tgid", "TracerPid",
+ * "CapEff"), its leading blanks and newline left out; "" when the file or
+ * the field is missing. pid 0: this process's own. */
+void proc_status_field(pid_t pid, const char *name, char *value, size_t size);
 
 #endif

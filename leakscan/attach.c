@@ -55,25 +55,6 @@ static int remember(struct stopping *s, pid_t tid, int signal)
     return 0;
 }
 
-/* A field of /proc/PID/status ("TracerPid", "CapEff"), as text; "" when
- * absent. pid 0: this process. */
-static void status_field(pid_t pid, const char *name, char *value, size_t size)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, pid ? "/proc/%d/status" : "/proc/self/status", (int)pid);
-    value[0] = '\0';
-    FILE *f = fopen(path, "re");
-    size_t length = strlen(name);
-    while (f && fgets(line, sizeof line, f))
-        if (strncmp(line, name, length) == 0 && line[length] == ':') {
-            snprintf(value, size, "%s", line + length + 1 + strspn(line + length + 1, " \t"));
-            value[strcspn(value, "\n")] = '\0';
-            break;
-        }
-    if (f)
-        fclose(f);
-}
-
 static bool is_kernel_thread(pid_t pid)
 {
     struct proc_stat fields;
@@ -84,8 +65,8 @@ static bool is_kernel_thread(pid_t pid)
 static void explain_ptrace_refusal(pid_t pid, char *why, size_t size)
 {
     char tracer[32], capabilities[32];
-    status_field(pid, "TracerPid", tracer, sizeof tracer);
-    status_field(0, "CapEff", capabilities, sizeof capabilities);
+    proc_status_field(pid, "TracerPid", tracer, sizeof tracer);
+    proc_status_field(0, "CapEff", capabilities, sizeof capabilities);
     bool may_ptrace_anyone = strtoull(capabilities, NULL, 16) >> 19 & 1; /* CAP_SYS_PTRACE */
     if (is_kernel_thread(pid))
         snprintf(why, size, "it is a kernel thread, which has no user memory to scan");
