@@ -166,29 +166,26 @@ static int push_free(struct walk *w, uint64_t mem)
     return 0;
 }
 
+/* The file name of a mapping whose file name starts with prefix, or NULL. */
+static const char *mapped_file(const struct proc_maps *maps, const char *prefix)
+{
+    for (size_t i = 0; i < maps->count; i++) {
+        const char *name = strrchr(maps->maps[i].path, '/');
+        if (name && strncmp(name + 1, prefix, strlen(prefix)) == 0)
+            return name + 1;
+    }
+    return NULL;
+}
+
 /* The allocator library mapped into the process, other than glibc's
  * malloc, or NULL. */
 static const char *other_allocator(const struct proc_maps *maps)
 {
     static const char *const known[] = {"libtcmalloc", "libjemalloc", "libmimalloc", "libhoard", "libtbbmalloc"};
-    for (size_t i = 0; i < maps->count; i++) {
-        const char *name = strrchr(maps->maps[i].path, '/');
-        for (size_t k = 0; name && k < sizeof known / sizeof known[0]; k++)
-            if (strncmp(name + 1, known[k], strlen(known[k])) == 0)
-                return name + 1;
-    }
-    return NULL;
-}
-
-/* Whether a mapping's file name starts with prefix. */
-static bool maps_file(const struct proc_maps *maps, const char *prefix)
-{
-    for (size_t i = 0; i < maps->count; i++) {
-        const char *name = strrchr(maps->maps[i].path, '/');
-        if (name && strncmp(name + 1, prefix, strlen(prefix)) == 0)
-            return true;
-    }
-    return false;
+    const char *name = NULL;
+    for (size_t k = 0; !name && k < sizeof known / sizeof known[0]; k++)
+        name = mapped_file(maps, known[k]);
+    return name;
 }
 
 /* Why a heap may not be glibc's, said where the walk refuses it. */
@@ -198,10 +195,10 @@ static void refusal_hint(const struct walk *w, char *hint, size_t size)
     if (allocator)
         snprintf(hint, size, "the process has %s mapped: memslope leaks reads glibc's malloc heap only; record "
                              "the program with memslope record, which sees every allocator's blocks", allocator);
-    else if (maps_file(&w->maps, "ld-musl") || maps_file(&w->maps, "libc.musl"))
+    else if (mapped_file(&w->maps, "ld-musl") || mapped_file(&w->maps, "libc.musl"))
         snprintf(hint, size, "the process runs on musl's libc: memslope leaks reads glibc's malloc heap only; "
                              "record the program with memslope record");
-    else if (!maps_file(&w->maps, "libc.so") && !maps_file(&w->maps, "libc-"))
+    else if (!mapped_file(&w->maps, "libc.so") && !mapped_file(&w->maps, "libc-"))
         snprintf(hint, size, "no libc.so is mapped: a statically linked program, whose heap memslope leaks does not "
                              "read; memslope record cannot preload its shim into it either");
     else
