@@ -624,29 +624,31 @@ void reply_to_exit_check(struct session *session)
 /* ---- an image's end, and checkpoints ----------------------------------- */
 
 /* Drains every event the image has written, finding its region first if
- * the tracer has not yet (its hand-over message may still be queued). */
-void process_drain_all(struct session *session, struct traced_process *process)
+ * the tracer has not yet: its hand-over message may still be queued on the
+ * socket, else /proc is searched, at once (now UINT64_MAX) or as often as
+ * the main loop would (now: the time). */
+static void drain_finding_region(struct session *session, struct traced_process *process, uint64_t now)
 {
     if (!process->shm.base)
         adopt_sent_regions(session);
     if (!process->shm.base)
-        process_try_attach(process, UINT64_MAX);
+        process_try_attach(process, now);
     process_drain(process, 1);
 }
 
-/* process_drain_all for a marker's breakpoint, which comes again and
- * again: a region still on the socket is adopted (the first case of a
- * program that ends it at once, before the main loop read the hand-over),
- * but /proc is searched only as often as the main loop would, so that a
- * program without the shim and with --iteration SYMBOL does not pay for
- * a search at every call. */
+void process_drain_all(struct session *session, struct traced_process *process)
+{
+    drain_finding_region(session, process, UINT64_MAX);
+}
+
+/* A marker's breakpoint comes again and again: a region still on the
+ * socket is adopted (the first case of a program that ends it at once,
+ * before the main loop read the hand-over), but a program without the
+ * shim and with --iteration SYMBOL does not pay for a search of /proc at
+ * every call. */
 void process_drain_at_marker(struct session *session, struct traced_process *process)
 {
-    if (!process->shm.base && region_expected(session))
-        adopt_sent_regions(session);
-    if (!process->shm.base)
-        process_try_attach(process, session_now_ns());
-    process_drain(process, 1);
+    drain_finding_region(session, process, session_now_ns());
 }
 
 /* The image is about to go (exit, fatal signal, exec): every event it
