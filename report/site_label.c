@@ -15,7 +15,8 @@ struct named_stack {
     size_t depth;
     char **callees; /* callees[k]: the frame k + 1 levels inside the user frame, towards the allocator */
     size_t callee_count;
-    bool *shown;    /* per depth: this depth tells the stack apart from another */
+    bool *shown;        /* per depth: this depth tells the stack apart from another */
+    bool *callee_shown; /* per callee: the same, where labels agree (add_callees) */
     const struct trace_model_frame *user;
 };
 
@@ -47,7 +48,8 @@ static int name_stack(const struct trace_model *model, const struct trace_model_
     named->callers = calloc(depth + 1, sizeof *named->callers);
     named->shown = calloc(depth + 1, sizeof *named->shown);
     named->callees = calloc(inner + 1, sizeof *named->callees);
-    if (!named->callers || !named->shown || !named->callees)
+    named->callee_shown = calloc(inner + 1, sizeof *named->callee_shown);
+    if (!named->callers || !named->shown || !named->callees || !named->callee_shown)
         return -1;
     named->callee_count = inner; /* filled below; free_named frees what was */
     int index = 0;
@@ -73,16 +75,40 @@ static void free_named(struct named_stack *named)
     for (size_t k = 0; named->callees && k < named->callee_count; k++)
         free(named->callees[k]);
     free(named->callees);
+    free(named->callee_shown);
+}
+
+/* The first index from `from` on where two lists of names differ (one
+ * ending before the other differs there), or SIZE_MAX when they do not. */
+static size_t first_different(char *const *a, size_t a_count, char *const *b, size_t b_count, size_t from)
+{
+    for (size_t i = from; i < a_count || i < b_count; i++)
+        if (i >= a_count || i >= b_count || strcmp(a[i], b[i]) != 0)
+            return i;
+    return SIZE_MAX;
+}
+
+/* names[from, count) that are shown, each after step, or after skip where
+ * names before it were left out. */
+static void write_shown(FILE *out, char *const *names, const bool *shown, size_t from, size_t count,
+                        const char *step, const char *skip)
+{
+    size_t next = from; /* the index that follows without a skip */
+    for (size_t i = from; i < count; i++) {
+        if (!shown[i])
+            continue;
+        fputs(i > next ? skip : step, out);
+        fputs(names[i], out);
+        next = i + 1;
+    }
 }
 
 /* The first depth (1 = the user frame's caller) where the two stacks'
  * callers differ, or 0 when they never do. */
 static size_t first_difference(const struct named_stack *a, const struct named_stack *b)
 {
-    for (size_t d = 1; d < a->depth || d < b->depth; d++)
-        if (d >= a->depth || d >= b->depth || strcmp(a->callers[d], b->callers[d]) != 0)
-            return d;
-    return 0;
+    size_t d = first_different(a->callers, a->depth, b->callers, b->depth, 1);
+    return d == SIZE_MAX ? 0 : d;
 }
 
 static bool same_user_frame(const struct named_stack *a, const struct named_stack *b)
@@ -100,14 +126,7 @@ static char *compose(const struct named_stack *named)
     if (!out)
         return NULL;
     fputs(named->callers[0], out);
-    size_t last = 0;
-    for (size_t d = 1; d < named->depth; d++) {
-        if (!named->shown[d])
-            continue;
-        fputs(d > last + 1 ? " <- ... <- " : " <- ", out);
-        fputs(named->callers[d], out);
-        last = d;
-    }
+    write_shown(out, named->callers, named->shown, 1, named->depth, " <- ", " <- ... <- ");
     return fclose(out) == 0 ? text : (free(text), NULL);
 }
 
@@ -143,52 +162,36 @@ static int add_call_addresses(const struct named_stack *named, char **labels, si
     return rc;
 }
 
-/* The first depth inside the user frame (0 = the frame it called) where
- * the two stacks differ, or SIZE_MAX when they do not. */
-static size_t first_callee_difference(const struct named_stack *a, const struct named_stack *b)
-{
-    for (size_t k = 0; k < a->callee_count || k < b->callee_count; k++)
-        if (k >= a->callee_count || k >= b->callee_count || strcmp(a->callees[k], b->callees[k]) != 0)
-            return k;
-    return SIZE_MAX;
-}
-
 /* Marks, for each pair of sites whose labels are still the same, the
- * callee where their stacks first differ; shown[i] has a flag per callee
- * of site i. */
-static void mark_callee_differences(const struct named_stack *named, const struct trace_model_stack *const *stacks,
-                                    char *const *labels, size_t count, bool **shown)
+ * callee where their stacks first differ. */
+static void mark_callee_differences(struct named_stack *named, const struct trace_model_stack *const *stacks,
+                                    char *const *labels, size_t count)
 {
     for (size_t i = 0; i < count; i++)
         for (size_t j = i + 1; j < count; j++) {
             if (stacks[i] == stacks[j] || strcmp(labels[i], labels[j]) != 0)
                 continue;
-            size_t k = first_callee_difference(&named[i], &named[j]);
+            size_t k = first_different(named[i].callees, named[i].callee_count, named[j].callees,
+                                       named[j].callee_count, 0);
             if (k < named[i].callee_count)
-                shown[i][k] = true;
+                named[i].callee_shown[k] = true;
             if (k < named[j].callee_count)
-                shown[j][k] = true;
+                named[j].callee_shown[k] = true;
         }
 }
 
 /* The label with the shown callees after the user frame's name (before
  * any callers: 'make (x.c:11) -> strdup <- open_user (x.c:30)'), ' -> ...
  * -> ' where callees are skipped; NULL when out of memory. */
-static char *label_with_callees(const struct named_stack *named, const char *label, const bool *shown)
+static char *label_with_callees(const struct named_stack *named, const char *label)
 {
     char *text = NULL;
-    size_t length = 0, own = strlen(named->callers[0]), last = SIZE_MAX;
+    size_t length = 0, own = strlen(named->callers[0]);
     FILE *out = open_memstream(&text, &length);
     if (!out)
         return NULL;
     fwrite(label, 1, own, out);
-    for (size_t k = 0; k < named->callee_count; k++) {
-        if (!shown[k])
-            continue;
-        fputs(k == (last == SIZE_MAX ? 0 : last + 1) ? " -> " : " -> ... -> ", out);
-        fputs(named->callees[k], out);
-        last = k;
-    }
+    write_shown(out, named->callees, named->callee_shown, 0, named->callee_count, " -> ", " -> ... -> ");
     fputs(label + own, out);
     return fclose(out) == 0 ? text : (free(text), NULL);
 }
@@ -196,34 +199,23 @@ static char *label_with_callees(const struct named_stack *named, const char *lab
 /* Sites whose labels are still the same, their stacks differing only
  * inside the user frame (one line that allocates through several library
  * calls), read apart by the callees where they first differ. */
-static int add_callees(const struct named_stack *named, const struct trace_model_stack *const *stacks, char **labels,
+static int add_callees(struct named_stack *named, const struct trace_model_stack *const *stacks, char **labels,
                        size_t count)
 {
-    bool **shown = calloc(count + 1, sizeof *shown);
-    int rc = shown ? 0 : -1;
-    for (size_t i = 0; rc == 0 && i < count; i++)
-        if (!(shown[i] = calloc(named[i].callee_count + 1, sizeof **shown)))
-            rc = -1;
-    if (rc == 0)
-        mark_callee_differences(named, stacks, labels, count, shown);
-    for (size_t i = 0; rc == 0 && i < count; i++) {
+    mark_callee_differences(named, stacks, labels, count);
+    for (size_t i = 0; i < count; i++) {
         bool any = false;
         for (size_t k = 0; k < named[i].callee_count && !any; k++)
-            any = shown[i][k];
+            any = named[i].callee_shown[k];
         if (!any)
             continue;
-        char *longer = label_with_callees(&named[i], labels[i], shown[i]);
+        char *longer = label_with_callees(&named[i], labels[i]);
         if (!longer)
-            rc = -1;
-        else {
-            free(labels[i]);
-            labels[i] = longer;
-        }
+            return -1;
+        free(labels[i]);
+        labels[i] = longer;
     }
-    for (size_t i = 0; shown && i < count; i++)
-        free(shown[i]);
-    free(shown);
-    return rc;
+    return 0;
 }
 
 static int build_labels(const struct trace_model *model, const struct trace_model_stack *const *stacks, size_t count,
