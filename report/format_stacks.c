@@ -345,17 +345,19 @@ static int any_leak_check(const struct report *report)
     return report->exit_leaks != NULL;
 }
 
+/* The reason for a report without growth figures, told how to mark iterations. */
+#define NO_GROWTH_FIGURES(hint)                                                                                    \
+    "no growth figures: growth needs a case with at least 3 iteration snapshots (mark iterations with " hint "; or " \
+    "try --metric leaked, peak or allocated)"
+
 const char *format_weight_empty_reason(const struct report *report, enum format_weight weight)
 {
     switch (weight) {
     case FORMAT_WEIGHT_GROWTH:
         if (any_growth_known(report))
             return "no site grows: every growth figure is zero or negative (try --metric leaked or peak)";
-        return report->primary && report->primary->has_python
-                   ? "no growth figures: growth needs a case with at least 3 iteration snapshots (mark "
-                     "iterations with " REPORT_ITERATION_HINT_PYTHON "; or try --metric leaked, peak or allocated)"
-                   : "no growth figures: growth needs a case with at least 3 iteration snapshots (mark "
-                     "iterations with " REPORT_ITERATION_HINT_NATIVE "; or try --metric leaked, peak or allocated)";
+        return report->primary && report->primary->has_python ? NO_GROWTH_FIGURES(REPORT_ITERATION_HINT_PYTHON)
+                                                              : NO_GROWTH_FIGURES(REPORT_ITERATION_HINT_NATIVE);
     case FORMAT_WEIGHT_LEAKED:
         return any_leak_check(report) ? "nothing leaked: no block is definitely or indirectly lost (try --metric "
                                         "peak or allocated)"
