@@ -219,14 +219,31 @@ int leakscan_snapshot_take(pid_t pid, const pid_t *tids, size_t tid_count, const
 int leakscan_snapshot_classify(struct leakscan_snapshot *snapshot, struct leakscan_totals *totals,
                                struct leakscan_stats *stats, char *err, size_t err_size);
 uint64_t leakscan_snapshot_bytes(const struct leakscan_snapshot *snapshot);
+/* What the snapshot copied (its buffer may be larger: bytes). */
+uint64_t leakscan_snapshot_copied(const struct leakscan_snapshot *snapshot);
 void leakscan_snapshot_free(struct leakscan_snapshot *snapshot);
 
-/* A populated buffer kept from one copy for the next. keep_larger keeps
- * the larger of *keep and *buffer in *keep and unmaps the other. */
+/* Memory a scan writes into again and again, populated, growing in place
+ * (buffer.c): a copy's buffer kept for the next copy, the tracer's lists
+ * of blocks. written: how far from the start a write reached (in this VM
+ * a page's first write costs a fault even once populated, 4.3 us, so the
+ * tracer writes what it grew ahead of the check that uses it). reserved:
+ * the address space it holds from bytes on, 0 for a plain mapping of
+ * size bytes. keep_larger keeps the larger of *keep and *buffer in *keep
+ * and frees the other. */
 struct leakscan_buffer {
     uint8_t *bytes;
     uint64_t size;
+    uint64_t written;
+    uint64_t reserved;
 };
+/* Grows buffer to size (whole pages), keeping what it holds (in place
+ * while its reservation lasts, and written with it):
+ * 0, or -1 when no memory (buffer unchanged). */
+int leakscan_buffer_grow(struct leakscan_buffer *buffer, uint64_t size);
+/* Writes into at most pages more of the pages not written yet; returns
+ * whether some remain. */
+int leakscan_buffer_write_ahead(struct leakscan_buffer *buffer, size_t pages);
 /* Moves the snapshot's buffer into keep (keep_larger); classify reads the
  * copy no more after it. */
 void leakscan_snapshot_release(struct leakscan_snapshot *snapshot, struct leakscan_buffer *keep);

@@ -16,10 +16,6 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels refuse it and fault the pages in as they are written */
-#endif
-
 #include "../common/growable_array.h"
 
 #define PAGE 4096ull
@@ -130,30 +126,17 @@ static int take_buffer(struct leakscan_buffer *buffer, uint64_t size, struct lea
 {
     *buffer = (struct leakscan_buffer){0};
     size = PAGE_ROUND(size);
-    if (spare && spare->bytes && spare->size >= size && spare->size / 4 <= size) {
-        *buffer = *spare;
-        *spare = (struct leakscan_buffer){0};
-        return 0;
-    }
-    if (spare && spare->bytes && spare->size < size) {
+    if (spare && spare->bytes && spare->size / 4 <= size) {
         /* A heap that grew since: the pages in stay, only the rest is new. */
-        void *grown = mremap(spare->bytes, (size_t)spare->size, (size_t)size, MREMAP_MAYMOVE);
-        if (grown != MAP_FAILED) {
-            madvise((uint8_t *)grown + spare->size, (size_t)(size - spare->size), MADV_POPULATE_WRITE);
-            *buffer = (struct leakscan_buffer){grown, size};
+        if (leakscan_buffer_grow(spare, size) == 0) {
+            *buffer = *spare;
             *spare = (struct leakscan_buffer){0};
             return 0;
         }
     }
     if (spare)
         leakscan_buffer_free(spare); /* far too large, or not to be grown: not kept beside this one */
-    if (size == 0)
-        return 0;
-    void *bytes = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    if (bytes == MAP_FAILED)
-        return -1;
-    *buffer = (struct leakscan_buffer){bytes, size};
-    return 0;
+    return leakscan_buffer_grow(buffer, size);
 }
 
 int leakscan_copy_take(struct leakscan_copy *copy, const struct leakscan_memory *source,
@@ -188,24 +171,9 @@ int leakscan_copy_take(struct leakscan_copy *copy, const struct leakscan_memory 
         leakscan_copy_free(copy);
         return -2;
     }
+    if (copy->buffer.written < PAGE_ROUND(w.bytes))
+        copy->buffer.written = PAGE_ROUND(w.bytes);
     return 0;
-}
-
-void leakscan_buffer_free(struct leakscan_buffer *buffer)
-{
-    if (buffer->bytes)
-        munmap(buffer->bytes, (size_t)buffer->size);
-    *buffer = (struct leakscan_buffer){0};
-}
-
-void leakscan_buffer_keep_larger(struct leakscan_buffer *keep, struct leakscan_buffer *buffer)
-{
-    if (buffer->size > keep->size) {
-        struct leakscan_buffer swap = *keep;
-        *keep = *buffer;
-        *buffer = swap;
-    }
-    leakscan_buffer_free(buffer);
 }
 
 void leakscan_copy_release(struct leakscan_copy *copy, struct leakscan_buffer *keep)

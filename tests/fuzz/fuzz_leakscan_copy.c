@@ -190,7 +190,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (bytes == MAP_FAILED)
             abort();
         memset(bytes, 0xa5, spare_size); /* stale bytes of an earlier copy */
-        spare = (struct leakscan_buffer){bytes, spare_size};
+        spare = (struct leakscan_buffer){.bytes = bytes, .size = spare_size};
     }
     struct leakscan_copy copy;
     if (leakscan_copy_take(&copy, &plain.memory, &root, 1, copied, n, 1u << 30, &spare) != 0)

@@ -176,25 +176,49 @@ static void copy_holds_what_the_scan_reads(void **state)
     leakscan_copy_release(&copy, &spare);
     leakscan_copy_free(&copy);
     /* One too small is grown (mremap keeps its pages), and taken. */
-    struct leakscan_buffer smaller = {mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
-                                      4096};
+    struct leakscan_buffer smaller = {
+        .bytes = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0), .size = 4096};
     assert_true(smaller.bytes != MAP_FAILED);
     assert_int_equal(leakscan_copy_take(&copy, &memory, &root, 1, blocks, 3, 64 * MIB, &smaller), 0);
     assert_null(smaller.bytes);
     assert_int_equal(copy.buffer.size, copy.size);
+    assert_int_equal(copy.buffer.written, copy.size); /* the copy wrote it all */
     assert_int_equal(leakscan_copy_read(&copy, BIG_BASE + 3 * MIB + 56, words, 16), 0);
     assert_int_equal(words[1], SMALL_BASE);
     struct leakscan_buffer grown = {0};
     leakscan_copy_release(&copy, &grown);
     leakscan_copy_free(&copy);
     /* keep_larger: the larger stays, the other is unmapped */
-    struct leakscan_buffer small = {mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0), 4096};
+    struct leakscan_buffer small = {
+        .bytes = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0), .size = 4096};
     assert_true(small.bytes != MAP_FAILED);
     leakscan_buffer_keep_larger(&spare, &small);
     assert_ptr_equal(spare.bytes, buffer);
     assert_null(small.bytes);
     leakscan_buffer_free(&spare);
     leakscan_buffer_free(&grown);
+
+    /* Grown ahead of a copy, then written ahead a few pages at a time;
+     * growing again keeps what it holds and how far it was written. */
+    struct leakscan_buffer ahead = {0};
+    assert_int_equal(leakscan_buffer_grow(&ahead, 5000), 0);
+    assert_int_equal(ahead.size, 8192);
+    assert_int_equal(ahead.written, 0);
+    assert_true(leakscan_buffer_write_ahead(&ahead, 1));
+    assert_int_equal(ahead.written, 4096);
+    assert_false(leakscan_buffer_write_ahead(&ahead, 5));
+    assert_int_equal(ahead.written, 8192);
+    ahead.bytes[100] = 7;
+    assert_int_equal(leakscan_buffer_grow(&ahead, 4096), 0); /* never shrinks */
+    assert_int_equal(leakscan_buffer_grow(&ahead, 3 * 4096), 0);
+    assert_int_equal(ahead.size, 3 * 4096);
+    assert_int_equal(ahead.bytes[100], 7);
+    assert_int_equal(ahead.written, 8192);
+    assert_true(leakscan_buffer_write_ahead(&ahead, 0));
+    assert_false(leakscan_buffer_write_ahead(&ahead, 1));
+    leakscan_buffer_free(&ahead);
+    assert_null(ahead.bytes);
+    assert_int_equal(ahead.written, 0);
 }
 
 /* Root ranges that do not start or end on a word: the copy takes whole
