@@ -266,62 +266,118 @@ struct pending_block {
     uint32_t position;
 };
 
+/* Readying a spare for the next check (leak_check_spare_ready). */
+#define LIST_PAGE 4096u /* leakscan_buffer's page */
+#define READY_MIN_BLOCKS 1024u /* lists never readied for fewer */
+#define READY_COPY_PER_LIVE_1024 1536u /* before any copy: 1.5 bytes a live byte (python3's objects: 1.45-1.52) */
+#define READY_COPY_ROOTS (1ull << 20) /* beside them: roots, a last partial page */
+
+static void free_lists(struct check_lists *lists)
+{
+    leakscan_buffer_free(&lists->blocks);
+    leakscan_buffer_free(&lists->open);
+    lists->capacity = 0;
+}
+
 void leak_check_spare_free(struct leak_check_spare *spare)
 {
     leakscan_buffer_free(&spare->copy);
-    free(spare->blocks);
-    free(spare->open);
-    spare->blocks = NULL;
-    spare->open = NULL;
-    spare->capacity = 0;
+    free_lists(&spare->lists);
 }
 
-/* Lists for needed blocks: spare's when they hold that many (their pages
- * written already), else new ones with room for the heap to grow by half
- * before the next check takes them. 0, or -1 when out of memory. */
-static int take_lists(struct leak_check_spare *spare, size_t needed, struct leakscan_block **blocks,
-                      struct pending_block **open, size_t *capacity)
+/* Room in lists for capacity blocks, what they held kept in place: 0, or
+ * -1 when out of memory (the lists as they were, one of them larger). */
+static int grow_lists(struct check_lists *lists, size_t capacity)
 {
-    if (spare && spare->capacity >= needed) {
-        *blocks = spare->blocks;
-        *open = spare->open;
-        *capacity = spare->capacity;
-    } else {
-        size_t room = needed + needed / 2;
-        *blocks = malloc(room * sizeof **blocks);
-        *open = malloc(room * sizeof **open);
-        *capacity = room;
-        if (spare) {
-            free(spare->blocks);
-            free(spare->open);
-        }
-    }
-    if (spare) {
-        spare->blocks = NULL;
-        spare->open = NULL;
-        spare->capacity = 0;
-    }
-    if (*blocks && *open)
+    if (capacity <= lists->capacity)
         return 0;
-    free(*blocks);
-    free(*open);
-    *blocks = NULL;
-    *open = NULL;
+    if (leakscan_buffer_grow(&lists->blocks, capacity * sizeof(struct leakscan_block)) < 0 ||
+        leakscan_buffer_grow(&lists->open, capacity * sizeof(struct pending_block)) < 0)
+        return -1;
+    lists->capacity = capacity;
+    return 0;
+}
+
+/* Lists for needed blocks: spare's, grown if they hold fewer (with room
+ * for the heap to grow by half before the next check takes them); spare
+ * is left without. 0, or -1 when out of memory. */
+static int take_lists(struct leak_check_spare *spare, size_t needed, struct check_lists *lists)
+{
+    *lists = (struct check_lists){0};
+    if (spare) {
+        *lists = spare->lists;
+        spare->lists = (struct check_lists){0};
+    }
+    if (lists->capacity >= needed || grow_lists(lists, needed + needed / 2) == 0)
+        return 0;
+    free_lists(lists);
     return -1;
 }
 
 /* Gives lists back: spare keeps the larger ones. */
-static void keep_lists(struct leak_check_spare *spare, struct leakscan_block *blocks, struct pending_block *open,
-                       size_t capacity)
+static void keep_lists(struct leak_check_spare *spare, struct check_lists *lists)
 {
-    if (spare && capacity > spare->capacity) {
-        free(spare->blocks);
-        free(spare->open);
-        *spare = (struct leak_check_spare){spare->copy, blocks, open, capacity};
-        return;
+    if (spare && lists->capacity > spare->lists.capacity) {
+        struct check_lists smaller = spare->lists;
+        spare->lists = *lists;
+        *lists = smaller;
     }
-    free(blocks);
-    free(open);
+    free_lists(lists);
+}
+
+static struct leakscan_block *list_of_blocks(const struct check_lists *lists)
+{
+    return (struct leakscan_block *)lists->blocks.bytes;
+}
+
+static struct pending_block *list_of_open(const struct check_lists *lists)
+{
+    return (struct pending_block *)lists->open.bytes;
+}
+
+/* The copy the next check will take, from what the last one took for
+ * each live byte (roots, allocator headers, the unused rest of pages). */
+static uint64_t copy_expected(const struct leak_check_spare *spare, const struct recorder *recorder)
+{
+    uint64_t per_live = spare->copy_per_live_1024 ? spare->copy_per_live_1024 : READY_COPY_PER_LIVE_1024;
+    return recorder->live_bytes / 1024 * per_live + READY_COPY_ROOTS;
+}
+
+int leak_check_spare_ready(struct leak_check_spare *spare, const struct recorder *recorder, uint64_t copy_room,
+                           size_t pages)
+{
+    /* a quarter more blocks than now: a case that adds a sixth to the heap
+     * while the last check is classified leaves no drain to grow them in */
+    size_t count = recorder->live.count;
+    if (spare->lists.capacity < count + count / 4 + READY_MIN_BLOCKS &&
+        grow_lists(&spare->lists, count + count / 2 + READY_MIN_BLOCKS) < 0)
+        return 0;
+    /* a copy that would not fit scans in place: no buffer for it */
+    uint64_t expected = copy_expected(spare, recorder);
+    if (spare->copy.size < expected && expected <= copy_room) {
+        uint64_t goal = expected + expected / 4;
+        if (leakscan_buffer_grow(&spare->copy, goal < copy_room ? goal : copy_room) < 0)
+            return 0;
+    }
+    struct leakscan_buffer *in_turn[] = {&spare->lists.blocks, &spare->lists.open, &spare->copy};
+    int left = 0;
+    for (size_t i = 0; i < sizeof in_turn / sizeof *in_turn; i++) {
+        size_t before = in_turn[i]->written;
+        left |= leakscan_buffer_write_ahead(in_turn[i], pages);
+        size_t wrote = (in_turn[i]->written - before) / LIST_PAGE;
+        pages = wrote < pages ? pages - wrote : 0;
+    }
+    return left;
+}
+
+/* What the copy of a check took for each live byte: the next check's
+ * buffer is readied for that much. */
+static void note_copy_size(struct leak_check_spare *spare, const struct recorder *recorder, uint64_t copied)
+{
+    if (spare && recorder->live_bytes >= READY_COPY_ROOTS) {
+        uint64_t per_live = copied / (recorder->live_bytes / 1024);
+        spare->copy_per_live_1024 = per_live > UINT32_MAX ? UINT32_MAX : (uint32_t)per_live;
+    }
 }
 
 /* A copy of what the scan reads, then the classification from it: one
@@ -436,18 +492,17 @@ static int run_check(const struct scan_source *source, const struct recorder *re
                      struct leak_results *results, char *err, size_t err_size)
 {
     memset(results, 0, sizeof *results);
-    struct leakscan_block *blocks;
-    struct pending_block *open; /* not filled here: taken and kept with blocks, for the next case check */
-    size_t capacity;
-    if (take_lists(source->spare, recorder->live.count + 1, &blocks, &open, &capacity) < 0) {
+    struct check_lists lists; /* the open case's list not filled here: kept for the next case check */
+    if (take_lists(source->spare, recorder->live.count + 1, &lists) < 0) {
         snprintf(err, err_size, "out of memory for %zu blocks", recorder->live.count);
         return -1;
     }
-    size_t n = list_blocks(recorder, blocks, capacity, NULL, NULL);
+    struct leakscan_block *blocks = list_of_blocks(&lists);
+    size_t n = list_blocks(recorder, blocks, lists.capacity, NULL, NULL);
     struct leakscan_totals totals;
     int rc = scan(source, blocks, n, &totals, err, err_size);
     uint8_t *categories = rc == 0 ? categories_by_position(blocks, n) : NULL;
-    keep_lists(source->spare, blocks, open, capacity);
+    keep_lists(source->spare, &lists);
     if (rc == 0 && (!categories ||
                     results_of(recorder, categories, n, when, time_ns, skip_cases, skip_count, results) < 0)) {
         snprintf(err, err_size, "out of memory grouping %zu blocks", n);
@@ -462,10 +517,11 @@ static int run_check(const struct scan_source *source, const struct recorder *re
 struct leak_check_pending {
     pthread_t thread;
     struct leakscan_snapshot *snapshot;
-    struct leakscan_block *blocks; /* every live block, scanned */
+    struct check_lists lists;
+    struct leakscan_block *blocks; /* in lists: every live block, scanned */
     size_t count;
-    struct pending_block *open; /* the open case's blocks, summed once classified */
-    size_t open_count, capacity; /* capacity: of blocks and open */
+    struct pending_block *open; /* in lists: the open case's blocks, summed once classified */
+    size_t open_count;
     uint32_t when, open_case;
     uint64_t iteration, time_ns;
     uint64_t copy_bytes; /* what the snapshot holds */
@@ -479,9 +535,11 @@ struct leak_check_pending {
 static int list_pending_blocks(struct leak_check_pending *p, const struct recorder *recorder,
                                struct leak_check_spare *spare)
 {
-    if (take_lists(spare, recorder->live.count + 1, &p->blocks, &p->open, &p->capacity) < 0)
+    if (take_lists(spare, recorder->live.count + 1, &p->lists) < 0)
         return -1;
-    p->count = list_blocks(recorder, p->blocks, p->capacity, p->open, &p->open_count);
+    p->blocks = list_of_blocks(&p->lists);
+    p->open = list_of_open(&p->lists);
+    p->count = list_blocks(recorder, p->blocks, p->lists.capacity, p->open, &p->open_count);
     return 0;
 }
 
@@ -508,7 +566,7 @@ static void free_pending(struct leak_check_pending *p, struct leak_check_spare *
     if (keep)
         leakscan_buffer_keep_larger(&keep->copy, &p->buffer);
     leakscan_buffer_free(&p->buffer);
-    keep_lists(keep, p->blocks, p->open, p->capacity);
+    keep_lists(keep, &p->lists);
     free(p->categories);
     free(p);
 }
@@ -526,14 +584,16 @@ int leak_check_start(pid_t pid, const pid_t *tids, size_t tid_count, const struc
             free_pending(p, spare);
         return -1;
     }
-    *p = (struct leak_check_pending){.blocks = p->blocks, .count = p->count, .open = p->open,
-                                     .open_count = p->open_count, .capacity = p->capacity, .when = when,
-                                     .open_case = recorder->open_case, .iteration = recorder->iteration,
-                                     .time_ns = time_ns};
+    p->when = when;
+    p->open_case = recorder->open_case;
+    p->iteration = recorder->iteration;
+    p->time_ns = time_ns;
     int rc = leakscan_snapshot_take(pid, tids, tid_count, shim, p->blocks, p->count, byte_limit,
                                     spare ? &spare->copy : NULL, &p->snapshot, err, err_size);
-    if (rc == 0)
+    if (rc == 0) {
         p->copy_bytes = leakscan_snapshot_bytes(p->snapshot);
+        note_copy_size(spare, recorder, leakscan_snapshot_copied(p->snapshot));
+    }
     if (rc == 0 && (errno = pthread_create(&p->thread, NULL, classify_pending, p)) != 0) {
         snprintf(err, err_size, "cannot start the leak scan's thread: %s", strerror(errno));
         rc = -1;

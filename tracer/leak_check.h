@@ -22,19 +22,37 @@ struct leak_results {
 
 /*
  * What a check leaves for the next one to write into again: its copy's
- * buffer and its lists of blocks. Fresh memory costs a page fault a page
- * (~2.5 us in this VM): listing issue 14's driver's 420,000 blocks into
- * new arrays took 10-20 ms of a case end's stop, into written ones 4-5 ms.
- * Zeroed before first use; leak_check_spare_free at the image's end.
+ * buffer and its lists of blocks, each a leakscan_buffer, which grows in
+ * place. A page's first write costs a fault (4-9 us in this VM): listing
+ * issue 14's driver's 376,000 blocks into new lists took 56 ms of its
+ * first case end's stop, into written ones 3 ms. Zeroed before first use;
+ * leak_check_spare_free at the image's end.
  */
 struct pending_block;
+struct check_lists {
+    struct leakscan_buffer blocks; /* struct leakscan_block: every live block */
+    struct leakscan_buffer open;   /* struct pending_block: the open case's blocks */
+    size_t capacity;               /* entries of each */
+};
 struct leak_check_spare {
     struct leakscan_buffer copy;
-    struct leakscan_block *blocks;
-    struct pending_block *open;
-    size_t capacity; /* blocks of each list */
+    struct check_lists lists;
+    uint32_t copy_per_live_1024; /* the last copy's bytes per live byte, in 1/1024ths (0: none yet) */
 };
 void leak_check_spare_free(struct leak_check_spare *spare);
+
+/*
+ * Gets spare ready, while the program runs, for a check of the heap the
+ * recorder has now: lists with room for its blocks and a copy buffer the
+ * size the last copy suggests (at most copy_room bytes), their pages
+ * written. In this VM a page's first write costs 4-9 us, even populated:
+ * the first case end of issue 14's driver listed its 376,000 blocks into
+ * new lists in 56 ms of its stop, into written ones in 3 ms. Writes at
+ * most pages pages a call, so that the drain keeps up; returns whether
+ * work remains. Not while a check pending holds the spare's lists.
+ */
+int leak_check_spare_ready(struct leak_check_spare *spare, const struct recorder *recorder, uint64_t copy_room,
+                           size_t pages);
 
 /* Every thread in tids must be stopped. shim: what the process's shim
  * tells about its memory (leakscan.h; may be NULL). when: TRACE_SNAP_EXIT or

@@ -571,7 +571,9 @@ static size_t drain_all(struct session *session)
         if (process->state == PROCESS_ENDED)
             continue;
         process_try_attach(process, now);
-        events += process_drain(process, 0);
+        size_t drained = process_drain(process, 0);
+        events += drained;
+        get_ready_for_leak_check(session, process, drained, now);
         process_maybe_warm_up(session, process, now);
     }
     return events;

@@ -268,27 +268,87 @@ static void a_check_writes_into_the_lists_the_last_one_kept(void **state)
                                     sizeof err),
                      0);
     leak_results_free(&results);
-    assert_non_null(spare.blocks);
-    assert_non_null(spare.open);
-    const struct leakscan_block *first = spare.blocks;
-    size_t capacity = spare.capacity;
+    assert_non_null(spare.lists.blocks.bytes);
+    assert_non_null(spare.lists.open.bytes);
+    const uint8_t *first = spare.lists.blocks.bytes;
+    size_t capacity = spare.lists.capacity;
     assert_true(capacity >= 1);
     assert_int_equal(leak_check_run(child, &child, 1, NULL, &r, TRACE_SNAP_EXIT, 20, NULL, 0, 0, &spare, &results, err,
                                     sizeof err),
                      0);
     leak_results_free(&results);
-    assert_ptr_equal(spare.blocks, first); /* written into again */
-    assert_int_equal(spare.capacity, capacity);
+    assert_ptr_equal(spare.lists.blocks.bytes, first); /* written into again */
+    assert_int_equal(spare.lists.capacity, capacity);
     for (uint64_t i = 0; i < 100; i++)
         recorder_alloc(&r, 30 + i, 0x100000 + 0x100 * i, 16, 5, lookup, NULL);
     assert_int_equal(leak_check_run(child, &child, 1, NULL, &r, TRACE_SNAP_EXIT, 200, NULL, 0, 0, &spare, &results,
                                     err, sizeof err),
                      -1); /* the process is gone */
-    assert_true(spare.capacity >= 101 + 101 / 2); /* room for the heap to grow before the next */
+    assert_true(spare.lists.capacity >= 101 + 101 / 2); /* room for the heap to grow before the next */
+    assert_ptr_equal(spare.lists.blocks.bytes, first); /* grown in place */
     leak_check_spare_free(&spare);
-    assert_null(spare.blocks);
-    assert_null(spare.open);
-    assert_int_equal(spare.capacity, 0);
+    assert_null(spare.lists.blocks.bytes);
+    assert_null(spare.lists.open.bytes);
+    assert_int_equal(spare.lists.capacity, 0);
+    recorder_free(&r);
+}
+
+/* While the program runs, the spare is made ready a few pages at a time
+ * for a check of the heap as it is: lists with room for a quarter more
+ * blocks, a copy buffer the size the heap suggests (no larger than the
+ * room given), every page written; the check then lists into them where
+ * they are. */
+static void the_spare_is_readied_a_few_pages_at_a_time(void **state)
+{
+    (void)state;
+    struct recorder r;
+    recorder_init(&r, 0);
+    for (uint64_t i = 0; i < 20000; i++)
+        recorder_alloc(&r, 30 + i, 0x100000 + 0x100 * i, 200, 5, lookup, NULL);
+    struct leak_check_spare spare = {0};
+    assert_int_equal(leak_check_spare_ready(&spare, &r, 0, 1), 1); /* one page a call: more to do */
+    assert_true(spare.lists.capacity >= 20000 + 20000 / 4);
+    assert_null(spare.copy.bytes); /* no room for a copy */
+    assert_int_equal(spare.lists.blocks.written, 4096);
+    assert_int_equal(spare.lists.open.written, 0);
+    int calls = 1;
+    while (leak_check_spare_ready(&spare, &r, 0, 16))
+        calls++;
+    assert_true(calls > 10);
+    assert_int_equal(spare.lists.blocks.written, spare.lists.blocks.size);
+    assert_int_equal(spare.lists.open.written, spare.lists.open.size);
+    assert_int_equal(leak_check_spare_ready(&spare, &r, 0, 16), 0); /* nothing left, nothing grown */
+
+    /* room for a copy: 4 MB of live bytes want 1.5 times that and roots */
+    assert_int_equal(leak_check_spare_ready(&spare, &r, 64 << 20, 0), 1);
+    assert_true(spare.copy.size >= 6u << 20);
+    assert_true(spare.copy.size <= 10u << 20);
+    assert_int_equal(spare.copy.written, 0);
+    while (leak_check_spare_ready(&spare, &r, 64 << 20, 256))
+        ;
+    assert_int_equal(spare.copy.written, spare.copy.size);
+    leak_check_spare_free(&spare);
+
+    /* the room given bounds the copy buffer; a copy that would not fit
+     * scans in place, and gets none */
+    assert_int_equal(leak_check_spare_ready(&spare, &r, 7 << 20, 0), 1);
+    assert_int_equal(spare.copy.size, 7 << 20);
+    leak_check_spare_free(&spare);
+    assert_int_equal(leak_check_spare_ready(&spare, &r, 1 << 20, 0), 1);
+    assert_null(spare.copy.bytes);
+    const uint8_t *lists = spare.lists.blocks.bytes;
+    pid_t child = fork();
+    if (child == 0)
+        _exit(0);
+    assert_true(child > 0);
+    assert_int_equal(waitpid(child, NULL, 0), child);
+    struct leak_results results;
+    char err[256] = "";
+    assert_int_equal(leak_check_run(child, &child, 1, NULL, &r, TRACE_SNAP_EXIT, 10, NULL, 0, 0, &spare, &results, err,
+                                    sizeof err),
+                     -1); /* the process is gone; the lists were taken and given back */
+    assert_ptr_equal(spare.lists.blocks.bytes, lists);
+    leak_check_spare_free(&spare);
     recorder_free(&r);
 }
 
@@ -298,6 +358,7 @@ int main(void)
         cmocka_unit_test(case_end_checks_the_open_case),
         cmocka_unit_test(exit_checks_the_image_then_each_case),
         cmocka_unit_test(sampled_records_are_scaled),
+        cmocka_unit_test(the_spare_is_readied_a_few_pages_at_a_time),
         cmocka_unit_test(first_iteration_is_the_earliest),
         cmocka_unit_test(no_block_needs_no_scan),
         cmocka_unit_test(a_check_writes_into_the_lists_the_last_one_kept),
