@@ -43,13 +43,14 @@ void leak_check_spare_free(struct leak_check_spare *spare);
 
 /*
  * Gets spare ready, while the program runs, for a check of the heap the
- * recorder has now: lists with room for its blocks and a copy buffer the
- * size the last copy suggests (at most copy_room bytes), their pages
- * written. In this VM a page's first write costs 4-9 us, even populated:
- * the first case end of issue 14's driver listed its 376,000 blocks into
- * new lists in 56 ms of its stop, into written ones in 3 ms. Writes at
- * most pages pages a call, so that the drain keeps up; returns whether
- * work remains. Not while a check pending holds the spare's lists.
+ * recorder has now: lists with room for its blocks, their pages written,
+ * and a copy buffer of the size the last copy suggests (none when that
+ * exceeds copy_room), populated. In this VM a page's first write costs
+ * 4-9 us, even populated: the first case end of issue 14's driver listed
+ * its 376,000 blocks into new lists in 56 ms of its stop, into written
+ * ones in 3 ms. Writes at most pages pages a call, so that the drain
+ * keeps up; returns whether work remains. Not while a check pending holds
+ * the spare's lists.
  */
 int leak_check_spare_ready(struct leak_check_spare *spare, const struct recorder *recorder, uint64_t copy_room,
                            size_t pages);
