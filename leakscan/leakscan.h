@@ -219,8 +219,6 @@ int leakscan_snapshot_take(pid_t pid, const pid_t *tids, size_t tid_count, const
 int leakscan_snapshot_classify(struct leakscan_snapshot *snapshot, struct leakscan_totals *totals,
                                struct leakscan_stats *stats, char *err, size_t err_size);
 uint64_t leakscan_snapshot_bytes(const struct leakscan_snapshot *snapshot);
-/* What the snapshot copied (its buffer may be larger: bytes). */
-uint64_t leakscan_snapshot_copied(const struct leakscan_snapshot *snapshot);
 void leakscan_snapshot_free(struct leakscan_snapshot *snapshot);
 
 /* Memory a scan writes into again and again, populated, growing in place

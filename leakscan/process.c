@@ -986,11 +986,6 @@ uint64_t leakscan_snapshot_bytes(const struct leakscan_snapshot *snapshot)
     return snapshot->copy.buffer.size;
 }
 
-uint64_t leakscan_snapshot_copied(const struct leakscan_snapshot *snapshot)
-{
-    return snapshot->copy.size;
-}
-
 int leakscan_snapshot_classify(struct leakscan_snapshot *snapshot, struct leakscan_totals *totals,
                                struct leakscan_stats *stats, char *err, size_t err_size)
 {

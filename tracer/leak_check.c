@@ -269,8 +269,6 @@ struct pending_block {
 /* Readying a spare for the next check (leak_check_spare_ready). */
 #define LIST_PAGE 4096u /* leakscan_buffer's page */
 #define READY_MIN_BLOCKS 1024u /* lists never readied for fewer */
-#define READY_COPY_PER_LIVE_1024 1536u /* before any copy: 1.5 bytes a live byte (python3's objects: 1.45-1.52) */
-#define READY_COPY_ROOTS (1ull << 20) /* beside them: roots, a last partial page */
 
 static void free_lists(struct check_lists *lists)
 {
@@ -335,49 +333,21 @@ static struct pending_block *list_of_open(const struct check_lists *lists)
     return (struct pending_block *)lists->open.bytes;
 }
 
-/* The copy the next check will take, from what the last one took for
- * each live byte (roots, allocator headers, the unused rest of pages). */
-static uint64_t copy_expected(const struct leak_check_spare *spare, const struct recorder *recorder)
+int leak_check_spare_ready(struct leak_check_spare *spare, const struct recorder *recorder, size_t pages)
 {
-    uint64_t per_live = spare->copy_per_live_1024 ? spare->copy_per_live_1024 : READY_COPY_PER_LIVE_1024;
-    return recorder->live_bytes / 1024 * per_live + READY_COPY_ROOTS;
-}
-
-int leak_check_spare_ready(struct leak_check_spare *spare, const struct recorder *recorder, uint64_t copy_room,
-                           size_t pages)
-{
-    /* a quarter more blocks than now: a case that adds a sixth to the heap
-     * while the last check is classified leaves no drain to grow them in */
+    /* Room for a quarter more blocks than now (a case that adds a sixth to
+     * the heap while the last check is classified leaves no drain to grow
+     * them in), grown when less than an eighth more is left: a list's
+     * pages are all in, where a check's own lists had only those it wrote
+     * (2,000,000 blocks: a peak 41 MB higher with room for half more). */
     size_t count = recorder->live.count;
-    if (spare->lists.capacity < count + count / 4 + READY_MIN_BLOCKS &&
-        grow_lists(&spare->lists, count + count / 2 + READY_MIN_BLOCKS) < 0)
+    if (spare->lists.capacity < count + count / 8 + READY_MIN_BLOCKS &&
+        grow_lists(&spare->lists, count + count / 4 + READY_MIN_BLOCKS) < 0)
         return 0;
-    /* a copy that would not fit scans in place: no buffer for it */
-    uint64_t expected = copy_expected(spare, recorder);
-    if (spare->copy.size < expected && expected <= copy_room) {
-        uint64_t goal = expected + expected / 4;
-        if (leakscan_buffer_grow(&spare->copy, goal < copy_room ? goal : copy_room) < 0)
-            return 0;
-    }
-    /* The copy's buffer is only grown (populated): the copy is the
-     * kernel's writes into it, which first writes do not slow as they do
-     * the lists' (writing the 3.8 MB of it the issue 14 driver had not
-     * written by its first case end took 4.8 ms ahead of the stop, and
-     * the copy in the stop the same 27.8 ms after). */
     size_t before = spare->lists.blocks.written / LIST_PAGE;
     int left = leakscan_buffer_write_ahead(&spare->lists.blocks, pages);
     size_t wrote = spare->lists.blocks.written / LIST_PAGE - before;
     return leakscan_buffer_write_ahead(&spare->lists.open, wrote < pages ? pages - wrote : 0) || left;
-}
-
-/* What the copy of a check took for each live byte: the next check's
- * buffer is readied for that much. */
-static void note_copy_size(struct leak_check_spare *spare, const struct recorder *recorder, uint64_t copied)
-{
-    if (spare && recorder->live_bytes >= READY_COPY_ROOTS) {
-        uint64_t per_live = copied / (recorder->live_bytes / 1024);
-        spare->copy_per_live_1024 = per_live > UINT32_MAX ? UINT32_MAX : (uint32_t)per_live;
-    }
 }
 
 /* A copy of what the scan reads, then the classification from it: one
@@ -590,10 +560,8 @@ int leak_check_start(pid_t pid, const pid_t *tids, size_t tid_count, const struc
     p->time_ns = time_ns;
     int rc = leakscan_snapshot_take(pid, tids, tid_count, shim, p->blocks, p->count, byte_limit,
                                     spare ? &spare->copy : NULL, &p->snapshot, err, err_size);
-    if (rc == 0) {
+    if (rc == 0)
         p->copy_bytes = leakscan_snapshot_bytes(p->snapshot);
-        note_copy_size(spare, recorder, leakscan_snapshot_copied(p->snapshot));
-    }
     if (rc == 0 && (errno = pthread_create(&p->thread, NULL, classify_pending, p)) != 0) {
         snprintf(err, err_size, "cannot start the leak scan's thread: %s", strerror(errno));
         rc = -1;

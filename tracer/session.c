@@ -573,7 +573,7 @@ static size_t drain_all(struct session *session)
         process_try_attach(process, now);
         size_t drained = process_drain(process, 0);
         events += drained;
-        get_ready_for_leak_check(session, process, drained, now);
+        get_ready_for_leak_check(session, process, drained);
         process_maybe_warm_up(session, process, now);
     }
     return events;

@@ -243,8 +243,7 @@ static uint64_t copy_room(const struct session *session, const struct traced_pro
     return held < limit ? limit - held : 0;
 }
 
-void get_ready_for_leak_check(struct session *session, struct traced_process *process, size_t drained,
-                              uint64_t now)
+void get_ready_for_leak_check(const struct session *session, struct traced_process *process, size_t drained)
 {
     if (session->options.leak_check == TRACE_LEAK_CHECK_OFF || !(process->flags & TRACE_PROC_SHIM_SEEN) ||
         drained > READY_DRAINED_MAX)
@@ -252,12 +251,7 @@ void get_ready_for_leak_check(struct session *session, struct traced_process *pr
     collect_case_check(process, 0); /* gives the spare back */
     if (process->pending_count)
         return;
-    if (now - session->ready_limit_ns >= READY_LIMIT_INTERVAL_NS) {
-        session->ready_limit = check_copy_limit(session); /* reads the cgroup's files: not at every drain */
-        session->ready_limit_ns = now;
-    }
-    leak_check_spare_ready(&process->check_spare, &process->recorder,
-                           copy_room(session, process, session->ready_limit), READY_PAGES_PER_DRAIN);
+    leak_check_spare_ready(&process->check_spare, &process->recorder, READY_PAGES_PER_DRAIN);
 }
 
 int start_case_check(const struct session *session, struct traced_process *process, const pid_t *tids,

@@ -293,12 +293,10 @@ static void a_check_writes_into_the_lists_the_last_one_kept(void **state)
     recorder_free(&r);
 }
 
-/* While the program runs, the spare is made ready a few pages at a time
- * for a check of the heap as it is: lists with room for a quarter more
- * blocks, a copy buffer the size the heap suggests (no larger than the
- * room given), every page written; the check then lists into them where
- * they are. */
-static void the_spare_is_readied_a_few_pages_at_a_time(void **state)
+/* While the program runs, the spare's lists are made ready a few pages at
+ * a time for a check of the heap as it is: room for a quarter more blocks
+ * (grown when less than an eighth more is left), every page written; the check then lists into them where they are. */
+static void the_lists_are_readied_a_few_pages_at_a_time(void **state)
 {
     (void)state;
     struct recorder r;
@@ -306,35 +304,33 @@ static void the_spare_is_readied_a_few_pages_at_a_time(void **state)
     for (uint64_t i = 0; i < 20000; i++)
         recorder_alloc(&r, 30 + i, 0x100000 + 0x100 * i, 200, 5, lookup, NULL);
     struct leak_check_spare spare = {0};
-    assert_int_equal(leak_check_spare_ready(&spare, &r, 0, 1), 1); /* one page a call: more to do */
+    assert_int_equal(leak_check_spare_ready(&spare, &r, 1), 1); /* one page a call: more to do */
     assert_true(spare.lists.capacity >= 20000 + 20000 / 4);
-    assert_null(spare.copy.bytes); /* no room for a copy */
     assert_int_equal(spare.lists.blocks.written, 4096);
     assert_int_equal(spare.lists.open.written, 0);
+    assert_null(spare.copy.bytes); /* the copy's buffer is the check's to make */
     int calls = 1;
-    while (leak_check_spare_ready(&spare, &r, 0, 16))
+    while (leak_check_spare_ready(&spare, &r, 16))
         calls++;
     assert_true(calls > 10);
     assert_int_equal(spare.lists.blocks.written, spare.lists.blocks.size);
     assert_int_equal(spare.lists.open.written, spare.lists.open.size);
-    assert_int_equal(leak_check_spare_ready(&spare, &r, 0, 16), 0); /* nothing left, nothing grown */
+    size_t capacity = spare.lists.capacity;
+    assert_int_equal(leak_check_spare_ready(&spare, &r, 16), 0); /* nothing left, nothing grown */
+    assert_int_equal(spare.lists.capacity, capacity);
 
-    /* room for a copy: 4 MB of live bytes want 1.5 times that and roots */
-    assert_int_equal(leak_check_spare_ready(&spare, &r, 64 << 20, 0), 0);
-    assert_true(spare.copy.size >= 6u << 20);
-    assert_true(spare.copy.size <= 10u << 20);
-    assert_int_equal(leak_check_spare_ready(&spare, &r, 64 << 20, 256), 0); /* the lists were written */
-    assert_int_equal(spare.copy.written, 0); /* populated, not written: the copy is the kernel's writes */
-    leak_check_spare_free(&spare);
-
-    /* the room given bounds the copy buffer; a copy that would not fit
-     * scans in place, and gets none */
-    assert_int_equal(leak_check_spare_ready(&spare, &r, 7 << 20, 0), 1); /* new lists, not written */
-    assert_int_equal(spare.copy.size, 7 << 20);
-    leak_check_spare_free(&spare);
-    assert_int_equal(leak_check_spare_ready(&spare, &r, 1 << 20, 0), 1);
-    assert_null(spare.copy.bytes);
+    /* more blocks: grown where they are, only the new pages to write */
     const uint8_t *lists = spare.lists.blocks.bytes;
+    for (uint64_t i = 20000; i < 40000; i++)
+        recorder_alloc(&r, 30 + i, 0x100000 + 0x100 * i, 200, 5, lookup, NULL);
+    size_t written = spare.lists.blocks.written;
+    assert_int_equal(leak_check_spare_ready(&spare, &r, 0), 1);
+    assert_true(spare.lists.capacity >= 40000 + 40000 / 4);
+    assert_true(spare.lists.capacity <= 40000 + 40000 / 4 + 2048);
+    assert_ptr_equal(spare.lists.blocks.bytes, lists);
+    assert_int_equal(spare.lists.blocks.written, written);
+
+    /* a check takes them as they are, and gives them back */
     pid_t child = fork();
     if (child == 0)
         _exit(0);
@@ -344,7 +340,7 @@ static void the_spare_is_readied_a_few_pages_at_a_time(void **state)
     char err[256] = "";
     assert_int_equal(leak_check_run(child, &child, 1, NULL, &r, TRACE_SNAP_EXIT, 10, NULL, 0, 0, &spare, &results, err,
                                     sizeof err),
-                     -1); /* the process is gone; the lists were taken and given back */
+                     -1); /* the process is gone */
     assert_ptr_equal(spare.lists.blocks.bytes, lists);
     leak_check_spare_free(&spare);
     recorder_free(&r);
@@ -356,7 +352,7 @@ int main(void)
         cmocka_unit_test(case_end_checks_the_open_case),
         cmocka_unit_test(exit_checks_the_image_then_each_case),
         cmocka_unit_test(sampled_records_are_scaled),
-        cmocka_unit_test(the_spare_is_readied_a_few_pages_at_a_time),
+        cmocka_unit_test(the_lists_are_readied_a_few_pages_at_a_time),
         cmocka_unit_test(first_iteration_is_the_earliest),
         cmocka_unit_test(no_block_needs_no_scan),
         cmocka_unit_test(a_check_writes_into_the_lists_the_last_one_kept),
