@@ -2,8 +2,9 @@
 """Compares builds of memslope on malloc_bench, in turns, on a noisy machine.
 
     python3 bench/compare.py --save NAME
-        copies build/bin and build/lib to build/bench/builds/NAME (a build
-        to compare against later, safe from rebuilds of the tree)
+        copies build/bin, build/lib and build/share to
+        build/bench/builds/NAME (a build to compare against later, safe
+        from rebuilds of the tree)
 
     python3 bench/compare.py [-t THREADS] [-r ROUNDS] [-n OPS] [-W WORK]
                              [--record-args ARGS] NAME...
@@ -43,9 +44,11 @@ BENCH = os.path.join(ROOT, "build", "bench", "malloc_bench")
 def save(name):
     dest = os.path.join(BUILDS, name)
     shutil.rmtree(dest, ignore_errors=True)
-    for part in ("bin", "lib"):
+    # share/ too: a saved memslope's report finds its default suppressions
+    # beside it (../share/memslope/default.supp), else it applies none
+    for part in ("bin", "lib", "share"):
         shutil.copytree(os.path.join(ROOT, "build", part), os.path.join(dest, part))
-    print("saved build/bin and build/lib as %s" % dest)
+    print("saved build/bin, build/lib and build/share as %s" % dest)
 
 
 def memslope_of(name):
