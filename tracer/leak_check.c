@@ -427,23 +427,12 @@ static uint8_t *categories_by_position(const struct leakscan_block *scanned, siz
     return categories;
 }
 
-/* What moves with every change to the live table's walk. */
-static uint64_t recorder_changes(const struct recorder *recorder)
-{
-    return recorder->allocations + recorder->frees + recorder->unmatched_frees;
-}
-
-static bool is_case_check(uint32_t when)
-{
-    return when == TRACE_SNAP_CASE_END || when == TRACE_SNAP_ITERATION;
-}
-
 static int results_of(const struct recorder *recorder, const uint8_t *categories, size_t count, uint32_t when,
                       uint64_t time_ns, const unsigned char *skip_cases, size_t skip_count,
                       struct leak_results *results)
 {
     memset(results, 0, sizeof *results);
-    int open_case_only = is_case_check(when);
+    int open_case_only = when == TRACE_SNAP_CASE_END || when == TRACE_SNAP_ITERATION;
     struct aggregation a = {0};
     int rc = aggregate(recorder, categories, count, open_case_only, skip_cases, skip_count, &a);
     if (rc == 0)
@@ -506,7 +495,6 @@ struct leak_check_pending {
     uint32_t when, open_case;
     uint64_t iteration, time_ns;
     uint64_t copy_bytes; /* what the snapshot holds */
-    uint64_t changes;    /* the recorder's allocations and frees at the start: a whole image's must not move */
     struct leakscan_buffer buffer; /* the copy's, once classified: for the next copy */
     uint8_t *categories; /* by position: the thread's result */
     int rc, done;        /* done: atomic, set when the thread is finished */
@@ -520,7 +508,7 @@ static int list_pending_blocks(struct leak_check_pending *p, const struct record
     if (take_lists(spare, recorder->live.count + 1, &p->lists) < 0)
         return -1;
     p->blocks = list_of_blocks(&p->lists);
-    p->open = is_case_check(p->when) ? list_of_open(&p->lists) : NULL; /* a whole image's sums its blocks at finish */
+    p->open = list_of_open(&p->lists);
     p->count = list_blocks(recorder, p->blocks, p->lists.capacity, p->open, &p->open_count);
     return 0;
 }
@@ -560,16 +548,14 @@ int leak_check_start(pid_t pid, const pid_t *tids, size_t tid_count, const struc
 {
     *pending = NULL;
     struct leak_check_pending *p = calloc(1, sizeof *p);
-    if (p)
-        p->when = when;
     if (!p || list_pending_blocks(p, recorder, spare) < 0) {
         snprintf(err, err_size, "out of memory for %zu blocks", recorder->live.count);
         if (p)
             free_pending(p, spare);
         return -1;
     }
+    p->when = when;
     p->open_case = recorder->open_case;
-    p->changes = recorder_changes(recorder);
     p->iteration = recorder->iteration;
     p->time_ns = time_ns;
     int rc = leakscan_snapshot_take(pid, tids, tid_count, shim, p->blocks, p->count, byte_limit,
@@ -620,24 +606,15 @@ static int sum_pending(const struct leak_check_pending *p, const struct recorder
 }
 
 int leak_check_finish(struct leak_check_pending *pending, const struct recorder *recorder,
-                      const unsigned char *skip_cases, size_t skip_count, struct leak_check_spare *keep,
-                      struct leak_results *results, char *err, size_t err_size)
+                      struct leak_check_spare *keep, struct leak_results *results, char *err, size_t err_size)
 {
     memset(results, 0, sizeof *results);
     pthread_join(pending->thread, NULL);
     int rc = pending->rc;
-    if (rc != 0) {
+    if (rc != 0)
         snprintf(err, err_size, "%s", pending->err);
-    } else if (!is_case_check(pending->when) && recorder_changes(recorder) != pending->changes) {
-        snprintf(err, err_size, "its heap changed while its blocks were classified");
-        rc = -1;
-    } else {
-        rc = is_case_check(pending->when) ? sum_pending(pending, recorder, results)
-                                          : results_of(recorder, pending->categories, pending->count, pending->when,
-                                                       pending->time_ns, skip_cases, skip_count, results);
-        if (rc < 0)
-            snprintf(err, err_size, "out of memory grouping %zu blocks", pending->count);
-    }
+    else if ((rc = sum_pending(pending, recorder, results)) < 0)
+        snprintf(err, err_size, "out of memory grouping %zu blocks", pending->open_count);
     free_pending(pending, keep);
     return rc;
 }

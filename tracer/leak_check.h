@@ -71,24 +71,19 @@ int leak_check_run(pid_t pid, const pid_t *tids, size_t tid_count, const struct 
                    struct leak_results *results, char *err, size_t err_size);
 
 /*
- * A check that holds the process only while what the scan reads is
- * copied (leakscan_snapshot_take); the classification runs on a thread of
- * its own while the process runs on (a case check: when
- * TRACE_SNAP_CASE_END or TRACE_SNAP_ITERATION) or while the tracer writes
- * what it can of the image's output (the whole image: TRACE_SNAP_EXIT or
- * TRACE_SNAP_SIGNAL). leak_check_start, with every thread in tids
- * stopped: 0 with *pending set; 1 when the copy would take more than
- * byte_limit bytes (nothing started: check in place with leak_check_run);
- * -1 with a message. leak_check_finish waits for the thread and gives the
- * check leak_check_run would have given at the start, and frees pending:
- * 0, or -1 with a message. recorder: the same one; a case check's, in any
- * later state; a whole image's, unchanged since the start (its blocks are
- * summed now: an image at its end changes no more), and skip_cases as
- * leak_check_run's (ignored for a case check). spare (start) and keep
- * (finish), as leak_check_run's spare: what the check may take, and which
- * keeps the larger buffer and lists after. leak_check_pending_done:
- * whether finish would not wait; leak_check_pending_bytes: the size of
- * its copy's buffer.
+ * A check of the open case (when: TRACE_SNAP_CASE_END or
+ * TRACE_SNAP_ITERATION) that holds the process only while what the scan
+ * reads is copied (leakscan_snapshot_take); the classification runs on a
+ * thread of its own while the process runs on. leak_check_start, with
+ * every thread in tids stopped: 0 with *pending set; 1 when the copy would
+ * take more than byte_limit bytes (nothing started: check in place with
+ * leak_check_run); -1 with a message. leak_check_finish waits for the
+ * thread and gives the check leak_check_run would have given at the start
+ * (recorder: the same one, any later state), and frees pending: 0, or -1
+ * with a message. spare (start) and keep (finish), as leak_check_run's
+ * spare: what the check may take, and which keeps the larger buffer and
+ * lists after. leak_check_pending_done: whether finish would not wait;
+ * leak_check_pending_bytes: the size of its copy's buffer.
  */
 struct leak_check_pending;
 int leak_check_start(pid_t pid, const pid_t *tids, size_t tid_count, const struct leakscan_shim_memory *shim,
@@ -98,8 +93,7 @@ int leak_check_start(pid_t pid, const pid_t *tids, size_t tid_count, const struc
 int leak_check_pending_done(const struct leak_check_pending *pending);
 uint64_t leak_check_pending_bytes(const struct leak_check_pending *pending);
 int leak_check_finish(struct leak_check_pending *pending, const struct recorder *recorder,
-                      const unsigned char *skip_cases, size_t skip_count, struct leak_check_spare *keep,
-                      struct leak_results *results, char *err, size_t err_size);
+                      struct leak_check_spare *keep, struct leak_results *results, char *err, size_t err_size);
 
 /* The check at exit of a process that cannot be stopped (no-ptrace mode):
  * it reads what the process handed over (see leakscan.h) while its

@@ -742,38 +742,11 @@ static struct trace_image image_view(struct traced_process *process, uint32_t st
     };
 }
 
-static void end_warmup(struct session *session, struct traced_process *process)
-{
-    if (process->warmup)
-        session->warmups_running--;
-    symbolizer_warmup_stop(process->warmup); /* the output resolves what it has not */
-    symbolizer_warmup_finish(process->warmup); /* what it read is the symbol store's now */
-    process->warmup = NULL;
-}
-
-/* An exit check being classified: the image's stacks are written
- * meanwhile (issue 14's driver: 20 ms of writing beside 28 of
- * classifying), then its results taken. */
-static void finish_exit_check_beside_stacks(struct session *session, struct traced_process *process)
-{
-    if (!process->exit_check)
-        return;
-    end_warmup(session, process);
-    uint32_t stacks_dropped, slots_exhausted;
-    shm_consumer_counters(&process->shm, &stacks_dropped, &slots_exhausted);
-    struct trace_image image = image_view(process, stacks_dropped, slots_exhausted);
-    if (trace_output_stacks(session->writer, session->symbols, &image, &session->modules_written,
-                            session_now_ns()) < 0)
-        report_write_failure(session);
-    finish_exit_check(process);
-}
-
 void process_end(struct session *session, struct traced_process *process)
 {
     int was_stopped = process->final_snapshot_taken;
     collect_case_check(process, 1);
     process_final_snapshot(session, process, process->exit_signal ? TRACE_SNAP_SIGNAL : TRACE_SNAP_EXIT, 0);
-    finish_exit_check_beside_stacks(session, process); /* before the drain: its blocks are the image's as they were */
     process_drain(process, 1);
     leak_check_spare_free(&process->check_spare); /* no check after this */
     if (!was_stopped && session->options.leak_check != TRACE_LEAK_CHECK_OFF &&
@@ -790,7 +763,11 @@ void process_end(struct session *session, struct traced_process *process)
     count_python_image(session, process);
     process->end_ns = session_now_ns();
     process->state = PROCESS_ENDED;
-    end_warmup(session, process);
+    if (process->warmup)
+        session->warmups_running--;
+    symbolizer_warmup_stop(process->warmup); /* the output below resolves what it has not */
+    symbolizer_warmup_finish(process->warmup); /* what it read is the symbol store's now */
+    process->warmup = NULL;
     struct trace_image image = image_view(process, stacks_dropped, slots_exhausted);
     if (trace_output_process(session->writer, session->symbols, &image, &session->modules_written) < 0)
         report_write_failure(session);

@@ -89,9 +89,6 @@ struct traced_process {
     } pending_checks[PENDING_QUEUE];
     size_t pending_count;
     struct leak_check_spare check_spare; /* what the last check wrote, for the next (leak_check.h) */
-    /* The end-of-process check, classified while the image's stacks are
-     * written (process_leak_check starts it, process_end finishes it). */
-    struct leak_check_pending *exit_check;
     int secure_execution;      /* AT_SECURE: setuid, setgid or file capabilities; ld.so ignores LD_PRELOAD */
     int statically_linked;     /* no PT_INTERP: no dynamic loader to preload the shim */
     enum trace_preload preload; /* its LD_PRELOAD at its exec */
@@ -242,9 +239,6 @@ void get_ready_for_leak_check(const struct session *session, struct traced_proce
 void add_leak_check_note(struct traced_process *process, const char *why);
 void note_late_threads(struct traced_process *process, size_t late, const char *check);
 void process_leak_check(struct session *session, struct traced_process *process, pid_t stopped_tid, uint32_t kind);
-/* The results of the exit check process_leak_check started, in the
- * process's leaks (or why not, in its note); nothing when none is pending. */
-void finish_exit_check(struct traced_process *process);
 
 /* session_markers.c */
 void process_watch_entry(struct session *session, struct traced_process *process);

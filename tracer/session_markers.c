@@ -216,8 +216,7 @@ void collect_oldest_case_check(struct traced_process *process)
     struct leak_results results = oldest.ready;
     char err[512];
     if (oldest.check &&
-        leak_check_finish(oldest.check, &process->recorder, NULL, 0, &process->check_spare, &results, err,
-                          sizeof err) != 0)
+        leak_check_finish(oldest.check, &process->recorder, &process->check_spare, &results, err, sizeof err) != 0)
         note_case_check_failed(process, oldest.case_id, err);
     else
         add_case_check(process, &results, oldest.when, oldest.case_id);

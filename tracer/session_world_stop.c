@@ -306,33 +306,6 @@ void note_late_threads(struct traced_process *process, size_t late, const char *
     add_leak_check_note(process, why);
 }
 
-static void note_exit_check_failed(struct traced_process *process, const char *err)
-{
-    char why[640];
-    snprintf(why, sizeof why, "no leak check for process %d: %s", (int)process->pid, err);
-    add_leak_check_note(process, why);
-}
-
-/* The exit check from a copy, classified on a thread while the image's
- * end is written (finish_exit_check): 0 started, 1 when the copy would
- * not fit in room (check in place), -1 with a message. */
-static int start_exit_check(struct traced_process *process, const pid_t *tids, size_t count, uint32_t kind,
-                            uint64_t room, char *err, size_t err_size)
-{
-    if (room == 0 || process->recorder.live.count == 0)
-        return 1; /* in place; no block, no scan (leak_check_run says what it finds) */
-    struct leakscan_shim_memory shim;
-    struct leakscan_range *ranges;
-    if (shm_consumer_shim_memory(&process->shm, &shim, &ranges) < 0) {
-        snprintf(err, err_size, "out of memory copying the allocator ranges of process %d", (int)process->pid);
-        return -1;
-    }
-    int rc = leak_check_start(process->pid, tids, count, &shim, &process->recorder, kind, session_now_ns(), room,
-                              &process->check_spare, &process->exit_check, err, err_size);
-    free(ranges);
-    return rc;
-}
-
 /* The check at exit (or a fatal signal). Case checks still being
  * classified (the last case of a driver ends just before its exit) are
  * waited for first: their cases are then skipped as checked, and their
@@ -355,32 +328,16 @@ void process_leak_check(struct session *session, struct traced_process *process,
     char err[512];
     struct leak_results results;
     uint64_t room = copy_room(session, process, check_copy_limit(session)); /* its case checks are in */
-    int rc = 0;
     if (world.late)
         note_late_threads(process, world.late, "end-of-process");
-    else if ((rc = start_exit_check(process, world.tids, world.stopped, kind, room, err, sizeof err)) == 1 &&
-             (rc = run_leak_check(process, world.tids, world.stopped, kind, process->cases_checked,
-                                  process->cases_checked_count, 0, &results, err, sizeof err)) == 0) {
-        leak_results_append(&process->leaks, &results);
-        leak_results_free(&results);
-    }
-    if (rc < 0)
-        note_exit_check_failed(process, err);
-    world_stop_end(&world, session);
-}
-
-void finish_exit_check(struct traced_process *process)
-{
-    if (!process->exit_check)
-        return;
-    char err[512];
-    struct leak_results results;
-    if (leak_check_finish(process->exit_check, &process->recorder, process->cases_checked,
-                          process->cases_checked_count, &process->check_spare, &results, err, sizeof err) == 0) {
+    else if (run_leak_check(process, world.tids, world.stopped, kind, process->cases_checked,
+                            process->cases_checked_count, room, &results, err, sizeof err) == 0) {
         leak_results_append(&process->leaks, &results);
         leak_results_free(&results);
     } else {
-        note_exit_check_failed(process, err);
+        char why[640];
+        snprintf(why, sizeof why, "no leak check for process %d: %s", (int)process->pid, err);
+        add_leak_check_note(process, why);
     }
-    process->exit_check = NULL;
+    world_stop_end(&world, session);
 }

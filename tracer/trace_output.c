@@ -845,21 +845,6 @@ int trace_output_checkpoint(struct trace_writer *writer, struct symbol_store *sy
     return 0;
 }
 
-int trace_output_stacks(struct trace_writer *writer, struct symbol_store *symbols, const struct trace_image *image,
-                        uint32_t *module_base, uint64_t now_ns)
-{
-    struct trace_output_state *state = *image->output;
-    if (!state && !(state = *image->output = calloc(1, sizeof *state)))
-        return -1;
-    struct trace_image as_now = *image;
-    as_now.flags |= TRACE_PROC_CHECKPOINT;
-    as_now.end_ns = now_ns;
-    if (write_process_record(writer, &as_now) < 0 ||
-        write_new_symbols(writer, symbols, image, state, module_base, 1) < 0)
-        return -1;
-    return 0;
-}
-
 int trace_output_process(struct trace_writer *writer, struct symbol_store *symbols, const struct trace_image *image,
                          uint32_t *module_base)
 {

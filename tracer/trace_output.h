@@ -75,13 +75,6 @@ int trace_image_shim_absent(const struct trace_image *image, char *message, size
 int trace_output_process(struct trace_writer *writer, struct symbol_store *symbols, const struct trace_image *image,
                          uint32_t *module_base);
 
-/* The stacks of an image that has ended, written before its figures: a
- * checkpoint's PROCESS record as at now_ns, then the frames and stacks
- * of its sites (what trace_output_process then has left: the figures).
- * The tracer writes them while the image's exit check is classified. */
-int trace_output_stacks(struct trace_writer *writer, struct symbol_store *symbols, const struct trace_image *image,
-                        uint32_t *module_base, uint64_t now_ns);
-
 /* A checkpoint of a running image: its figures as they stand at now_ns. */
 int trace_output_checkpoint(struct trace_writer *writer, struct symbol_store *symbols, const struct trace_image *image,
                             uint32_t *module_base, uint64_t now_ns);
