@@ -2,12 +2,14 @@
  * buffer.c - memory a scan writes into again and again (leakscan.h,
  * struct leakscan_buffer): a copy's buffer, the tracer's lists of blocks.
  *
- * Why not malloc: in this VM (a paravirtualised guest whose page tables
- * the host shadows) a page's first write through an address costs 4-9 us,
- * even when the page is populated, and moving a mapping (mremap, as
- * realloc does for a large block) makes every page cost it again at its
- * new address. A buffer therefore holds address space beyond its size
- * and grows into it in place; what was written stays written.
+ * Why not malloc: in this VM (a Firecracker guest; the cause is the
+ * host's, the cost is measured, docs/performance.md round twelve) a
+ * page's first write from user space costs 4-9 us, even when the page is
+ * populated, and moving a mapping (mremap, as realloc does for a large
+ * block) makes every page cost it again at its new address. A buffer
+ * therefore holds address space beyond its size and grows into it in
+ * place; what was written stays written. On a machine without that cost
+ * this costs nothing: a reservation is address space, not memory.
  */
 #include "leakscan.h"
 

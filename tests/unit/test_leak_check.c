@@ -295,7 +295,8 @@ static void a_check_writes_into_the_lists_the_last_one_kept(void **state)
 
 /* While the program runs, the spare's lists are made ready a few pages at
  * a time for a check of the heap as it is: room for a quarter more blocks
- * (grown when less than an eighth more is left), every page written; the check then lists into them where they are. */
+ * (grown when less than an eighth more is left), every page written; the
+ * check then lists into them where they are. */
 static void the_lists_are_readied_a_few_pages_at_a_time(void **state)
 {
     (void)state;
