@@ -36,38 +36,33 @@ static int map_inside(uint8_t *at, uint64_t length)
 }
 
 /* A new reservation of at least size, twice it when it can, its first
- * size bytes mapped: what buffer held moves into it (its pages with it;
- * written is kept: moved pages cost their first write again here, but
- * only a buffer outgrowing its reservation moves). */
+ * size bytes mapped; the old one is unmapped, and what it held is not
+ * kept. A buffer's users write what they read (a copy, a listing), a
+ * page moved would cost its first write again anyway, and mremap of the
+ * pages grown in apart (separate mappings) fails before Linux 6.17. Only
+ * a buffer outgrowing its reservation comes here. */
 static int move_to_reservation(struct leakscan_buffer *buffer, uint64_t size)
 {
-    uint64_t reserve = size * 2 > RESERVE_MIN ? size * 2 : RESERVE_MIN;
+    uint64_t reserve = size > UINT64_MAX / 2 ? size : size * 2;
+    reserve = reserve > RESERVE_MIN ? reserve : RESERVE_MIN;
+    if (reserve > SIZE_MAX)
+        return -1;
     void *base = mmap(NULL, (size_t)reserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (base == MAP_FAILED)
         return -1;
-    if (buffer->size &&
-        mremap(buffer->bytes, (size_t)buffer->size, (size_t)buffer->size, MREMAP_MAYMOVE | MREMAP_FIXED, base) ==
-            MAP_FAILED) {
+    if (map_inside(base, size) != 0) {
         munmap(base, (size_t)reserve);
         return -1;
     }
-    if (map_inside((uint8_t *)base + buffer->size, size - buffer->size) != 0) {
-        if (buffer->size) /* back where it was: the old reservation's part is PROT_NONE now, still ours */
-            mremap(base, (size_t)buffer->size, (size_t)buffer->size, MREMAP_MAYMOVE | MREMAP_FIXED, buffer->bytes);
-        munmap(base, (size_t)reserve);
-        return -1;
-    }
-    uint64_t old_reserved = buffer->reserved > buffer->size ? buffer->reserved : buffer->size;
-    if (buffer->bytes && old_reserved > buffer->size) /* the moved part is unmapped already */
-        munmap(buffer->bytes + buffer->size, (size_t)(old_reserved - buffer->size));
-    buffer->bytes = base;
-    buffer->reserved = reserve;
-    buffer->size = size;
+    leakscan_buffer_free(buffer);
+    *buffer = (struct leakscan_buffer){.bytes = base, .size = size, .written = 0, .reserved = reserve};
     return 0;
 }
 
 int leakscan_buffer_grow(struct leakscan_buffer *buffer, uint64_t size)
 {
+    if (size > UINT64_MAX - PAGE)
+        return -1;
     size = PAGE_ROUND(size);
     if (size <= buffer->size)
         return 0;

@@ -235,9 +235,10 @@ struct leakscan_buffer {
     uint64_t written;
     uint64_t reserved;
 };
-/* Grows buffer to size (whole pages), keeping what it holds (in place
- * while its reservation lasts, and written with it):
- * 0, or -1 when no memory (buffer unchanged). */
+/* Grows buffer to size (whole pages): in place, keeping what it holds
+ * and written, while its reservation lasts; beyond it, into a new one,
+ * holding nothing (written 0). 0, or -1 when no memory (buffer
+ * unchanged). */
 int leakscan_buffer_grow(struct leakscan_buffer *buffer, uint64_t size);
 /* Writes into at most pages more of the pages not written yet; returns
  * whether some remain. */

@@ -289,6 +289,8 @@ static int grow_lists(struct check_lists *lists, size_t capacity)
 {
     if (capacity <= lists->capacity)
         return 0;
+    if (capacity > SIZE_MAX / sizeof(struct leakscan_block) || capacity > SIZE_MAX / sizeof(struct pending_block))
+        return -1;
     if (leakscan_buffer_grow(&lists->blocks, capacity * sizeof(struct leakscan_block)) < 0 ||
         leakscan_buffer_grow(&lists->open, capacity * sizeof(struct pending_block)) < 0)
         return -1;

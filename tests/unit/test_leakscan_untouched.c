@@ -4,6 +4,7 @@
  * (never a root's: a shared page another process wrote holds data without
  * being in this process's page table), and the process reader tells the
  * pages that hold data from the others through /proc/PID/pagemap. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -175,7 +176,8 @@ static void copy_holds_what_the_scan_reads(void **state)
     assert_int_equal(words[1], SMALL_BASE);
     leakscan_copy_release(&copy, &spare);
     leakscan_copy_free(&copy);
-    /* One too small is grown (mremap keeps its pages), and taken. */
+    /* One too small is grown (a plain mapping: into a reservation of its
+     * own), and taken. */
     struct leakscan_buffer smaller = {
         .bytes = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0), .size = 4096};
     assert_true(smaller.bytes != MAP_FAILED);
@@ -216,6 +218,28 @@ static void copy_holds_what_the_scan_reads(void **state)
     assert_int_equal(ahead.written, 8192);
     assert_true(leakscan_buffer_write_ahead(&ahead, 0));
     assert_false(leakscan_buffer_write_ahead(&ahead, 1));
+
+    /* Beyond its reservation it moves to a new one, twice, holding
+     * nothing written (a moved page would cost its first write again);
+     * its old one is gone. */
+    uint8_t *old = ahead.bytes;
+    uint64_t reserved = ahead.reserved;
+    assert_true(reserved >= 64 * MIB);
+    assert_int_equal(leakscan_buffer_grow(&ahead, reserved + 4096), 0);
+    assert_true(ahead.bytes != old);
+    assert_int_equal(ahead.size, reserved + 4096);
+    assert_int_equal(ahead.written, 0);
+    assert_true(ahead.reserved >= 2 * (reserved + 4096));
+    assert_int_equal(msync(old, 4096, MS_ASYNC), -1); /* unmapped */
+    assert_int_equal(errno, ENOMEM);
+    ahead.bytes[ahead.size - 1] = 9;
+    old = ahead.bytes;
+    assert_int_equal(leakscan_buffer_grow(&ahead, ahead.reserved + 4096), 0);
+    assert_true(ahead.bytes != old);
+    assert_int_equal(ahead.written, 0);
+    ahead.bytes[ahead.size - 1] = 9; /* all of it mapped, writable */
+    assert_int_equal(leakscan_buffer_grow(&ahead, UINT64_MAX - 100), -1); /* buffer unchanged */
+    assert_int_equal(ahead.bytes[ahead.size - 1], 9);
     leakscan_buffer_free(&ahead);
     assert_null(ahead.bytes);
     assert_int_equal(ahead.written, 0);
