@@ -7,6 +7,7 @@
 
 #include "../common/units.h"
 #include "attribution.h"
+#include "formats.h"
 #include "site_label.h"
 #include "suppressions.h"
 #include "text_escape.h"
@@ -32,17 +33,11 @@ static void write_argv(FILE *out, uint32_t argc, const char *const *argv)
         fputs("...", out);
 }
 
-static const char *base_name(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    return slash ? slash + 1 : path;
-}
-
 /* The same command, the program named by a path or not (a version
  * manager's shim execs its interpreter by full path, same arguments). */
 static int same_argv(uint32_t argc, const char *const *argv, uint32_t other_argc, const char *const *other)
 {
-    if (argc != other_argc || strcmp(base_name(argv[0]), base_name(other[0])) != 0)
+    if (argc != other_argc || strcmp(format_base_name(argv[0]), format_base_name(other[0])) != 0)
         return 0;
     for (uint32_t i = 1; i < argc; i++)
         if (strcmp(argv[i], other[i]) != 0)
