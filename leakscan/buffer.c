@@ -11,7 +11,7 @@
  * place; what was written stays written. On a machine without that cost
  * this costs nothing: a reservation is address space, not memory.
  */
-#include "leakscan.h"
+#include "leakscan_internal.h"
 
 #include <stdint.h>
 #include <sys/mman.h>
@@ -20,8 +20,6 @@
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels refuse it and fault the pages in as they are written */
 #endif
 
-#define PAGE 4096ull
-#define PAGE_ROUND(size) (((size) + PAGE - 1) & ~(PAGE - 1))
 #define RESERVE_MIN (64ull << 20) /* address space, not memory: PROT_NONE until grown into */
 
 /* Maps [at, at + length) inside the buffer's reservation, populated: a
@@ -61,9 +59,9 @@ static int move_to_reservation(struct leakscan_buffer *buffer, uint64_t size)
 
 int leakscan_buffer_grow(struct leakscan_buffer *buffer, uint64_t size)
 {
-    if (size > UINT64_MAX - PAGE)
+    if (size > UINT64_MAX - LEAKSCAN_BUFFER_PAGE)
         return -1;
-    size = PAGE_ROUND(size);
+    size = LEAKSCAN_PAGE_ROUND(size);
     if (size <= buffer->size)
         return 0;
     if (buffer->bytes && size <= buffer->reserved) {
@@ -79,7 +77,7 @@ int leakscan_buffer_write_ahead(struct leakscan_buffer *buffer, size_t pages)
 {
     for (; pages > 0 && buffer->written < buffer->size; pages--) {
         ((volatile uint8_t *)buffer->bytes)[buffer->written] = 0;
-        buffer->written += PAGE;
+        buffer->written += LEAKSCAN_BUFFER_PAGE;
     }
     return buffer->written < buffer->size;
 }

@@ -235,6 +235,7 @@ struct leakscan_buffer {
     uint64_t written;
     uint64_t reserved;
 };
+#define LEAKSCAN_BUFFER_PAGE 4096ull /* the unit of size and written */
 /* Grows buffer to size (whole pages): in place, keeping what it holds
  * and written, while its reservation lasts; beyond it, into a new one,
  * holding nothing (written 0). 0, or -1 when no memory (buffer

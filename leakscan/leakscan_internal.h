@@ -10,6 +10,9 @@
 
 #include "leakscan.h"
 
+/* size up to whole buffer pages */
+#define LEAKSCAN_PAGE_ROUND(size) (((size) + LEAKSCAN_BUFFER_PAGE - 1) & ~(LEAKSCAN_BUFFER_PAGE - 1))
+
 /*
  * The roots inside one writable mapping [mapping.start, mapping.end),
  * besides its threads' stacks and TLS: the mapping minus the memory

@@ -267,7 +267,6 @@ struct pending_block {
 };
 
 /* Readying a spare for the next check (leak_check_spare_ready). */
-#define LIST_PAGE 4096u /* leakscan_buffer's page */
 #define READY_MIN_BLOCKS 1024u /* lists never readied for fewer */
 
 static void free_lists(struct check_lists *lists)
@@ -346,9 +345,9 @@ int leak_check_spare_ready(struct leak_check_spare *spare, const struct recorder
     if (spare->lists.capacity < count + count / 8 + READY_MIN_BLOCKS &&
         grow_lists(&spare->lists, count + count / 4 + READY_MIN_BLOCKS) < 0)
         return 0;
-    size_t before = spare->lists.blocks.written / LIST_PAGE;
+    size_t before = spare->lists.blocks.written / LEAKSCAN_BUFFER_PAGE;
     int left = leakscan_buffer_write_ahead(&spare->lists.blocks, pages);
-    size_t wrote = spare->lists.blocks.written / LIST_PAGE - before;
+    size_t wrote = spare->lists.blocks.written / LEAKSCAN_BUFFER_PAGE - before;
     return leakscan_buffer_write_ahead(&spare->lists.open, wrote < pages ? pages - wrote : 0) || left;
 }
 
