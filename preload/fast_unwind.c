@@ -9,6 +9,7 @@
  */
 #include "fast_unwind.h"
 #include "near_probe.h"
+#include "read_set.h"
 #include "stack_table.h"
 
 #include <dwarf.h>
@@ -526,6 +527,29 @@ int fast_unwind(const struct fast_unwind_regs *start, uint64_t stack_limit, uint
     if (result)
         set_result(result, memo, frames, count);
     return count;
+}
+
+bool fast_unwind_memo_reads(const struct fast_unwind_memo *memo, const struct fast_unwind_regs *start, int count,
+                            int max, struct read_set *reads, bool *bp_matters)
+{
+    if (count <= 0 || memo->count != (uint32_t)count)
+        return false;
+    const struct fast_unwind_memo_frame *frames = memo->frame + memo_first(memo);
+    const uint64_t *ip = memo_ips(memo);
+    if (frames[0].sp != start->sp || ip[0] != start->ip)
+        return false;
+    /* reuse_memo's checks from the first frame on, in its order */
+    for (uint32_t i = 0; i + 1 < memo->count; i++) {
+        read_set_add_word(reads, frames[i + 1].sp - 8, ip[i + 1]);
+        if (frames[i].flags & FAST_UNWIND_CHECK_BP)
+            read_set_add_word(reads, frames[i].bp_slot, frames[i + 1].bp);
+    }
+    if (count < max && memo->ended == END_MAX)
+        return false;
+    if (count < max && memo->ended == END_ZERO)
+        read_set_add_word(reads, memo->end_slot, 0);
+    *bp_matters = frames[0].flags & FAST_UNWIND_BP_MATTERS;
+    return !reads->overflow;
 }
 
 void fast_unwind_stats(uint64_t *cached, uint64_t *unsupported)

@@ -18,6 +18,7 @@
 #ifndef MEMSLOPE_FAST_UNWIND_H
 #define MEMSLOPE_FAST_UNWIND_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* The state of the frame to start from: its return address into the
@@ -113,6 +114,18 @@ struct fast_unwind_result {
  * memo may be left there, and result says where they all are. */
 int fast_unwind(const struct fast_unwind_regs *start, uint64_t stack_limit, uint64_t *buffer, int max, int lookup,
                 struct fast_unwind_memo *memo, struct fast_unwind_result *result);
+
+struct read_set; /* read_set.h */
+
+/* The stack words the memo's whole backtrace was unwound from, appended to
+ * reads: while they hold what they held, an unwind from start (with the
+ * same stack_limit offset and max) gives the memo's frames again, as the
+ * memo's reuse from its first frame would find. Call right after
+ * fast_unwind returned count frames from start with this memo. false when
+ * the memo does not hold exactly that backtrace, or reads overflowed.
+ * *bp_matters: whether the unwind also depends on start->bp. */
+bool fast_unwind_memo_reads(const struct fast_unwind_memo *memo, const struct fast_unwind_regs *start, int count,
+                            int max, struct read_set *reads, bool *bp_matters);
 
 /* Rules looked up and cached so far, and lookups that found no simple rule
  * (for tests and statistics). */

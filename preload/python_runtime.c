@@ -18,6 +18,7 @@
 #include "near_probe.h"
 #include "python_layout.h"
 #include "python_linetable.h"
+#include "read_set.h"
 #include "../common/shm_layout.h"
 #include "shm_region.h"
 #include "stack_table.h"
@@ -84,9 +85,26 @@ static inline const void *load_pointer(const void *object, uint16_t offset)
     return *(const void *const *)((const char *)object + offset);
 }
 
+#define PYTHON_OB_TYPE 8 /* ob_type follows ob_refcnt */
+
 static inline const void *type_of(const void *object)
 {
-    return load_pointer(object, 8); /* ob_type follows ob_refcnt */
+    return load_pointer(object, PYTHON_OB_TYPE);
+}
+
+/* Loads of the frame walk, which a read set keeps (see python_merge_frames). */
+static inline const void *read_pointer(struct read_set *reads, const void *object, uint16_t offset)
+{
+    const void *value = load_pointer(object, offset);
+    read_set_add_word(reads, (uint64_t)(uintptr_t)object + offset, (uint64_t)(uintptr_t)value);
+    return value;
+}
+
+static inline uint8_t read_byte(struct read_set *reads, const void *object, uint16_t offset)
+{
+    const uint8_t *field = (const uint8_t *)object + offset;
+    read_set_add_field(reads, (uint64_t)(uintptr_t)field, 1);
+    return *field;
 }
 
 /* Code units of a str as UTF-8 into out (at most capacity bytes, whole
@@ -144,14 +162,22 @@ static bool str_equals(const void *str, const char *text, size_t length)
 
 /* What tells two code objects at one address apart: a code object holds
  * its name, file name and line table until it dies, so a new one at the
- * address of a dead one differs in at least one of them. */
-static inline uint64_t code_identity(const void *code)
+ * address of a dead one differs in at least one of them. reads gets the
+ * words read. */
+static inline uint64_t code_identity(const void *code, struct read_set *reads)
 {
-    uint64_t identity = (uint64_t)(uintptr_t)load_pointer(code, walk.code_qualname);
-    identity = (identity ^ (uint64_t)(uintptr_t)load_pointer(code, walk.code_filename)) * 0x100000001b3ull;
-    identity = (identity ^ (uint64_t)(uintptr_t)load_pointer(code, walk.code_linetable)) * 0x100000001b3ull;
-    identity ^= (uint64_t)*(const uint32_t *)((const char *)code + walk.code_first_line);
-    return identity;
+    const void *qualname = load_pointer(code, walk.code_qualname);
+    const void *filename = load_pointer(code, walk.code_filename);
+    const void *linetable = load_pointer(code, walk.code_linetable);
+    const uint32_t *first_line = (const uint32_t *)((const char *)code + walk.code_first_line);
+    read_set_add_word(reads, (uint64_t)(uintptr_t)code + walk.code_qualname, (uint64_t)(uintptr_t)qualname);
+    read_set_add_word(reads, (uint64_t)(uintptr_t)code + walk.code_filename, (uint64_t)(uintptr_t)filename);
+    read_set_add_word(reads, (uint64_t)(uintptr_t)code + walk.code_linetable, (uint64_t)(uintptr_t)linetable);
+    read_set_add_field(reads, (uint64_t)(uintptr_t)first_line, sizeof *first_line);
+    uint64_t identity = (uint64_t)(uintptr_t)qualname;
+    identity = (identity ^ (uint64_t)(uintptr_t)filename) * 0x100000001b3ull;
+    identity = (identity ^ (uint64_t)(uintptr_t)linetable) * 0x100000001b3ull;
+    return identity ^ (uint64_t)*first_line;
 }
 
 static inline uint64_t code_key(uint64_t address, uint64_t identity)
@@ -308,16 +334,24 @@ static inline uint32_t code_index(void *region, const void *code, uint64_t ident
 
 /* ---- the thread's Python frames -------------------------------------------- */
 
-static const void *current_frame(void)
+const void *python_current_frame(uint64_t *instruction)
 {
+    *instruction = 0;
     const void *tstate = py.this_thread_state();
     if (!tstate)
         return NULL;
+    const void *frame;
     if (walk.tstate_cframe != NO_FIELD) {
         const void *cframe = load_pointer(tstate, walk.tstate_cframe);
-        return cframe ? load_pointer(cframe, walk.current_frame) : NULL;
+        frame = cframe ? load_pointer(cframe, walk.current_frame) : NULL;
+    } else {
+        frame = load_pointer(tstate, walk.current_frame);
     }
-    return load_pointer(tstate, walk.current_frame);
+    if (frame)
+        *instruction = walk.frame_lasti != NO_FIELD
+                           ? *(const uint32_t *)((const char *)frame + walk.frame_lasti)
+                           : (uint64_t)(uintptr_t)load_pointer(frame, walk.frame_instr);
+    return frame;
 }
 
 /* A thread's cache of lines by (code entry, instruction offset): a line is
@@ -457,11 +491,12 @@ static __attribute__((noinline)) uint64_t fill_word_cache(void *region, struct w
 }
 
 /* The frame word of a frame running code (a code object) at instruction;
- * cache is the thread's word_cache. */
+ * cache is the thread's word_cache. The word depends on the code's
+ * identity besides the two (see above): reads gets what that read. */
 static inline uint64_t frame_word(void *region, struct word_cache_entry *cache, const void *code,
-                                  uint64_t instruction)
+                                  uint64_t instruction, struct read_set *reads)
 {
-    uint64_t identity = code_identity(code);
+    uint64_t identity = code_identity(code, reads);
     struct word_cache_entry *cached = &cache[(instruction * 0x9e3779b97f4a7c15ull) >> 32 & (WORD_CACHE_ENTRIES - 1)];
     if (cached->instruction == instruction && cached->code == (uint64_t)(uintptr_t)code &&
         cached->identity == identity)
@@ -473,16 +508,19 @@ static inline uint64_t frame_word(void *region, struct word_cache_entry *cache, 
  * PyFrameObject where f_lasti says where it is. Apart, so that the walk of
  * 3.11+ keeps its registers and instructions. */
 static __attribute__((noinline)) uint32_t append_frame_object(void *region, const void **cursor, uint64_t *out,
-                                                               uint32_t room, uint32_t *walked)
+                                                               uint32_t room, uint32_t *walked, struct read_set *reads)
 {
     const void *frame = *cursor;
     if (!frame || !room || (*walked)++ >= MAX_PYTHON_FRAMES)
         return 0;
-    const void *code = load_pointer(frame, walk.frame_code);
-    uint32_t appended = 0, lasti = *(const uint32_t *)((const char *)frame + walk.frame_lasti);
-    if (code && type_of(code) == py.code_type && (out[0] = frame_word(region, word_cache, code, lasti)) != 0)
+    const void *code = read_pointer(reads, frame, walk.frame_code);
+    const uint32_t *lasti = (const uint32_t *)((const char *)frame + walk.frame_lasti);
+    read_set_add_field(reads, (uint64_t)(uintptr_t)lasti, sizeof *lasti);
+    uint32_t appended = 0;
+    if (code && read_pointer(reads, code, PYTHON_OB_TYPE) == py.code_type &&
+        (out[0] = frame_word(region, word_cache, code, *lasti, reads)) != 0)
         appended = 1;
-    *cursor = load_pointer(frame, walk.frame_previous);
+    *cursor = read_pointer(reads, frame, walk.frame_previous);
     return appended;
 }
 
@@ -495,38 +533,39 @@ static __attribute__((noinline)) uint32_t append_frame_object(void *region, cons
  * against a corrupt chain. Out of line, so its loop has the registers to
  * itself. */
 static __attribute__((noinline)) uint32_t append_evaluation(void *region, const void **cursor, uint64_t *out,
-                                                             uint32_t room, uint32_t *walked)
+                                                             uint32_t room, uint32_t *walked,
+                                                             struct read_set *reads)
 {
     if (__builtin_expect(walk.frame_lasti != NO_FIELD, 0))
-        return append_frame_object(region, cursor, out, room, walked);
+        return append_frame_object(region, cursor, out, room, walked, reads);
     struct word_cache_entry *cache = word_cache;
     uint64_t *next = out, *end = out + room;
     uint32_t steps = *walked;
     const void *frame = *cursor;
     if (walk.frame_is_entry != NO_FIELD) {
         while (frame && next < end && steps++ < MAX_PYTHON_FRAMES) {
-            const void *previous = load_pointer(frame, walk.frame_previous);
-            const void *code = load_pointer(frame, walk.frame_code);
-            if (code && type_of(code) == py.code_type) {
-                uint64_t instruction = (uint64_t)(uintptr_t)load_pointer(frame, walk.frame_instr);
-                next += (*next = frame_word(region, cache, code, instruction)) != 0; /* 0: left out */
+            const void *previous = read_pointer(reads, frame, walk.frame_previous);
+            const void *code = read_pointer(reads, frame, walk.frame_code);
+            if (code && read_pointer(reads, code, PYTHON_OB_TYPE) == py.code_type) {
+                uint64_t instruction = (uint64_t)(uintptr_t)read_pointer(reads, frame, walk.frame_instr);
+                next += (*next = frame_word(region, cache, code, instruction, reads)) != 0; /* 0: left out */
             }
-            bool entry = *((const uint8_t *)frame + walk.frame_is_entry);
+            bool entry = read_byte(reads, frame, walk.frame_is_entry);
             frame = previous;
             if (entry)
                 break; /* 3.11: the first frame this evaluation ran */
         }
     } else {
         while (frame && next < end && steps++ < MAX_PYTHON_FRAMES) {
-            const void *previous = load_pointer(frame, walk.frame_previous);
-            if (*((const uint8_t *)frame + walk.frame_owner) == walk.owned_by_cstack) {
+            const void *previous = read_pointer(reads, frame, walk.frame_previous);
+            if (read_byte(reads, frame, walk.frame_owner) == walk.owned_by_cstack) {
                 frame = previous; /* 3.12+: the entry frame closes this evaluation's run */
                 break;
             }
-            const void *code = load_pointer(frame, walk.frame_code);
-            if (code && type_of(code) == py.code_type) {
-                uint64_t instruction = (uint64_t)(uintptr_t)load_pointer(frame, walk.frame_instr);
-                next += (*next = frame_word(region, cache, code, instruction)) != 0; /* 0: left out */
+            const void *code = read_pointer(reads, frame, walk.frame_code);
+            if (code && read_pointer(reads, code, PYTHON_OB_TYPE) == py.code_type) {
+                uint64_t instruction = (uint64_t)(uintptr_t)read_pointer(reads, frame, walk.frame_instr);
+                next += (*next = frame_word(region, cache, code, instruction, reads)) != 0; /* 0: left out */
             }
             frame = previous;
         }
@@ -578,11 +617,11 @@ static inline bool append_native_run(uint64_t *out, uint32_t *written, uint32_t 
     return at < max;
 }
 
-struct python_merge python_merge_frames(void *region, const uint64_t *native, uint32_t native_count,
-                                        const struct fast_unwind_memo_frame *native_suffix, uint64_t *out,
-                                        uint32_t max)
+struct python_merge python_merge_frames(void *region, const void *frame, const uint64_t *native,
+                                        uint32_t native_count, const struct fast_unwind_memo_frame *native_suffix,
+                                        uint64_t *out, uint32_t max, struct read_set *reads)
 {
-    const void *cursor = current_frame();
+    const void *cursor = frame;
     uint32_t written = 0, walked = 0, next = 0;
     bool cut = false; /* out holds only the first max words of the merge (or may) */
     bool after_python = false; /* the last evaluation gave Python frames */
@@ -599,7 +638,7 @@ struct python_merge python_merge_frames(void *region, const uint64_t *native, ui
             break;
         }
         next = evaluation + 1;
-        uint32_t appended = append_evaluation(region, &cursor, out + written, max - written, &walked);
+        uint32_t appended = append_evaluation(region, &cursor, out + written, max - written, &walked, reads);
         after_python = appended != 0;
         if (appended) {
             written += appended;

@@ -98,8 +98,14 @@ struct python_frame_source {
  * region it merges into. */
 void python_frames_use(const struct python_frame_source *source);
 
-/* Merges the calling thread's Python frames into a native backtrace
- * (innermost first): every frame of the interpreter's evaluation function
+/* The calling thread's innermost Python frame (NULL: none, or no thread
+ * state), where python_merge_frames starts, and in *instruction where it
+ * is (its instruction pointer, or before 3.11 f_lasti; 0 without one). */
+const void *python_current_frame(uint64_t *instruction);
+
+/* Merges the calling thread's Python frames, from frame
+ * (python_current_frame) outwards, into a native backtrace (innermost
+ * first): every frame of the interpreter's evaluation function
  * is replaced by the Python frames it ran, as frame words (shm_layout.h),
  * and the result cut at max words. The interpreter's own frames between
  * two evaluations (the calls from one Python frame into the next:
@@ -108,8 +114,9 @@ void python_frames_use(const struct python_frame_source *source);
  * the program, and their varying return addresses would make a distinct
  * stack of every path through them. Frames of other objects there (an
  * extension calling back into Python) stay, and so do the interpreter's
- * frames before the first evaluation (what allocated) and after the last. Code objects seen for the first time
- * are copied into the region. No allocation, no lock.
+ * frames before the first evaluation (what allocated) and after the
+ * last. Code objects seen for the first time are copied into the region.
+ * No allocation, no lock.
  *
  * Writes the merge's first `head` words to out; the others, up to depth,
  * are native frames from native[rest] on, left for python_merge_complete
@@ -119,7 +126,13 @@ void python_frames_use(const struct python_frame_source *source);
  * native_suffix: NULL, or for each native frame the fast_unwind memo frame
  * whose suffix_hash is the unfinished hash of native[i] and all outer ones
  * (fast_unwind_result.suffix): the native frames outside the outermost
- * evaluation that ran Python are then not hashed again. */
+ * evaluation that ran Python are then not hashed again.
+ *
+ * reads (read_set.h) gets every word of the target's memory the merge
+ * read, in order: while they hold what they held, a merge from the same
+ * frame and native frames gives the same result (the thread's caches and
+ * the region's code table give the same word for the same code object,
+ * instruction and identity). */
 struct python_merge {
     uint32_t depth; /* words in the merge */
     uint32_t head;  /* words written to out so far */
@@ -127,9 +140,11 @@ struct python_merge {
     uint64_t hash;  /* stack_hash_unfinished of the merge's depth words */
 };
 
-struct python_merge python_merge_frames(void *region, const uint64_t *native, uint32_t native_count,
-                                        const struct fast_unwind_memo_frame *native_suffix, uint64_t *out,
-                                        uint32_t max);
+struct read_set; /* read_set.h */
+
+struct python_merge python_merge_frames(void *region, const void *frame, const uint64_t *native,
+                                        uint32_t native_count, const struct fast_unwind_memo_frame *native_suffix,
+                                        uint64_t *out, uint32_t max, struct read_set *reads);
 
 /* Writes the rest of the merge to out (head becomes depth). */
 void python_merge_complete(struct python_merge *merge, const uint64_t *native, uint64_t *out);

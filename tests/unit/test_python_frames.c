@@ -23,6 +23,7 @@
 
 #include "../../preload/python_layout.h"
 #include "../../preload/python_runtime.h"
+#include "../../preload/read_set.h"
 #include "../../preload/stack_table.h"
 #include "test_region.h"
 
@@ -258,16 +259,61 @@ struct merged {
     uint32_t depth;
 };
 
+static bool in_read_set(const struct read_set *reads, uint64_t address)
+{
+    for (uint32_t i = 0; i < reads->count; i++)
+        if (reads->words[i].address == address)
+            return true;
+    return false;
+}
+
+/* What the capture cache relies on (capture_cache.h): the merge read set
+ * holds every word of the frames, code objects and strings the result
+ * depends on. Each word of the objects laid out so far is changed in turn:
+ * one in the set then fails the check; one outside it leaves the merge's
+ * result as it was. */
+static void assert_reads_complete(void *region, const void *frame, const uint64_t *native, uint32_t count,
+                                  uint32_t max, const struct read_set *reads, const struct merged *expected)
+{
+    assert_false(reads->overflow);
+    assert_true(read_set_holds(reads->words, reads->count));
+    uint64_t *words = (uint64_t *)(void *)pool;
+    for (size_t i = 0; i < pool_used / 8; i++) {
+        uint64_t address = (uint64_t)(uintptr_t)&words[i], saved = words[i];
+        words[i] ^= 0x5a5a5a5a5a5a5a5aull;
+        if (in_read_set(reads, address)) {
+            assert_false(read_set_holds(reads->words, reads->count));
+        } else {
+            struct read_set again;
+            read_set_clear(&again);
+            struct merged changed = {0};
+            struct python_merge merge = python_merge_frames(region, frame, native, count, NULL, changed.words, max,
+                                                            &again);
+            python_merge_complete(&merge, native, changed.words);
+            assert_int_equal(merge.depth, expected->depth);
+            assert_memory_equal(changed.words, expected->words, merge.depth * sizeof(uint64_t));
+        }
+        words[i] = saved;
+    }
+}
+
 /* Merges, with and without the native frames' suffix hashes, checks that
- * both agree with each other and that the hash is that of the words. */
+ * both agree with each other and that the hash is that of the words, and
+ * that the merge's read set is complete. */
 static struct merged merge(void *region, const uint64_t *native, uint32_t count, uint32_t max)
 {
     struct fast_unwind_memo_frame suffix[64];
     for (uint32_t i = 0; i < count; i++)
         suffix[i].suffix_hash = stack_hash_unfinished(native + i, count - i);
     struct merged with = {0}, without = {0};
-    struct python_merge a = python_merge_frames(region, native, count, suffix, with.words, max);
-    struct python_merge b = python_merge_frames(region, native, count, NULL, without.words, max);
+    uint64_t instruction;
+    const void *frame = python_current_frame(&instruction);
+    static struct read_set reads_with, reads_without;
+    read_set_clear(&reads_with);
+    read_set_clear(&reads_without);
+    struct python_merge a = python_merge_frames(region, frame, native, count, suffix, with.words, max, &reads_with);
+    struct python_merge b =
+        python_merge_frames(region, frame, native, count, NULL, without.words, max, &reads_without);
     assert_true(a.head <= a.depth && a.depth <= max);
     python_merge_complete(&a, native, with.words);
     python_merge_complete(&b, native, without.words);
@@ -276,6 +322,7 @@ static struct merged merge(void *region, const uint64_t *native, uint32_t count,
     assert_int_equal(a.hash, stack_hash_unfinished(with.words, a.depth));
     assert_int_equal(b.hash, a.hash);
     with.depth = a.depth;
+    assert_reads_complete(region, frame, native, count, max, &reads_with, &with);
     return with;
 }
 

@@ -14,6 +14,7 @@
 #include <libunwind.h>
 
 #include "../../preload/fast_unwind.h"
+#include "../../preload/read_set.h"
 #include "../../preload/stack_table.h"
 
 #define MAX 64
@@ -23,6 +24,14 @@ struct capture {
     int fast_count, reference_count, memoised_count;
     uint64_t memoised_hash; /* fast_unwind's hash of memoised */
     struct fast_unwind_memo *memo; /* also unwind with this memo, into memoised */
+    /* with memo: the words the memoised unwind came from, and its start */
+    struct read_set reads;
+    bool reads_taken, bp_matters;
+    struct fast_unwind_regs start;
+    /* a capture before this one: whether its words held when this one
+     * started from the same registers (-1: another start) */
+    const struct capture *before;
+    int before_held;
 };
 
 /* Both unwinders from the caller of this function. */
@@ -33,10 +42,18 @@ static __attribute__((noinline)) void capture_here(struct capture *c)
     if (c->memo) {
         uint64_t buffer[MAX];
         struct fast_unwind_result result;
+        const struct capture *before = c->before;
+        c->before_held = -1;
+        if (before && before->start.ip == start.ip && before->start.sp == start.sp &&
+            (!before->bp_matters || before->start.bp == start.bp))
+            c->before_held = read_set_holds(before->reads.words, before->reads.count);
         c->memoised_count = fast_unwind(&start, start.sp + (256u << 20), buffer, MAX, 1, c->memo, &result);
         for (int i = 0; i < c->memoised_count; i++)
             c->memoised[i] = result.frames[i];
         c->memoised_hash = result.hash;
+        c->start = start;
+        read_set_clear(&c->reads);
+        c->reads_taken = fast_unwind_memo_reads(c->memo, &start, c->memoised_count, MAX, &c->reads, &c->bp_matters);
     }
     void *frames[MAX + 1];
     int n = unw_backtrace(frames, MAX + 1);
@@ -171,6 +188,36 @@ static void memo_sees_a_different_caller_at_the_same_depth(void **state)
         assert_same(&b);
     }
     assert_true(memo.reused > reused_before);
+}
+
+/* fast_unwind_memo_reads: the stack words of a whole unwind hold again
+ * when the same path is taken from the same registers, and not when a
+ * frame further out is another (outer_b calls middle at the same depth as
+ * outer_a). What capture_cache.h relies on: they hold only if the unwind
+ * would give the same frames. */
+static void memo_reads_hold_only_for_the_same_frames(void **state)
+{
+    (void)state;
+    static struct fast_unwind_memo memo;
+    static struct capture captures[5];
+    int (*const paths[5])(struct capture *) = {outer_a, outer_a, outer_b, outer_b, outer_a};
+    for (int i = 0; i < 5; i++) {
+        memset(&captures[i], 0, sizeof captures[i]);
+        captures[i].memo = &memo;
+        captures[i].before = i ? &captures[i - 1] : NULL;
+        paths[i](&captures[i]);
+        assert_same(&captures[i]);
+        assert_true(captures[i].reads_taken);
+        assert_true(captures[i].reads.count >= (uint32_t)captures[i].memoised_count - 1);
+    }
+    const int expected[5] = {-1, 1, 0, 1, 0}; /* start, same, other caller, same, other */
+    for (int i = 1; i < 5; i++) {
+        assert_int_equal(captures[i].before_held, expected[i]);
+        bool same = captures[i].memoised_count == captures[i - 1].memoised_count &&
+                    memcmp(captures[i].memoised, captures[i - 1].memoised,
+                           (size_t)captures[i].memoised_count * sizeof(uint64_t)) == 0;
+        assert_int_equal(same, expected[i] == 1);
+    }
 }
 
 /* Two chains that differ in one middle frame: leaf's frame has the same ip
@@ -348,6 +395,7 @@ int main(void)
         cmocka_unit_test(without_lookup_only_cached_rules),
         cmocka_unit_test(stops_at_max),
         cmocka_unit_test(memo_sees_a_different_caller_at_the_same_depth),
+        cmocka_unit_test(memo_reads_hold_only_for_the_same_frames),
         cmocka_unit_test(memo_matches_again_past_a_changed_frame),
         cmocka_unit_test(memo_across_depths_and_paths),
         cmocka_unit_test(memo_through_libc),
