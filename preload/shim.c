@@ -49,6 +49,7 @@
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
+#include "capture_cache.h"
 #include "elf_lookup.h"
 #include "exit_check.h"
 #include "fast_unwind.h"
@@ -56,6 +57,7 @@
 #include "python_runtime.h"
 #include "ring_writer.h"
 #include "../common/shm_layout.h"
+#include "read_set.h"
 #include "shm_region.h"
 #include "stack_table.h"
 
@@ -106,6 +108,8 @@ struct shim_thread {
     struct stack_cache_entry stack_cache[STACK_CACHE_ENTRIES];
     struct fast_unwind_memo unwind_memo; /* the previous backtrace (outermost captures only) */
     struct stack_tail stack_tail;        /* outer frames its next new stack may share (outermost captures only) */
+    struct capture_cache *captures;      /* backtraces with Python frames (outermost captures only; lazily) */
+    uint8_t captures_closed;             /* the thread is ending: make no new one */
     uint64_t last_stamp;                 /* see event_stamp */
     uint32_t stamps_to_reuse;
     sigset_t guard_saved_mask;           /* the signal mask to restore when the guard drops to 0 */
@@ -526,6 +530,11 @@ static void thread_exit_destructor(void *value)
 {
     (void)value;
     ring_retire_slot(region, &this_thread.producer);
+    /* later destructors' captures go without: a cache made now would
+     * outlive the thread */
+    capture_cache_destroy(this_thread.captures);
+    this_thread.captures = NULL;
+    this_thread.captures_closed = 1;
 }
 
 /* Child of fork: the inherited mapping is the parent's region (MAP_SHARED,
@@ -548,6 +557,7 @@ static void fork_child(void)
         memset(&thread->producer, 0, sizeof thread->producer);
         memset(thread->stack_cache, 0, sizeof thread->stack_cache);
         thread->stack_tail = (struct stack_tail){0, 0}; /* the parent's pool: not in the child's region */
+        thread->captures = NULL; /* not inherited (capture_cache_create) */
         thread->stamps_to_reuse = 0; /* the child's first event reads the clock, not a stamp from before the fork */
         thread->no_slot = 0;
         if (create_region())
@@ -766,22 +776,65 @@ static inline uint32_t new_stack_id(struct shim_thread *thread, uint64_t hash, c
     return id;
 }
 
+/* The thread's capture cache, made on first use; NULL when it could not be
+ * or the thread is ending. */
+static struct capture_cache *thread_captures(struct shim_thread *thread)
+{
+    if (LIKELY(thread->captures != NULL) || thread->captures_closed)
+        return thread->captures;
+    thread->captures = capture_cache_create();
+    thread->captures_closed = thread->captures == NULL;
+    return thread->captures;
+}
+
+/* Where a capture with Python frames starts (capture_cache.h). */
+static inline struct capture_key python_capture_key(const struct fast_unwind_regs *start)
+{
+    struct capture_key key = {.ip = start->ip, .sp = start->sp, .bp = start->bp};
+    key.python_frame = (uint64_t)(uintptr_t)python_current_frame(&key.python_instruction);
+    return key;
+}
+
 /* The id of a native backtrace with the thread's Python frames merged in.
  * The merge writes the whole stack only for a stack the cache does not
  * know; native_suffix (the memo's, or NULL) spares hashing the native
- * frames it keeps. Out of line: the C interposers' path stays as it was. */
-static __attribute__((noinline)) uint32_t python_stack_id(struct shim_thread *thread, const uint64_t *native,
-                                                          uint32_t native_depth,
+ * frames it keeps. When the memo holds the whole unwind (native_suffix and
+ * unwound frames), the result goes into the thread's capture cache with
+ * the words it came from. Out of line: the C interposers' path stays as
+ * it was. */
+static __attribute__((noinline)) uint32_t python_stack_id(struct shim_thread *thread, const struct capture_key *key,
+                                                          const struct fast_unwind_regs *start, int unwound,
+                                                          const uint64_t *native, uint32_t native_depth,
                                                           const struct fast_unwind_memo_frame *native_suffix)
 {
     uint64_t merged[SHM_MAX_FRAMES_LIMIT];
-    struct python_merge merge = python_merge_frames(region, native, native_depth, native_suffix, merged, max_frames);
+    struct read_set reads;
+    read_set_clear(&reads);
+    struct python_merge merge = python_merge_frames(region, (const void *)(uintptr_t)key->python_frame, native,
+                                                    native_depth, native_suffix, merged, max_frames, &reads);
     uint64_t hash = stack_hash_finish(merge.hash, merge.depth);
     uint32_t id;
-    if (cached_stack_id(thread, hash, merge.depth, &id))
-        return id;
-    python_merge_complete(&merge, native, merged);
-    return new_stack_id(thread, hash, merged, merge.depth);
+    if (!cached_stack_id(thread, hash, merge.depth, &id)) {
+        python_merge_complete(&merge, native, merged);
+        id = new_stack_id(thread, hash, merged, merge.depth);
+    }
+    bool bp_matters;
+    struct capture_cache *captures = thread_captures(thread);
+    if (id != SHM_STACK_NONE && native_suffix && captures &&
+        fast_unwind_memo_reads(&thread->unwind_memo, start, unwound, (int)max_frames, &reads, &bp_matters))
+        capture_cache_store(captures, key, bp_matters, &reads, id);
+    return id;
+}
+
+/* A capture with Python frames the thread's cache still holds: its id
+ * without an unwind. Out of line, as python_stack_id. */
+static __attribute__((noinline)) bool python_cached_stack_id(struct shim_thread *thread,
+                                                             const struct fast_unwind_regs *start,
+                                                             struct capture_key *key, uint32_t *id)
+{
+    *key = python_capture_key(start);
+    struct capture_cache *captures = thread_captures(thread);
+    return captures && capture_cache_find(captures, key, id);
 }
 
 /* always_inline: every shim frame between the program and unw_backtrace
@@ -801,6 +854,17 @@ static inline __attribute__((always_inline)) uint32_t capture_stack(struct shim_
      * lookup or libunwind (which allocate) run under the guard, with the
      * program's signals held until it drops (guard_begin). */
     struct fast_unwind_memo *memo = thread->capturing == 1 ? &thread->unwind_memo : NULL;
+    /* Python frames only in the outermost capture: not from a signal
+     * handler, which may have interrupted the interpreter while it links
+     * a frame */
+    bool with_python = python_frames_enabled && memo;
+    struct capture_key python_key;
+    uint32_t id = SHM_STACK_NONE;
+    if (with_python && python_cached_stack_id(thread, &start, &python_key, &id)) {
+        errno = saved_errno;
+        thread->capturing--;
+        return id;
+    }
     struct fast_unwind_result unwound = {.frames = frames};
     int got = fast_unwind(&start, start.sp + FAST_UNWIND_STACK_SPAN, frames, (int)max_frames, 0, memo, &unwound);
     bool hashed = got > 0; /* unwound.hash covers all got frames */
@@ -818,7 +882,6 @@ static inline __attribute__((always_inline)) uint32_t capture_stack(struct shim_
         guard_end(thread);
     }
     errno = saved_errno;
-    uint32_t id = SHM_STACK_NONE;
     if (got > 0) {
         uint32_t skip = 0;
         while (skip < (uint32_t)got && in_shim_text(unwound.frames[skip]))
@@ -827,11 +890,9 @@ static inline __attribute__((always_inline)) uint32_t capture_stack(struct shim_
         if (depth > max_frames)
             depth = max_frames;
         const uint64_t *kept = unwound.frames + skip;
-        if (python_frames_enabled && thread->capturing == 1) {
-            /* Python frames in place of the interpreter's C frames; not
-             * from a signal handler, which may have interrupted the
-             * interpreter while it links a frame */
-            id = python_stack_id(thread, kept, depth,
+        if (with_python) {
+            /* Python frames in place of the interpreter's C frames */
+            id = python_stack_id(thread, &python_key, &start, got, kept, depth,
                                  unwound.suffix && skip + depth == (uint32_t)got ? unwound.suffix + skip : NULL);
         } else {
             uint64_t hash = hashed && skip == 0 && depth == (uint32_t)got ? stack_hash_finish(unwound.hash, depth)
