@@ -70,11 +70,23 @@ static inline void read_set_add_field(struct read_set *set, uint64_t address, ui
     }
 }
 
-/* Whether every word still holds what it held, read in order. */
+static inline bool read_set_word_changed(const struct read_set_word *word)
+{
+    return ((*(const uint64_t *)(uintptr_t)word->address ^ word->expected) & word->mask) != 0;
+}
+
+/* Whether every word still holds what it held, read in order (each
+ * compared before the next is read). Four at a time: a hit checks about
+ * forty, and the loop's own count was a quarter of its instructions. */
 static inline bool read_set_holds(const struct read_set_word *words, uint32_t count)
 {
-    for (uint32_t i = 0; i < count; i++)
-        if ((*(const uint64_t *)(uintptr_t)words[i].address ^ words[i].expected) & words[i].mask)
+    const struct read_set_word *word = words, *end = words + count;
+    for (; end - word >= 4; word += 4)
+        if (read_set_word_changed(&word[0]) || read_set_word_changed(&word[1]) ||
+            read_set_word_changed(&word[2]) || read_set_word_changed(&word[3]))
+            return false;
+    for (; word < end; word++)
+        if (read_set_word_changed(word))
             return false;
     return true;
 }
