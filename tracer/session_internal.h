@@ -142,10 +142,17 @@ struct session {
     /* MEMSLOPE_CHECK_COPY_MAX, when set (check_copy_limit) */
     int check_copy_set;
     uint64_t check_copy_limit_set;
+    uint32_t processors; /* online processors, at the start */
 };
 
 /* Sleep between drains while the target runs and reports nothing. */
 #define IDLE_WAIT_NS 2000000L
+
+/* A drain that found fewer events than this, with a processor free for
+ * the tracer to come back on, is followed by a pause of BUSY_PAUSE_NS (cut
+ * short by a child's stop): see wait_after_drain. */
+#define BUSY_PAUSE_EVENTS 8192u
+#define BUSY_PAUSE_NS 100000L
 
 struct traced_thread {
     pid_t tid;
@@ -191,6 +198,7 @@ struct traced_process *replace_image(struct session *session, struct traced_proc
 void checkpoint_running_images(struct session *session, uint64_t now);
 void warn_iterations_missed(struct session *session);
 void forward_signal(struct session *session, int signal);
+void wait_after_drain(struct session *session, const sigset_t *wait_set, size_t events);
 
 /* session_stops.c */
 void resume_thread(pid_t tid, int signal);

@@ -189,11 +189,6 @@ int session_run_without_ptrace(struct session *session, const sigset_t *wait_set
         }
         if (got < 0 && errno != EINTR)
             return 1;
-        if (events)
-            continue;
-        struct timespec timeout = {0, IDLE_WAIT_NS};
-        int signal = sigtimedwait(wait_set, NULL, &timeout);
-        if (signal > 0 && signal != SIGCHLD)
-            forward_signal(session, signal);
+        wait_after_drain(session, wait_set, events);
     }
 }

@@ -387,6 +387,13 @@ size_t shm_consumer_drain(struct shm_consumer *consumer, struct recorder *record
     return consumed;
 }
 
+uint32_t shm_consumer_producers(const struct shm_consumer *consumer)
+{
+    if (!consumer->base)
+        return 0;
+    return __atomic_load_n(&((const struct shm_header *)consumer->base)->producers, __ATOMIC_RELAXED);
+}
+
 void shm_consumer_counters(const struct shm_consumer *consumer, uint32_t *stacks_dropped, uint32_t *slots_exhausted)
 {
     *stacks_dropped = *slots_exhausted = 0;

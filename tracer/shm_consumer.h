@@ -59,6 +59,10 @@ size_t shm_consumer_drain(struct shm_consumer *consumer, struct recorder *record
 /* Header counters the trace reports (lost backtraces, threads without a slot). */
 void shm_consumer_counters(const struct shm_consumer *consumer, uint32_t *stacks_dropped, uint32_t *slots_exhausted);
 
+/* The region's count of threads that hold a ring (written by the target:
+ * a hint); 0 before the region is found. */
+uint32_t shm_consumer_producers(const struct shm_consumer *consumer);
+
 /* What the shim tells the leak scan about the process's memory: its
  * allocator ranges (pymalloc's arenas; copied into *ranges, which memory
  * points at: free it) and its TLS block. Entries are checked, the target
