@@ -93,14 +93,16 @@ static inline const void *type_of(const void *object)
 }
 
 /* Loads of the frame walk, which a read set keeps (see python_merge_frames). */
-static inline const void *read_pointer(struct read_set *reads, const void *object, uint16_t offset)
+static inline __attribute__((always_inline)) const void *read_pointer(struct read_set *reads, const void *object,
+                                                                      uint16_t offset)
 {
     const void *value = load_pointer(object, offset);
     read_set_add_word(reads, (uint64_t)(uintptr_t)object + offset, (uint64_t)(uintptr_t)value);
     return value;
 }
 
-static inline uint8_t read_byte(struct read_set *reads, const void *object, uint16_t offset)
+static inline __attribute__((always_inline)) uint8_t read_byte(struct read_set *reads, const void *object,
+                                                               uint16_t offset)
 {
     const uint8_t *field = (const uint8_t *)object + offset;
     read_set_add_field(reads, (uint64_t)(uintptr_t)field, 1);
@@ -164,7 +166,7 @@ static bool str_equals(const void *str, const char *text, size_t length)
  * its name, file name and line table until it dies, so a new one at the
  * address of a dead one differs in at least one of them. reads gets the
  * words read. */
-static inline uint64_t code_identity(const void *code, struct read_set *reads)
+static inline __attribute__((always_inline)) uint64_t code_identity(const void *code, struct read_set *reads)
 {
     const void *qualname = load_pointer(code, walk.code_qualname);
     const void *filename = load_pointer(code, walk.code_filename);
@@ -354,6 +356,16 @@ const void *python_current_frame(uint64_t *instruction)
     return frame;
 }
 
+bool python_frames_at_most(const void *frame, uint32_t most)
+{
+    for (uint32_t seen = 0; frame; seen++) {
+        if (seen == most)
+            return false;
+        frame = load_pointer(frame, walk.frame_previous);
+    }
+    return true;
+}
+
 /* A thread's cache of lines by (code entry, instruction offset): a line is
  * read from the entry's copy of the location table once, then costs a
  * private load. */
@@ -493,8 +505,9 @@ static __attribute__((noinline)) uint64_t fill_word_cache(void *region, struct w
 /* The frame word of a frame running code (a code object) at instruction;
  * cache is the thread's word_cache. The word depends on the code's
  * identity besides the two (see above): reads gets what that read. */
-static inline uint64_t frame_word(void *region, struct word_cache_entry *cache, const void *code,
-                                  uint64_t instruction, struct read_set *reads)
+static inline __attribute__((always_inline)) uint64_t frame_word(void *region, struct word_cache_entry *cache,
+                                                                 const void *code, uint64_t instruction,
+                                                                 struct read_set *reads)
 {
     uint64_t identity = code_identity(code, reads);
     struct word_cache_entry *cached = &cache[(instruction * 0x9e3779b97f4a7c15ull) >> 32 & (WORD_CACHE_ENTRIES - 1)];
@@ -530,11 +543,12 @@ static __attribute__((noinline)) uint32_t append_frame_object(void *region, cons
  * and leaves *cursor at the next evaluation's frames. A frame that runs no
  * code object (3.13's f_executable may be something else), or code on no
  * line (fill_word_cache), is skipped. *walked counts the frames walked,
- * against a corrupt chain. Out of line, so its loop has the registers to
- * itself. */
-static __attribute__((noinline)) uint32_t append_evaluation(void *region, const void **cursor, uint64_t *out,
-                                                             uint32_t room, uint32_t *walked,
-                                                             struct read_set *reads)
+ * against a corrupt chain. reads: NULL, or the read set to add to.
+ * Inlined into the two functions below only, each out of line, so its
+ * loop has the registers to itself. */
+static inline __attribute__((always_inline)) uint32_t evaluation_walk(void *region, const void **cursor,
+                                                                      uint64_t *out, uint32_t room, uint32_t *walked,
+                                                                      struct read_set *reads)
 {
     if (__builtin_expect(walk.frame_lasti != NO_FIELD, 0))
         return append_frame_object(region, cursor, out, room, walked, reads);
@@ -573,6 +587,21 @@ static __attribute__((noinline)) uint32_t append_evaluation(void *region, const 
     *walked = steps;
     *cursor = frame;
     return (uint32_t)(next - out);
+}
+
+/* The walk twice over, so the merge that keeps no read set has none of
+ * its code. */
+static __attribute__((noinline)) uint32_t append_evaluation(void *region, const void **cursor, uint64_t *out,
+                                                             uint32_t room, uint32_t *walked)
+{
+    return evaluation_walk(region, cursor, out, room, walked, NULL);
+}
+
+static __attribute__((noinline)) uint32_t append_evaluation_reading(void *region, const void **cursor, uint64_t *out,
+                                                                     uint32_t room, uint32_t *walked,
+                                                                     struct read_set *reads)
+{
+    return evaluation_walk(region, cursor, out, room, walked, reads);
 }
 
 /* Whether a return address lies in the evaluation function: (start, end]. */
@@ -638,7 +667,8 @@ struct python_merge python_merge_frames(void *region, const void *frame, const u
             break;
         }
         next = evaluation + 1;
-        uint32_t appended = append_evaluation(region, &cursor, out + written, max - written, &walked, reads);
+        uint32_t appended = reads ? append_evaluation_reading(region, &cursor, out + written, max - written, &walked, reads)
+                                  : append_evaluation(region, &cursor, out + written, max - written, &walked);
         after_python = appended != 0;
         if (appended) {
             written += appended;

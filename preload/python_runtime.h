@@ -103,6 +103,12 @@ void python_frames_use(const struct python_frame_source *source);
  * is (its instruction pointer, or before 3.11 f_lasti; 0 without one). */
 const void *python_current_frame(uint64_t *instruction);
 
+/* Whether the chain of Python frames from frame outwards has at most most
+ * frames (a merge reads at most PYTHON_MERGE_READS_PER_FRAME words of
+ * each). */
+bool python_frames_at_most(const void *frame, uint32_t most);
+#define PYTHON_MERGE_READS_PER_FRAME 9u
+
 /* Merges the calling thread's Python frames, from frame
  * (python_current_frame) outwards, into a native backtrace (innermost
  * first): every frame of the interpreter's evaluation function
@@ -128,8 +134,8 @@ const void *python_current_frame(uint64_t *instruction);
  * (fast_unwind_result.suffix): the native frames outside the outermost
  * evaluation that ran Python are then not hashed again.
  *
- * reads (read_set.h) gets every word of the target's memory the merge
- * read, in order: while they hold what they held, a merge from the same
+ * reads (read_set.h; NULL: none) gets every word of the target's memory
+ * the merge read, in order: while they hold what they held, a merge from the same
  * frame and native frames gives the same result (the thread's caches and
  * the region's code table give the same word for the same code object,
  * instruction and identity). */

@@ -41,8 +41,12 @@ static inline void read_set_clear(struct read_set *set)
     set->overflow = false;
 }
 
+/* The adders take a NULL set, and then keep nothing: one walk of memory
+ * serves both ways. */
 static inline void read_set_add_masked(struct read_set *set, uint64_t address, uint64_t expected, uint64_t mask)
 {
+    if (!set)
+        return;
     if (set->count == READ_SET_MAX) {
         set->overflow = true;
         return;
@@ -60,7 +64,7 @@ static inline void read_set_add_word(struct read_set *set, uint64_t address, uin
  * it, masked to the field. */
 static inline void read_set_add_field(struct read_set *set, uint64_t address, uint32_t width)
 {
-    while (width > 0) {
+    while (set && width > 0) {
         uint64_t aligned = address & ~7ull;
         uint32_t offset = (uint32_t)(address & 7), here = 8 - offset < width ? 8 - offset : width;
         uint64_t mask = (here == 8 ? ~0ull : ((1ull << (here * 8)) - 1)) << (offset * 8);

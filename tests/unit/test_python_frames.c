@@ -297,9 +297,9 @@ static void assert_reads_complete(void *region, const void *frame, const uint64_
     }
 }
 
-/* Merges, with and without the native frames' suffix hashes, checks that
- * both agree with each other and that the hash is that of the words, and
- * that the merge's read set is complete. */
+/* Merges, with the native frames' suffix hashes and a read set and with
+ * neither, checks that both agree with each other and that the hash is
+ * that of the words, and that the merge's read set is complete. */
 static struct merged merge(void *region, const uint64_t *native, uint32_t count, uint32_t max)
 {
     struct fast_unwind_memo_frame suffix[64];
@@ -308,12 +308,11 @@ static struct merged merge(void *region, const uint64_t *native, uint32_t count,
     struct merged with = {0}, without = {0};
     uint64_t instruction;
     const void *frame = python_current_frame(&instruction);
-    static struct read_set reads_with, reads_without;
-    read_set_clear(&reads_with);
-    read_set_clear(&reads_without);
-    struct python_merge a = python_merge_frames(region, frame, native, count, suffix, with.words, max, &reads_with);
-    struct python_merge b =
-        python_merge_frames(region, frame, native, count, NULL, without.words, max, &reads_without);
+    static struct read_set reads;
+    read_set_clear(&reads);
+    /* with the suffix hashes and a read set, and with neither */
+    struct python_merge a = python_merge_frames(region, frame, native, count, suffix, with.words, max, &reads);
+    struct python_merge b = python_merge_frames(region, frame, native, count, NULL, without.words, max, NULL);
     assert_true(a.head <= a.depth && a.depth <= max);
     python_merge_complete(&a, native, with.words);
     python_merge_complete(&b, native, without.words);
@@ -322,7 +321,7 @@ static struct merged merge(void *region, const uint64_t *native, uint32_t count,
     assert_int_equal(a.hash, stack_hash_unfinished(with.words, a.depth));
     assert_int_equal(b.hash, a.hash);
     with.depth = a.depth;
-    assert_reads_complete(region, frame, native, count, max, &reads_with, &with);
+    assert_reads_complete(region, frame, native, count, max, &reads, &with);
     return with;
 }
 
