@@ -41,15 +41,15 @@ void capture_cache_store(struct capture_cache *cache, const struct capture_key *
 {
     if (reads->overflow)
         return;
-    struct capture_entry *set = &cache->entries[capture_cache_set(key) * CAPTURE_CACHE_WAYS];
-    struct capture_entry *victim = &set[0];
+    uint32_t first = capture_cache_set(key) * CAPTURE_CACHE_WAYS, victim = first;
     for (uint32_t way = 1; way < CAPTURE_CACHE_WAYS; way++)
-        if (set[way].last_used < victim->last_used)
-            victim = &set[way];
-    victim->key = *key;
-    victim->bp_matters = bp_matters;
-    victim->id = id;
-    victim->count = reads->count;
-    memcpy(victim->words, reads->words, reads->count * sizeof reads->words[0]);
-    victim->last_used = ++cache->clock;
+        if (cache->entries[first + way].last_used < cache->entries[victim].last_used)
+            victim = first + way;
+    struct capture_entry *entry = &cache->entries[victim];
+    entry->key = *key;
+    entry->bp_matters = bp_matters;
+    entry->id = id;
+    entry->count = reads->count;
+    memcpy(cache->words[victim], reads->words, reads->count * sizeof reads->words[0]);
+    entry->last_used = ++cache->clock;
 }

@@ -48,15 +48,18 @@ struct capture_entry {
     struct capture_key key; /* key.ip 0: empty */
     uint32_t bp_matters;    /* compare key.bp too */
     uint32_t id;            /* the stack id the capture gave */
-    uint32_t count;         /* words */
+    uint32_t count;         /* its words */
     uint32_t last_used;     /* set-local age, for the replacement */
-    struct read_set_word words[READ_SET_MAX];
 };
 
+/* The entries apart from their words: a lookup reads the entries of one
+ * set (a cache line or two of a few pages), and a set's words are touched
+ * only when it holds a capture. */
 struct capture_cache {
     uint64_t hits, misses; /* statistics */
     uint32_t clock;
     struct capture_entry entries[CAPTURE_CACHE_SETS * CAPTURE_CACHE_WAYS];
+    struct read_set_word words[CAPTURE_CACHE_SETS * CAPTURE_CACHE_WAYS][READ_SET_MAX];
 };
 
 /* A new, empty cache (about 400 KiB of address space, touched as it
@@ -74,14 +77,14 @@ static inline uint32_t capture_cache_set(const struct capture_key *key)
 /* The stack id a capture from key gave, if an entry for key still holds. */
 static inline bool capture_cache_find(struct capture_cache *cache, const struct capture_key *key, uint32_t *id)
 {
-    struct capture_entry *set = &cache->entries[capture_cache_set(key) * CAPTURE_CACHE_WAYS];
+    uint32_t first = capture_cache_set(key) * CAPTURE_CACHE_WAYS;
     for (uint32_t way = 0; way < CAPTURE_CACHE_WAYS; way++) {
-        struct capture_entry *entry = &set[way];
+        struct capture_entry *entry = &cache->entries[first + way];
         if (entry->key.ip != key->ip || entry->key.sp != key->sp || entry->key.python_frame != key->python_frame ||
             entry->key.python_instruction != key->python_instruction ||
             (entry->bp_matters && entry->key.bp != key->bp))
             continue;
-        if (!read_set_holds(entry->words, entry->count))
+        if (!read_set_holds(cache->words[first + way], entry->count))
             continue;
         entry->last_used = ++cache->clock;
         cache->hits++;
