@@ -787,14 +787,6 @@ static struct capture_cache *thread_captures(struct shim_thread *thread)
     return thread->captures;
 }
 
-/* Where a capture with Python frames starts (capture_cache.h). */
-static inline struct capture_key python_capture_key(const struct fast_unwind_regs *start)
-{
-    struct capture_key key = {.ip = start->ip, .sp = start->sp, .bp = start->bp};
-    key.python_frame = (uint64_t)(uintptr_t)python_current_frame(&key.python_instruction);
-    return key;
-}
-
 /* The words a merge from key reads, and the unwind's, into the thread's
  * capture cache with the stack id they gave. Out of line and only for a
  * stack that came before: most of a program's start-up captures come
@@ -852,12 +844,18 @@ static __attribute__((noinline)) uint32_t python_stack_id(struct shim_thread *th
 }
 
 /* A capture with Python frames the thread's cache still holds: its id
- * without an unwind. Out of line, as python_stack_id. */
-static __attribute__((noinline)) bool python_cached_stack_id(struct shim_thread *thread,
-                                                             const struct fast_unwind_regs *start,
-                                                             struct capture_key *key, uint32_t *id)
+ * without an unwind. *key: where the capture starts (capture_cache.h).
+ * The registers come as values: the interposer has just stored them
+ * apart, and a copy of them as one 16-byte load stalled on store
+ * forwarding (perf: half of this function's samples). Out of line, as
+ * python_stack_id. */
+static __attribute__((noinline)) bool python_cached_stack_id(struct shim_thread *thread, uint64_t ip, uint64_t sp,
+                                                             uint64_t bp, struct capture_key *key, uint32_t *id)
 {
-    *key = python_capture_key(start);
+    key->ip = ip;
+    key->sp = sp;
+    key->bp = bp;
+    key->python_frame = (uint64_t)(uintptr_t)python_current_frame(&key->python_instruction);
     struct capture_cache *captures = thread_captures(thread);
     return captures && capture_cache_find(captures, key, id);
 }
@@ -885,7 +883,7 @@ static inline __attribute__((always_inline)) uint32_t capture_stack(struct shim_
     bool with_python = python_frames_enabled && memo;
     struct capture_key python_key;
     uint32_t id = SHM_STACK_NONE;
-    if (with_python && python_cached_stack_id(thread, &start, &python_key, &id)) {
+    if (with_python && python_cached_stack_id(thread, start.ip, start.sp, start.bp, &python_key, &id)) {
         errno = saved_errno;
         thread->capturing--;
         return id;
