@@ -12,13 +12,10 @@
  * this costs nothing: a reservation is address space, not memory.
  */
 #include "leakscan_internal.h"
+#include "../common/populate.h"
 
 #include <stdint.h>
 #include <sys/mman.h>
-
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels refuse it and fault the pages in as they are written */
-#endif
 
 #define RESERVE_MIN (64ull << 20) /* address space, not memory: PROT_NONE until grown into */
 
@@ -29,7 +26,7 @@ static int map_inside(uint8_t *at, uint64_t length)
 {
     if (mprotect(at, (size_t)length, PROT_READ | PROT_WRITE) != 0)
         return -1;
-    madvise(at, (size_t)length, MADV_POPULATE_WRITE);
+    memory_populate(at, (size_t)length);
     return 0;
 }
 

@@ -1,5 +1,6 @@
 /* live_table.c - see live_table.h. */
 #include "live_table.h"
+#include "../common/populate.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -69,12 +70,23 @@ static size_t count_limit(size_t capacity)
     return capacity >= LIVE_TABLE_DENSE_CAPACITY ? capacity / 4 * 3 : capacity / 2;
 }
 
+/* A table from this size on has its pages mapped in one call
+ * (memory_populate) before the old one is moved into it: the move writes
+ * a slot in every page (a quarter or more of the slots are taken, 256 to
+ * a page), in hash order, a page fault each at random. The extension
+ * driver's `items` case, growing to 1,048,576 slots while the program
+ * waited on a full ring, spent 92 ms in its four largest moves; 54 ms
+ * with the pages populated first (the case 207 -> 159 ms). */
+#define POPULATE_MIN_BYTES (1u << 20)
+
 static int grow(struct live_table *table)
 {
     size_t capacity = table->capacity ? table->capacity * 2 : 1024;
     struct live_slot *slots = calloc(capacity, sizeof *slots);
     if (!slots)
         return -1;
+    if (capacity * sizeof *slots >= POPULATE_MIN_BYTES)
+        memory_populate(slots, capacity * sizeof *slots);
     struct live_slot *old = table->slots;
     size_t old_capacity = table->capacity;
     table->slots = slots;
