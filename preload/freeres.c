@@ -77,7 +77,10 @@ static bool task_still_runs(const char *tid)
     if (fd < 0)
         return errno != ENOENT; /* gone meanwhile; anything else: assume it runs */
     ssize_t n = read(fd, text, sizeof text - 1);
+    int read_errno = errno;
     close(fd);
+    if (n < 0 && read_errno == ESRCH)
+        return false; /* reaped between the open and the read */
     if (n <= 0)
         return true;
     text[n] = '\0';
