@@ -5,6 +5,9 @@
 #include "ring_writer.h"
 
 #include <errno.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <linux/futex.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -12,6 +15,17 @@
 #include <unistd.h>
 
 #define RING_WAIT_TIMEOUT_NS 10000000L /* 10 ms: how often a sleeper checks the consumer is alive */
+
+bool ring_prefetch_for_write;
+
+void ring_writer_init(void)
+{
+#if defined(__x86_64__)
+    /* PREFETCHW: CPUID 0x80000001, ECX bit 8 (3DNowPrefetch / PRFCHW) */
+    unsigned int eax, ebx, ecx, edx;
+    ring_prefetch_for_write = __get_cpuid(0x80000001u, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 8));
+#endif
+}
 
 /* Before the slot's first event: the tracer looks below the mark only. */
 static void raise_high_water(struct shm_header *header, uint32_t mark)

@@ -332,6 +332,7 @@ static bool start_recording(void)
     if (pthread_key_create(&thread_exit_key, thread_exit_destructor) != 0)
         return false;
     clock_is_tsc = kernel_clock_is_tsc();
+    ring_writer_init();
     if (!create_region())
         return false;
     /* Registered this early, our child handler runs before any the program
