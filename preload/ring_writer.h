@@ -90,12 +90,6 @@ static inline void ring_publish(struct ring_producer *producer)
     }
 }
 
-/* Takes the next event's place in the producer's ring (a slot must be
- * claimed) for the caller to fill in place, then ring_commit. Filling the
- * ring's slot directly, field by field, instead of copying a finished event
- * in: a struct built on the stack and read back whole stalls on store
- * forwarding, which cost a tenth of the free wrapper. Returns NULL only if
- * the ring was full and the consumer is gone (nothing to commit then). */
 /* How far ahead of the event being written ring_reserve asks for its
  * ring's line for writing: 16 events, 8 lines. */
 #define RING_WRITE_AHEAD 16u
@@ -107,6 +101,12 @@ extern bool ring_prefetch_for_write;
 /* Reads the processor's features ring_reserve uses. */
 void ring_writer_init(void);
 
+/* Takes the next event's place in the producer's ring (a slot must be
+ * claimed) for the caller to fill in place, then ring_commit. Filling the
+ * ring's slot directly, field by field, instead of copying a finished event
+ * in: a struct built on the stack and read back whole stalls on store
+ * forwarding, which cost a tenth of the free wrapper. Returns NULL only if
+ * the ring was full and the consumer is gone (nothing to commit then). */
 static inline struct shm_event *ring_reserve(struct ring_producer *producer, pid_t consumer_pid)
 {
     struct shm_thread_slot *slot = producer->slot;

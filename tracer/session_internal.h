@@ -142,7 +142,7 @@ struct session {
     /* MEMSLOPE_CHECK_COPY_MAX, when set (check_copy_limit) */
     int check_copy_set;
     uint64_t check_copy_limit_set;
-    uint32_t processors; /* online processors, at the start */
+    uint32_t processors; /* the processors memslope may run on, at the start */
 };
 
 /* Sleep between drains while the target runs and reports nothing. */
