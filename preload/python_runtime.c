@@ -667,8 +667,9 @@ struct python_merge python_merge_frames(void *region, const void *frame, const u
             break;
         }
         next = evaluation + 1;
-        uint32_t appended = reads ? append_evaluation_reading(region, &cursor, out + written, max - written, &walked, reads)
-                                  : append_evaluation(region, &cursor, out + written, max - written, &walked);
+        uint32_t room = max - written;
+        uint32_t appended = reads ? append_evaluation_reading(region, &cursor, out + written, room, &walked, reads)
+                                  : append_evaluation(region, &cursor, out + written, room, &walked);
         after_python = appended != 0;
         if (appended) {
             written += appended;
