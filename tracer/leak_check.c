@@ -488,11 +488,8 @@ static int run_check(const struct scan_source *source, const struct recorder *re
 struct leak_check_pending {
     pthread_t thread;
     struct leakscan_snapshot *snapshot;
-    struct check_lists lists;
-    struct leakscan_block *blocks; /* in lists: every live block, scanned */
-    size_t count;
-    struct pending_block *open; /* in lists: the open case's blocks, summed once classified */
-    size_t open_count;
+    struct check_lists lists; /* every live block, scanned; the open case's, summed once classified */
+    size_t count, open_count;
     uint32_t when, open_case;
     uint64_t iteration, time_ns;
     uint64_t copy_bytes; /* what the snapshot holds */
@@ -508,9 +505,8 @@ static int list_pending_blocks(struct leak_check_pending *p, const struct record
 {
     if (take_lists(spare, recorder->live.count + 1, &p->lists) < 0)
         return -1;
-    p->blocks = list_of_blocks(&p->lists);
-    p->open = list_of_open(&p->lists);
-    p->count = list_blocks(recorder, p->blocks, p->lists.capacity, p->open, &p->open_count);
+    p->count = list_blocks(recorder, list_of_blocks(&p->lists), p->lists.capacity, list_of_open(&p->lists),
+                           &p->open_count);
     return 0;
 }
 
@@ -520,7 +516,7 @@ static void *classify_pending(void *arg)
     struct leakscan_totals totals;
     p->rc = leakscan_snapshot_classify(p->snapshot, &totals, NULL, p->err, sizeof p->err);
     leakscan_snapshot_release(p->snapshot, &p->buffer);
-    if (p->rc == 0 && !(p->categories = categories_by_position(p->blocks, p->count))) {
+    if (p->rc == 0 && !(p->categories = categories_by_position(list_of_blocks(&p->lists), p->count))) {
         snprintf(p->err, sizeof p->err, "out of memory grouping %zu blocks", p->count);
         p->rc = -1;
     }
@@ -559,7 +555,7 @@ int leak_check_start(pid_t pid, const pid_t *tids, size_t tid_count, const struc
     p->open_case = recorder->open_case;
     p->iteration = recorder->iteration;
     p->time_ns = time_ns;
-    int rc = leakscan_snapshot_take(pid, tids, tid_count, shim, p->blocks, p->count, byte_limit,
+    int rc = leakscan_snapshot_take(pid, tids, tid_count, shim, list_of_blocks(&p->lists), p->count, byte_limit,
                                     spare ? &spare->copy : NULL, &p->snapshot, err, err_size);
     if (rc == 0)
         p->copy_bytes = leakscan_snapshot_bytes(p->snapshot);
@@ -592,7 +588,7 @@ static int sum_pending(const struct leak_check_pending *p, const struct recorder
     struct aggregation a = {0};
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < p->open_count; i++) {
-        const struct pending_block *pending = &p->open[i];
+        const struct pending_block *pending = &list_of_open(&p->lists)[i];
         struct live_block block = {.size = pending->size, .site = pending->site, .iteration = pending->iteration};
         const struct recorder_site *site = &recorder->sites[block.site];
         double weight = !recorder_site_shown(site) ? 0 : recorder_sample_weight(recorder->sample_rate, block.size);
