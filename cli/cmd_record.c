@@ -15,6 +15,7 @@
 #include "../common/trace_format.h"
 #include "../common/units.h"
 #include "../tracer/session.h"
+#include "../tracer/tsc_check.h"
 #include "commands.h"
 
 /* [MODULE:]QUALNAME as --iteration py: takes it: a dotted module name and a
@@ -93,6 +94,22 @@ static int parse_leak_check(const char *value, void *destination, char *err, siz
         *leak_check = TRACE_LEAK_CHECK_OFF;
     else {
         snprintf(err, err_size, "--leak-check takes end, iterations or off, not: %s", value);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_clock(const char *value, void *destination, char *err, size_t err_size)
+{
+    uint32_t *clock = destination;
+    if (strcmp(value, "auto") == 0)
+        *clock = EVENT_CLOCK_AUTO;
+    else if (strcmp(value, "tsc") == 0)
+        *clock = EVENT_CLOCK_TSC;
+    else if (strcmp(value, "monotonic") == 0)
+        *clock = EVENT_CLOCK_MONOTONIC;
+    else {
+        snprintf(err, err_size, "--clock takes auto, tsc or monotonic, not: %s", value);
         return -1;
     }
     return 0;
@@ -182,6 +199,9 @@ static const struct option_entry record_entries[] = {
               "backtraces for a Poisson sample of allocations (default 0: all)"),
     OPT_VALUE(0, "max-frames", "N", struct record_options, max_frames, parse_max_frames,
               "deepest backtrace kept (default 64)"),
+    OPT_VALUE(0, "clock", "CLOCK", struct record_options, clock, parse_clock,
+              "what stamps events: auto (default: the TSC where it reads in\n"
+              "step on every processor, else CLOCK_MONOTONIC), tsc, monotonic"),
     OPT_FLAG(0, "no-freeres", struct record_options, no_freeres,
              "skip glibc's and libstdc++'s freeres at exit (memcheck runs them by default)"),
     OPT_ACTION(0, "no-follow", NULL, no_follow, "do not trace child processes"),

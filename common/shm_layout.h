@@ -47,6 +47,9 @@
 #define SHM_ENV_SAMPLE_RATE "MEMSLOPE_SAMPLE_RATE" /* bytes; 0 = backtrace every allocation */
 #define SHM_ENV_NO_FOLLOW "MEMSLOPE_NO_FOLLOW"   /* "1": fork children do not record */
 #define SHM_ENV_NO_FREERES "MEMSLOPE_NO_FREERES" /* "1": --no-freeres, glibc's and libstdc++'s freeres not run at exit */
+#define SHM_ENV_CLOCK "MEMSLOPE_CLOCK"           /* "tsc": stamp events with the TSC (the tracer checked it
+                                                    reads in step on every processor; tsc_check.h);
+                                                    otherwise CLOCK_MONOTONIC */
 #define SHM_ENV_NO_PTRACE "MEMSLOPE_NO_PTRACE"   /* "1": record without being traced (no-ptrace mode) */
 #define SHM_ENV_TARGET_PID "MEMSLOPE_TARGET_PID" /* no-ptrace mode: only this process (and what it execs) records */
 #define SHM_ENV_SOCKET "MEMSLOPE_SOCKET"         /* no-ptrace mode: a unix socket on which the shim sends

@@ -242,7 +242,7 @@ static inline bool real_ready(void)
 
 static void thread_exit_destructor(void *value);
 static void fork_child(void);
-static bool kernel_clock_is_tsc(void);
+static bool tracer_says_tsc(void);
 
 /* Tells the leak scan where the shim's TLS is (its caches hold addresses
  * the program freed since): once the constructor found it, or at once for
@@ -331,7 +331,7 @@ static bool start_recording(void)
     unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
     if (pthread_key_create(&thread_exit_key, thread_exit_destructor) != 0)
         return false;
-    clock_is_tsc = kernel_clock_is_tsc();
+    clock_is_tsc = tracer_says_tsc();
     ring_writer_init();
     if (!create_region())
         return false;
@@ -640,17 +640,14 @@ static inline struct stamp event_stamp(struct shim_thread *thread)
     return fresh_stamp(thread);
 }
 
-/* The kernel's own choice: it uses the TSC only when it found it constant
- * and synchronised across CPUs. System calls only (no allocator). */
-static bool kernel_clock_is_tsc(void)
+/* The tracer decides once for the whole recording (tracer/tsc_check.h:
+ * the kernel's clocksource, or a check that every processor reads the TSC
+ * in step), so every process of it stamps with the same clock. */
+static bool tracer_says_tsc(void)
 {
 #if defined(__x86_64__)
-    char name[16] = "";
-    int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource", O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd < 0 ? -1 : read(fd, name, sizeof name - 1);
-    if (fd >= 0)
-        close(fd);
-    return n >= 3 && memcmp(name, "tsc", 3) == 0 && (n == 3 || name[3] == '\n');
+    const char *clock = getenv(SHM_ENV_CLOCK);
+    return clock && strcmp(clock, "tsc") == 0;
 #else
     return false;
 #endif

@@ -21,6 +21,7 @@
 #include "../common/shm_layout.h"
 #include "session_internal.h"
 #include "trace_writer.h"
+#include "tsc_check.h"
 
 extern char **environ;
 
@@ -30,12 +31,12 @@ extern char **environ;
 
 /* The target's environment is environ (less LD_PRELOAD and MEMSLOPE_*)
  * plus the shim's settings, added in two steps into one array: the tracer
- * adds up to TRACER_SETTINGS before the fork (no-follow, no-freeres,
- * LD_PRELOAD, the tracer's pid, the frame limit, the sample rate, the
- * Python iteration), the child up to CHILD_SETTINGS after it (the socket,
+ * adds up to TRACER_SETTINGS before the fork (no-follow, no-freeres, the
+ * clock, LD_PRELOAD, the tracer's pid, the frame limit, the sample rate,
+ * the Python iteration), the child up to CHILD_SETTINGS after it (the socket,
  * and without ptrace: no-ptrace, no-follow, its own pid), since only the
  * child knows them; the array is sized for both and the final NULL. */
-#define TRACER_SETTINGS 7
+#define TRACER_SETTINGS 8
 #define CHILD_SETTINGS 4
 /* The settings the tracer formats (LD_PRELOAD, the tracer's pid, the frame
  * limit, the sample rate, the Python iteration): freed once the child has
@@ -108,6 +109,8 @@ static int target_environment(const struct session *session, const char *shim_pa
         env[n++] = SHM_ENV_NO_FOLLOW "=1";
     if (session->options.no_freeres)
         env[n++] = SHM_ENV_NO_FREERES "=1";
+    if (session->clock_is_tsc)
+        env[n++] = SHM_ENV_CLOCK "=tsc";
     char **owned = launch->owned;
     if (previous_preload && *previous_preload)
         owned[0] = setting("LD_PRELOAD=%s:%s", shim_path, previous_preload);
@@ -201,6 +204,11 @@ static void abandon_child(struct launch *launch)
 static int start_child(struct session *session, const char *shim_path, struct launch *launch)
 {
     const char *command = session->options.command[0];
+    uint32_t clock = session->options.clock;
+    session->clock_is_tsc = clock == EVENT_CLOCK_TSC || (clock == EVENT_CLOCK_AUTO && tsc_orders_events());
+    if (session->options.verbose)
+        fprintf(stderr, "memslope: events stamped with %s%s\n", session->clock_is_tsc ? "the TSC" : "CLOCK_MONOTONIC",
+                clock == EVENT_CLOCK_AUTO ? "" : " (--clock)");
     if (target_environment(session, shim_path, launch) < 0 || pipe2(launch->go, O_CLOEXEC) < 0 ||
         pipe2(launch->error, O_CLOEXEC) < 0 ||
         socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, launch->sockets) < 0) {

@@ -16,6 +16,7 @@ struct record_options {
     uint64_t checkpoint_ns;   /* --checkpoint: the first checkpoint's delay (0: none) */
     uint64_t sample_rate;
     uint32_t leak_check;      /* enum trace_leak_check */
+    uint32_t clock;           /* --clock: enum event_clock (tsc_check.h) */
     int follow_children;
     int quiet;                /* --quiet: no status line */
     int no_freeres;           /* --no-freeres: the shims skip freeres at exit */

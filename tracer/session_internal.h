@@ -121,6 +121,7 @@ struct session {
     uint64_t start_ns;
     int fatal;                 /* a usage error found while running (exit status); the target is killed */
     int no_ptrace;             /* ptrace was refused: session_run records without it */
+    int clock_is_tsc;          /* events stamped with the TSC (--clock; tsc_check.h) */
     int region_socket;         /* no-ptrace mode: the shims send their regions' memfds here (-1: none) */
     int iteration_symbol_found;
     /* images that ran CPython, those whose frames were read, and the

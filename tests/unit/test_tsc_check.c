@@ -1,0 +1,106 @@
+/* test_tsc_check.c - the check that decides whether events may be stamped
+ * with the TSC (tracer/tsc_check.h): the processor flags it needs, and a
+ * warp check that finds a processor reading behind another. */
+#include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../../tracer/tsc_check.h"
+
+static void test_flags_need_constant_and_nonstop(void **state)
+{
+    (void)state;
+    assert_true(cpuinfo_says_tsc_constant("processor\t: 0\nflags\t\t: fpu tsc constant_tsc rep_good nonstop_tsc cpuid\n"));
+    assert_true(cpuinfo_says_tsc_constant("flags\t\t: nonstop_tsc constant_tsc"));
+    assert_false(cpuinfo_says_tsc_constant("flags\t\t: fpu tsc constant_tsc rep_good\n"));
+    assert_false(cpuinfo_says_tsc_constant("flags\t\t: fpu tsc nonstop_tsc\n"));
+    /* words inside other words do not count */
+    assert_false(cpuinfo_says_tsc_constant("flags\t\t: xconstant_tsc nonstop_tsc_x\n"));
+    /* only the flags line: not a word of the next one */
+    assert_false(cpuinfo_says_tsc_constant("flags\t\t: constant_tsc\nbugs\t\t: nonstop_tsc\n"));
+    assert_false(cpuinfo_says_tsc_constant("model name\t: constant_tsc nonstop_tsc\n"));
+    assert_false(cpuinfo_says_tsc_constant(""));
+}
+
+/* Two processors this test may run on, or the same one twice. */
+static void two_processors(int *a, int *b)
+{
+    cpu_set_t allowed;
+    assert_int_equal(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+    *a = *b = -1;
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, &allowed))
+            continue;
+        if (*a < 0)
+            *a = cpu;
+        else if (*b < 0)
+            *b = cpu;
+    }
+    assert_true(*a >= 0);
+    if (*b < 0)
+        *b = *a;
+}
+
+#if defined(__x86_64__)
+/* One processor's TSC never goes back: handovers on one processor see no
+ * warp, however few of them the scheduler allows. */
+static void test_one_processor_never_warps(void **state)
+{
+    (void)state;
+    int a, b;
+    two_processors(&a, &b);
+    struct tsc_warp warp;
+    assert_int_equal(tsc_warp_between(a, a, 0, 200, 20000000, &warp), 0);
+    assert_true(warp.rounds >= 1);
+    assert_int_equal(warp.backward_ticks, 0);
+}
+
+/* A processor made to read 10 million ticks (~5 ms) behind is found, by
+ * about that much: each of its readings follows one of the other's taken
+ * less than that before. */
+static void test_a_processor_behind_is_found(void **state)
+{
+    (void)state;
+    int a, b;
+    two_processors(&a, &b);
+    struct tsc_warp warp;
+    const uint64_t behind = 10000000;
+    assert_int_equal(tsc_warp_between(a, b, behind, 200, 100000000, &warp), 0);
+    assert_true(warp.rounds >= 1);
+    assert_true(warp.backward_ticks > behind / 2);
+    assert_true(warp.backward_ticks <= behind);
+}
+#endif
+
+/* A processor the process may not run on: no check, an error. */
+static void test_processor_not_allowed(void **state)
+{
+    (void)state;
+    cpu_set_t allowed;
+    assert_int_equal(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+    int outside = CPU_SETSIZE - 1;
+    while (outside > 0 && CPU_ISSET(outside, &allowed))
+        outside--;
+    int a, b;
+    two_processors(&a, &b);
+    struct tsc_warp warp;
+    assert_int_equal(tsc_warp_between(a, outside, 0, 10, 1000000, &warp), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_flags_need_constant_and_nonstop),
+#if defined(__x86_64__)
+        cmocka_unit_test(test_one_processor_never_warps),
+        cmocka_unit_test(test_a_processor_behind_is_found),
+#endif
+        cmocka_unit_test(test_processor_not_allowed),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

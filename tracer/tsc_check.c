@@ -1,0 +1,242 @@
+/*
+ * tsc_check.c - whether the TSC reads in step on every processor
+ * (tsc_check.h). The check is the kernel's own idea (check_tsc_warp in
+ * arch/x86/kernel/tsc_sync.c): two processors hand one clock reading back
+ * and forth, and each reading taken after seeing the other's must not be
+ * lower than it.
+ */
+#include "tsc_check.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
+/* Handovers per pair of processors: a handover costs ~0.2 µs between two
+ * processors here, so a pair takes ~0.2 ms when both run. */
+#define WARP_ROUNDS 500u
+/* Fewer handovers than this (the other processor busy with other work,
+ * as on a loaded CI machine) prove nothing: the monotonic clock is kept. */
+#define WARP_ROUNDS_NEEDED 100u
+/* The whole check's time when every pair is slow. */
+#define WARP_BUDGET_NS 20000000ull
+#define WARP_PAIR_BUDGET_MIN_NS 200000ull
+
+static uint64_t monotonic_now_ns(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+static const char *flags_line(const char *cpuinfo)
+{
+    for (const char *line = cpuinfo; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+        if (strncmp(line, "flags", 5) == 0) {
+            const char *colon = strchr(line, ':');
+            const char *end = strchr(line, '\n');
+            if (colon && (!end || colon < end))
+                return colon + 1;
+        }
+    }
+    return NULL;
+}
+
+static bool line_has_word(const char *line, const char *word)
+{
+    size_t length = strlen(word);
+    for (const char *at = line; (at = strstr(at, word)) != NULL; at += length) {
+        const char *end = strchr(line, '\n');
+        if (end && at > end)
+            return false;
+        bool starts = at == line || at[-1] == ' ' || at[-1] == '\t';
+        bool ends = at[length] == ' ' || at[length] == '\n' || at[length] == '\0';
+        if (starts && ends)
+            return true;
+    }
+    return false;
+}
+
+bool cpuinfo_says_tsc_constant(const char *cpuinfo)
+{
+    const char *flags = flags_line(cpuinfo);
+    return flags && line_has_word(flags, "constant_tsc") && line_has_word(flags, "nonstop_tsc");
+}
+
+#if defined(__x86_64__)
+
+struct warp_shared {
+    _Alignas(64) uint64_t handed; /* the last reading handed over */
+    uint32_t turn;                /* which side reads next */
+    uint32_t stop;                /* a side ran out of time */
+    uint64_t rounds;              /* handovers by side 0 */
+    uint64_t deadline_ns, max_rounds;
+};
+
+struct warp_side {
+    struct warp_shared *shared;
+    uint32_t me;
+    uint64_t behind_ticks; /* taken off this side's readings (tests) */
+    uint64_t backward_ticks;
+};
+
+/* A TSC read that happens after every earlier load, as the kernel's
+ * rdtsc_ordered does it. */
+static inline uint64_t ordered_tsc(void)
+{
+    _mm_mfence();
+    _mm_lfence();
+    uint64_t ticks = __rdtsc();
+    _mm_lfence();
+    return ticks;
+}
+
+static bool wait_for_turn(struct warp_shared *shared, uint32_t me)
+{
+    for (uint32_t spins = 1;; spins++) {
+        if (__atomic_load_n(&shared->turn, __ATOMIC_ACQUIRE) == me)
+            return true;
+        if (spins % 1024 == 0) {
+            if (__atomic_load_n(&shared->stop, __ATOMIC_RELAXED))
+                return false;
+            if (monotonic_now_ns() > shared->deadline_ns) {
+                __atomic_store_n(&shared->stop, 1, __ATOMIC_RELAXED);
+                return false;
+            }
+        }
+        _mm_pause();
+    }
+}
+
+static void *warp_side_run(void *arg)
+{
+    struct warp_side *side = arg;
+    struct warp_shared *shared = side->shared;
+    for (uint64_t round = 0; round < shared->max_rounds; round++) {
+        if (!wait_for_turn(shared, side->me))
+            break;
+        uint64_t handed = __atomic_load_n(&shared->handed, __ATOMIC_RELAXED);
+        uint64_t now = ordered_tsc() - side->behind_ticks;
+        if (now < handed && handed - now > side->backward_ticks)
+            side->backward_ticks = handed - now;
+        __atomic_store_n(&shared->handed, now, __ATOMIC_RELAXED);
+        if (side->me == 0)
+            shared->rounds++;
+        __atomic_store_n(&shared->turn, !side->me, __ATOMIC_RELEASE);
+    }
+    return NULL;
+}
+
+static int start_pinned(pthread_t *thread, int cpu, struct warp_side *side)
+{
+    pthread_attr_t attr;
+    if (pthread_attr_init(&attr) != 0)
+        return -1;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    int rc = pthread_attr_setaffinity_np(&attr, sizeof set, &set);
+    if (rc == 0)
+        rc = pthread_create(thread, &attr, warp_side_run, side);
+    pthread_attr_destroy(&attr);
+    return rc == 0 ? 0 : -1;
+}
+
+int tsc_warp_between(int cpu_a, int cpu_b, uint64_t b_behind_ticks, uint64_t max_rounds, uint64_t budget_ns,
+                     struct tsc_warp *warp)
+{
+    struct warp_shared shared_line = {.deadline_ns = monotonic_now_ns() + budget_ns, .max_rounds = max_rounds};
+    struct warp_shared *shared = &shared_line;
+    struct warp_side sides[2] = {{shared, 0, 0, 0}, {shared, 1, b_behind_ticks, 0}};
+    pthread_t threads[2];
+    if (start_pinned(&threads[0], cpu_a, &sides[0]) < 0)
+        return -1;
+    if (start_pinned(&threads[1], cpu_b, &sides[1]) < 0) {
+        __atomic_store_n(&shared->stop, 1, __ATOMIC_RELAXED);
+        pthread_join(threads[0], NULL);
+        return -1;
+    }
+    pthread_join(threads[0], NULL);
+    pthread_join(threads[1], NULL);
+    warp->rounds = shared->rounds;
+    warp->backward_ticks = sides[0].backward_ticks > sides[1].backward_ticks ? sides[0].backward_ticks
+                                                                             : sides[1].backward_ticks;
+    return 0;
+}
+
+static bool kernel_clocksource_is_tsc(void)
+{
+    char name[16] = "";
+    int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, name, sizeof name - 1);
+    if (fd >= 0)
+        close(fd);
+    return n >= 3 && memcmp(name, "tsc", 3) == 0 && (n == 3 || name[3] == '\n');
+}
+
+static bool processors_say_tsc_constant(void)
+{
+    char text[16384]; /* the first processor's lines are enough */
+    int fd = open("/proc/cpuinfo", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    size_t length = 0;
+    ssize_t n;
+    while (length < sizeof text - 1 && (n = read(fd, text + length, sizeof text - 1 - length)) > 0)
+        length += (size_t)n;
+    close(fd);
+    text[length] = '\0';
+    return cpuinfo_says_tsc_constant(text);
+}
+
+bool tsc_orders_events(void)
+{
+    if (kernel_clocksource_is_tsc())
+        return true;
+    if (!processors_say_tsc_constant())
+        return false;
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+        return false;
+    int count = CPU_COUNT(&allowed), first = -1;
+    uint64_t pair_budget = count > 1 ? WARP_BUDGET_NS / (uint64_t)(count - 1) : 0;
+    if (pair_budget < WARP_PAIR_BUDGET_MIN_NS)
+        pair_budget = WARP_PAIR_BUDGET_MIN_NS;
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, &allowed))
+            continue;
+        if (first < 0) {
+            first = cpu;
+            continue;
+        }
+        struct tsc_warp warp;
+        if (tsc_warp_between(first, cpu, 0, WARP_ROUNDS, pair_budget, &warp) < 0 || warp.rounds < WARP_ROUNDS_NEEDED ||
+            warp.backward_ticks != 0)
+            return false;
+    }
+    return first >= 0;
+}
+
+#else
+
+int tsc_warp_between(int cpu_a, int cpu_b, uint64_t b_behind_ticks, uint64_t max_rounds, uint64_t budget_ns,
+                     struct tsc_warp *warp)
+{
+    (void)cpu_a, (void)cpu_b, (void)b_behind_ticks, (void)max_rounds, (void)budget_ns;
+    *warp = (struct tsc_warp){0, 0};
+    return -1;
+}
+
+bool tsc_orders_events(void)
+{
+    return false;
+}
+
+#endif

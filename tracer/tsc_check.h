@@ -1,0 +1,48 @@
+/*
+ * tsc_check.h - whether the target's events may be stamped with the TSC.
+ *
+ * Event stamps order the events of different threads (docs/internals.md,
+ * "Unfenced time stamps"), so they need a clock that every processor reads
+ * in step. The kernel's CLOCK_MONOTONIC is such a clock, but under a
+ * hypervisor's clock (kvm-clock) its vDSO read costs 25 ns here against
+ * 10.6 for a bare TSC read, and a program with two recording threads reads
+ * it on every event. The kernel uses the TSC itself only when it is the
+ * clocksource; in a guest whose kernel was told not to (tsc=unstable) the
+ * TSC can still be constant and in step, which this checks.
+ */
+#ifndef MEMSLOPE_TSC_CHECK_H
+#define MEMSLOPE_TSC_CHECK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* --clock */
+enum event_clock { EVENT_CLOCK_AUTO = 0, EVENT_CLOCK_TSC, EVENT_CLOCK_MONOTONIC };
+
+/* What EVENT_CLOCK_AUTO decides: the TSC when the kernel's clocksource is
+ * "tsc" (the kernel checked it), or when the processors say it is constant
+ * and nonstop and no processor this process may run on reads it behind
+ * another's (tsc_warp_between, against the first of them). Never on a
+ * processor other than x86-64. Takes well under 10 ms. */
+bool tsc_orders_events(void);
+
+/* Whether a /proc/cpuinfo text says the TSC ticks at a constant rate and
+ * does not stop in idle states ("constant_tsc" and "nonstop_tsc" in the
+ * first "flags" line). */
+bool cpuinfo_says_tsc_constant(const char *cpuinfo);
+
+struct tsc_warp {
+    uint64_t rounds;         /* handovers completed */
+    uint64_t backward_ticks; /* the most one processor read behind the other; 0 in step */
+};
+
+/* Two threads pinned to cpu_a and cpu_b hand a TSC reading back and forth
+ * (each reads the clock after it saw the other's reading, so a reading
+ * lower than the one handed over is a warp) for at most max_rounds
+ * handovers or budget_ns. b_behind_ticks is taken off cpu_b's readings:
+ * 0 but in tests, which make a processor read behind. 0, or -1 when the
+ * threads could not be created or pinned. */
+int tsc_warp_between(int cpu_a, int cpu_b, uint64_t b_behind_ticks, uint64_t max_rounds, uint64_t budget_ns,
+                     struct tsc_warp *warp);
+
+#endif
