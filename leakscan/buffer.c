@@ -16,6 +16,8 @@
 
 #include <stdint.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #define RESERVE_MIN (64ull << 20) /* address space, not memory: PROT_NONE until grown into */
 
@@ -75,6 +77,28 @@ int leakscan_buffer_write_ahead(struct leakscan_buffer *buffer, size_t pages)
     for (; pages > 0 && buffer->written < buffer->size; pages--) {
         ((volatile uint8_t *)buffer->bytes)[buffer->written] = 0;
         buffer->written += LEAKSCAN_BUFFER_PAGE;
+    }
+    return buffer->written < buffer->size;
+}
+
+/* Pages a process_vm_readv of copy_ahead writes. */
+#define COPY_AHEAD_PAGES 64u
+
+int leakscan_buffer_copy_ahead(struct leakscan_buffer *buffer, size_t pages)
+{
+    static const uint8_t zero_page[LEAKSCAN_BUFFER_PAGE];
+    struct iovec from[COPY_AHEAD_PAGES];
+    for (size_t i = 0; i < COPY_AHEAD_PAGES; i++)
+        from[i] = (struct iovec){(void *)zero_page, sizeof zero_page};
+    while (pages > 0 && buffer->written < buffer->size) {
+        size_t n = (size_t)((buffer->size - buffer->written) / LEAKSCAN_BUFFER_PAGE);
+        n = n < pages ? n : pages;
+        n = n < COPY_AHEAD_PAGES ? n : COPY_AHEAD_PAGES;
+        struct iovec to = {buffer->bytes + buffer->written, n * LEAKSCAN_BUFFER_PAGE};
+        if (process_vm_readv(getpid(), &to, 1, from, n, 0) != (ssize_t)to.iov_len)
+            return leakscan_buffer_write_ahead(buffer, pages); /* refused (a seccomp filter): as the lists */
+        buffer->written += to.iov_len;
+        pages -= n;
     }
     return buffer->written < buffer->size;
 }

@@ -242,8 +242,13 @@ struct leakscan_buffer {
  * unchanged). */
 int leakscan_buffer_grow(struct leakscan_buffer *buffer, uint64_t size);
 /* Writes into at most pages more of the pages not written yet; returns
- * whether some remain. */
+ * whether some remain. write_ahead writes as the lists are written, from
+ * user space; copy_ahead as a copy is, through the kernel
+ * (process_vm_readv). In this VM the kernel's first write into a page
+ * costs ~4.5 us more whoever wrote it before: 25 MiB that the process had
+ * written took 34 ms to copy into, 5 ms once the kernel had written it. */
 int leakscan_buffer_write_ahead(struct leakscan_buffer *buffer, size_t pages);
+int leakscan_buffer_copy_ahead(struct leakscan_buffer *buffer, size_t pages);
 /* Moves the snapshot's buffer into keep (keep_larger); classify reads the
  * copy no more after it. */
 void leakscan_snapshot_release(struct leakscan_snapshot *snapshot, struct leakscan_buffer *keep);

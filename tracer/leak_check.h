@@ -41,19 +41,21 @@ struct leak_check_spare {
 void leak_check_spare_free(struct leak_check_spare *spare);
 
 /*
- * Gets spare's lists ready, while the program runs, for a check of the
- * heap the recorder has now: room for its blocks, their pages written. In
- * this VM a page's first write costs 4-9 us: the first case end of issue
- * 14's driver listed its 376,000 blocks into new lists in 56 ms of its
- * stop, into written ones in 3 ms. Writes at most pages pages a call, so
- * that the drain keeps up; returns whether work remains. Not while a check
- * pending holds the lists. (The copy's buffer is not readied: populating
- * it and writing it ahead of the driver's checks left its wall the same,
- * paired 0.998 in ten runs, and raised the peak of a 2,000,000-block heap
- * by 30 MB: the kernel's writes into a populated page cost no more for
- * its never having been written.)
+ * Gets spare ready, while the program runs, for a check of the heap the
+ * recorder has now: lists with room for its blocks, their pages written,
+ * and a copy's buffer the size the heap suggests (under copy_limit),
+ * written through the kernel as the copy will write it. In this VM a
+ * page's first write from user space costs 4-9 us, and the kernel's first
+ * write into it ~4.5 us more: the first case end of issue 14's driver
+ * listed its 376,000 blocks into new lists in 56 ms of its stop, into
+ * written ones in 3 ms, and copied its 21 MB into a buffer the kernel had
+ * not written in 35 ms. (Writing the copy's buffer from user space ahead
+ * of the check bought nothing, and that is why.) Writes at most pages
+ * pages a call, so that the drain keeps up; returns whether work remains.
+ * Not while a check pending holds the lists and the copy.
  */
-int leak_check_spare_ready(struct leak_check_spare *spare, const struct recorder *recorder, size_t pages);
+int leak_check_spare_ready(struct leak_check_spare *spare, const struct recorder *recorder, uint64_t copy_limit,
+                           size_t pages);
 
 /* Every thread in tids must be stopped. shim: what the process's shim
  * tells about its memory (leakscan.h; may be NULL). when: TRACE_SNAP_EXIT or

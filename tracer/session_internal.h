@@ -143,6 +143,9 @@ struct session {
     /* MEMSLOPE_CHECK_COPY_MAX, when set (check_copy_limit) */
     int check_copy_set;
     uint64_t check_copy_limit_set;
+    /* check_copy_limit as get_ready_for_leak_check last read it, and when:
+     * it reads /proc and cgroup files, too dear for every drain */
+    uint64_t ready_copy_limit, ready_copy_limit_ns;
     uint32_t processors; /* the processors memslope may run on, at the start */
 };
 
@@ -238,13 +241,13 @@ void read_check_copy_max(struct session *session);
  * would be too large (check in place), or -1 with a message. */
 int start_case_check(const struct session *session, struct traced_process *process, const pid_t *tids,
                      size_t count, uint32_t when, char *err, size_t err_size);
-/* Gets the process's lists ready for its next leak check
+/* Gets the process's lists and copy's buffer ready for its next leak check
  * (leak_check_spare_ready), a few pages at a time while the drain keeps
  * up: drained, the events the drain just took (a ring a quarter full or
  * more: the drain is behind, and this waits). */
 #define READY_PAGES_PER_DRAIN 256u /* ~1.2 ms of page faults here, while the ring fills by 3,000 events at most */
 #define READY_DRAINED_MAX (SHM_RING_EVENTS / 4)
-void get_ready_for_leak_check(const struct session *session, struct traced_process *process, size_t drained);
+void get_ready_for_leak_check(struct session *session, struct traced_process *process, size_t drained);
 void add_leak_check_note(struct traced_process *process, const char *why);
 void note_late_threads(struct traced_process *process, size_t late, const char *check);
 void process_leak_check(struct session *session, struct traced_process *process, pid_t stopped_tid, uint32_t kind);

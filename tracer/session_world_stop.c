@@ -243,7 +243,10 @@ static uint64_t copy_room(const struct session *session, const struct traced_pro
     return held < limit ? limit - held : 0;
 }
 
-void get_ready_for_leak_check(const struct session *session, struct traced_process *process, size_t drained)
+/* How often get_ready_for_leak_check reads the copy's limit again. */
+#define READY_LIMIT_INTERVAL_NS 100000000ull
+
+void get_ready_for_leak_check(struct session *session, struct traced_process *process, size_t drained)
 {
     if (session->options.leak_check == TRACE_LEAK_CHECK_OFF || !(process->flags & TRACE_PROC_SHIM_SEEN) ||
         drained > READY_DRAINED_MAX)
@@ -251,7 +254,13 @@ void get_ready_for_leak_check(const struct session *session, struct traced_proce
     collect_case_check(process, 0); /* gives the spare back */
     if (process->pending_count)
         return;
-    leak_check_spare_ready(&process->check_spare, &process->recorder, READY_PAGES_PER_DRAIN);
+    uint64_t now = session_now_ns();
+    if (!session->ready_copy_limit_ns || now - session->ready_copy_limit_ns >= READY_LIMIT_INTERVAL_NS) {
+        session->ready_copy_limit = check_copy_limit(session);
+        session->ready_copy_limit_ns = now;
+    }
+    leak_check_spare_ready(&process->check_spare, &process->recorder,
+                           copy_room(session, process, session->ready_copy_limit), READY_PAGES_PER_DRAIN);
 }
 
 int start_case_check(const struct session *session, struct traced_process *process, const pid_t *tids,

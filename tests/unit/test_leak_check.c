@@ -305,19 +305,19 @@ static void the_lists_are_readied_a_few_pages_at_a_time(void **state)
     for (uint64_t i = 0; i < 20000; i++)
         recorder_alloc(&r, 30 + i, 0x100000 + 0x100 * i, 200, 5, lookup, NULL);
     struct leak_check_spare spare = {0};
-    assert_int_equal(leak_check_spare_ready(&spare, &r, 1), 1); /* one page a call: more to do */
+    assert_int_equal(leak_check_spare_ready(&spare, &r, 0, 1), 1); /* one page a call: more to do */
     assert_true(spare.lists.capacity >= 20000 + 20000 / 4);
     assert_int_equal(spare.lists.blocks.written, 4096);
     assert_int_equal(spare.lists.open.written, 0);
     assert_null(spare.copy.bytes); /* the copy's buffer is the check's to make */
     int calls = 1;
-    while (leak_check_spare_ready(&spare, &r, 16))
+    while (leak_check_spare_ready(&spare, &r, 0, 16))
         calls++;
     assert_true(calls > 10);
     assert_int_equal(spare.lists.blocks.written, spare.lists.blocks.size);
     assert_int_equal(spare.lists.open.written, spare.lists.open.size);
     size_t capacity = spare.lists.capacity;
-    assert_int_equal(leak_check_spare_ready(&spare, &r, 16), 0); /* nothing left, nothing grown */
+    assert_int_equal(leak_check_spare_ready(&spare, &r, 0, 16), 0); /* nothing left, nothing grown */
     assert_int_equal(spare.lists.capacity, capacity);
 
     /* more blocks: grown where they are, only the new pages to write */
@@ -325,7 +325,7 @@ static void the_lists_are_readied_a_few_pages_at_a_time(void **state)
     for (uint64_t i = 20000; i < 40000; i++)
         recorder_alloc(&r, 30 + i, 0x100000 + 0x100 * i, 200, 5, lookup, NULL);
     size_t written = spare.lists.blocks.written;
-    assert_int_equal(leak_check_spare_ready(&spare, &r, 0), 1);
+    assert_int_equal(leak_check_spare_ready(&spare, &r, 0, 0), 1);
     assert_true(spare.lists.capacity >= 40000 + 40000 / 4);
     assert_true(spare.lists.capacity <= 40000 + 40000 / 4 + 2048);
     assert_ptr_equal(spare.lists.blocks.bytes, lists);
@@ -347,6 +347,38 @@ static void the_lists_are_readied_a_few_pages_at_a_time(void **state)
     recorder_free(&r);
 }
 
+/* With room under the copy's limit, the copy's buffer is readied too:
+ * the size the heap suggests (its live bytes and 16 a block) and a
+ * quarter more, every page written as a copy writes it; not past the
+ * limit, where the check will scan in place. */
+static void the_copy_buffer_is_readied_under_its_limit(void **state)
+{
+    (void)state;
+    struct recorder r;
+    recorder_init(&r, 0);
+    for (uint64_t i = 0; i < 10000; i++)
+        recorder_alloc(&r, 30 + i, 0x100000 + 0x400 * i, 1000, 5, lookup, NULL);
+    const uint64_t expected = 10000 * (1000 + 16);
+    struct leak_check_spare spare = {0};
+    assert_int_equal(leak_check_spare_ready(&spare, &r, expected, 1 << 20), 0); /* over the limit's 7/8 */
+    assert_null(spare.copy.bytes);
+    int calls = 0;
+    while (leak_check_spare_ready(&spare, &r, 64ull << 20, 256))
+        calls++;
+    assert_true(calls > 5);
+    assert_true(spare.copy.size >= expected + expected / 4);
+    assert_true(spare.copy.size <= expected + expected / 4 + 4096);
+    assert_int_equal(spare.copy.written, spare.copy.size);
+    /* a heap a little larger: the room suffices, nothing grows */
+    uint64_t size = spare.copy.size;
+    for (uint64_t i = 10000; i < 10500; i++)
+        recorder_alloc(&r, 30 + i, 0x100000 + 0x400 * i, 1000, 5, lookup, NULL);
+    assert_int_equal(leak_check_spare_ready(&spare, &r, 64ull << 20, 256), 0);
+    assert_int_equal(spare.copy.size, size);
+    leak_check_spare_free(&spare);
+    recorder_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -354,6 +386,7 @@ int main(void)
         cmocka_unit_test(exit_checks_the_image_then_each_case),
         cmocka_unit_test(sampled_records_are_scaled),
         cmocka_unit_test(the_lists_are_readied_a_few_pages_at_a_time),
+        cmocka_unit_test(the_copy_buffer_is_readied_under_its_limit),
         cmocka_unit_test(first_iteration_is_the_earliest),
         cmocka_unit_test(no_block_needs_no_scan),
         cmocka_unit_test(a_check_writes_into_the_lists_the_last_one_kept),

@@ -219,6 +219,20 @@ static void copy_holds_what_the_scan_reads(void **state)
     assert_true(leakscan_buffer_write_ahead(&ahead, 0));
     assert_false(leakscan_buffer_write_ahead(&ahead, 1));
 
+    /* Written ahead as a copy writes, through the kernel: the pages it
+     * reached hold what it copied (zeros), the others what they held. */
+    struct leakscan_buffer copied = {0};
+    assert_int_equal(leakscan_buffer_grow(&copied, 200 * 4096), 0);
+    memset(copied.bytes, 0xaa, 200 * 4096);
+    assert_true(leakscan_buffer_copy_ahead(&copied, 70)); /* two calls to the kernel, 64 and 6 pages */
+    assert_int_equal(copied.written, 70 * 4096);
+    for (size_t i = 0; i < 200 * 4096; i += 512)
+        assert_int_equal(copied.bytes[i], i < 70 * 4096 ? 0 : 0xaa);
+    assert_false(leakscan_buffer_copy_ahead(&copied, 1000));
+    assert_int_equal(copied.written, 200 * 4096);
+    assert_int_equal(copied.bytes[199 * 4096 + 4095], 0);
+    leakscan_buffer_free(&copied);
+
     /* Beyond its reservation it moves to a new one, twice, holding
      * nothing written (a moved page would cost its first write again);
      * its old one is gone. */
