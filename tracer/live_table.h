@@ -57,6 +57,7 @@ struct live_table {
     size_t capacity; /* power of two, or 0 before the first insert */
     size_t count;
     size_t count_limit; /* it grows when count would pass this (its load limit) */
+    size_t reserved;    /* slots of address space the table may grow into in place */
     struct live_context *contexts;
     uint32_t context_count, context_capacity;
     uint32_t free_contexts; /* head of the free list, index + 1; 0 = empty */

@@ -258,6 +258,120 @@ static void matches_a_plain_model(void **state)
     free(model);
 }
 
+/* The table's hash, as live_table.c computes a block's first slot. */
+static size_t home_of(uint64_t address, size_t capacity)
+{
+    return (size_t)(((address >> 4) * 0x9e3779b97f4a7c15ull) >> 20) & (capacity - 1);
+}
+
+/* An address whose first slot in a table of capacity is at least low. */
+static uint64_t address_homed_at_or_above(size_t low, size_t capacity, uint64_t *search)
+{
+    for (;;) {
+        uint64_t address = (*search += 16);
+        if (home_of(address, capacity) >= low)
+            return address;
+    }
+}
+
+/* Doubling in place: chains that wrap around the old end and runs that
+ * reach the new end (blocks homed in the last slots, before and after),
+ * duplicates among them, through growths from 1,024 slots on; every
+ * block is then found, the older duplicate first, and the slots stayed
+ * where they were. */
+static void growth_in_place_keeps_every_chain(void **state)
+{
+    (void)state;
+    struct live_table table;
+    live_table_init(&table);
+    uint32_t cache = 0;
+    enum { BLOCKS = 3000, CROWD = 80 };
+    struct live_block *blocks = calloc(BLOCKS + CROWD, sizeof *blocks);
+    assert_non_null(blocks);
+    size_t n = 0;
+    uint64_t search = 0x7f0000000000ull, rng = 7;
+    /* crowded at the end of 2,048 and of 4,096 slots: the last 6 of each */
+    for (; n < CROWD; n++) {
+        size_t capacity = n % 2 ? 2048 : 4096;
+        uint64_t address = n % 10 == 9 ? blocks[n - 1].address : address_homed_at_or_above(capacity - 6, capacity, &search);
+        blocks[n] = (struct live_block){address, 1000 + n, 0, 0, 0};
+        assert_int_equal(live_table_insert(&table, &blocks[n], &cache), 0);
+    }
+    const struct live_slot *slots = table.slots;
+    for (; n < BLOCKS + CROWD; n++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        blocks[n] = (struct live_block){(rng >> 16) << 4, 1000 + n, 0, 0, 0};
+        assert_int_equal(live_table_insert(&table, &blocks[n], &cache), 0);
+    }
+    assert_int_equal(table.capacity, 8192);
+    assert_ptr_equal(table.slots, slots); /* grown in place, three times */
+    for (size_t i = 0; i < BLOCKS + CROWD; i++) {
+        struct live_block got;
+        assert_int_equal(live_table_remove(&table, blocks[i].address, &got), 1);
+        assert_int_equal(got.size, blocks[i].size); /* a duplicate's older copy first */
+    }
+    assert_int_equal(table.count, 0);
+    live_table_free(&table);
+    free(blocks);
+}
+
+/* Random tables through growths in place: a third of the blocks crowded
+ * in the last slots of some capacity, duplicates, removals; each removal
+ * takes the oldest copy of its address, and every block left is found.
+ * Taking the old slots from the start of the table instead of after an
+ * empty one fails it. */
+static void random_tables_grow_in_place(void **state)
+{
+    (void)state;
+    enum { BLOCKS = 4000 };
+    struct live_block *blocks = calloc(BLOCKS, sizeof *blocks);
+    int *live = calloc(BLOCKS, sizeof *live);
+    assert_non_null(blocks);
+    assert_non_null(live);
+    for (uint64_t seed = 1; seed <= 40; seed++) {
+        struct live_table table;
+        live_table_init(&table);
+        uint32_t cache = 0;
+        uint64_t rng = seed * 0x9e3779b97f4a7c15ull + 1, search = 0x10000;
+        memset(live, 0, BLOCKS * sizeof *live);
+        for (size_t i = 0; i < BLOCKS; i++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            unsigned r = (unsigned)(rng >> 40);
+            uint64_t address = (rng >> 16) << 4;
+            if (r % 3 == 0)
+                address = address_homed_at_or_above(((size_t)1024 << (r / 3 % 3)) - (r / 12 % 16 + 1),
+                                                    (size_t)1024 << (r / 3 % 3), &search);
+            else if (r % 11 == 1 && i > 0)
+                address = blocks[i - 1].address;
+            blocks[i] = (struct live_block){address, i + 1, 0, 0, 0};
+            assert_int_equal(live_table_insert(&table, &blocks[i], &cache), 0);
+            live[i] = 1;
+            if (r % 5 != 0)
+                continue;
+            size_t picked = (size_t)((rng >> 20) % (i + 1)), oldest = 0;
+            while (!(live[oldest] && blocks[oldest].address == blocks[picked].address) && oldest < i)
+                oldest++;
+            if (!live[oldest] || blocks[oldest].address != blocks[picked].address)
+                continue;
+            struct live_block got;
+            assert_int_equal(live_table_remove(&table, blocks[oldest].address, &got), 1);
+            assert_int_equal(got.size, blocks[oldest].size);
+            live[oldest] = 0;
+        }
+        for (size_t i = 0; i < BLOCKS; i++) {
+            struct live_block got;
+            if (!live[i])
+                continue;
+            assert_int_equal(live_table_remove(&table, blocks[i].address, &got), 1);
+            assert_int_equal(got.size, blocks[i].size);
+        }
+        assert_int_equal(table.count, 0);
+        live_table_free(&table);
+    }
+    free(blocks);
+    free(live);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -270,6 +384,8 @@ int main(void)
         cmocka_unit_test(a_large_table_fills_to_three_quarters),
         cmocka_unit_test(duplicates_leave_oldest_first),
         cmocka_unit_test(matches_a_plain_model),
+        cmocka_unit_test(growth_in_place_keeps_every_chain),
+        cmocka_unit_test(random_tables_grow_in_place),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
