@@ -21,6 +21,7 @@
 #include "../common/shm_layout.h"
 #include "session_internal.h"
 #include "trace_writer.h"
+#include "symbols/symbol_cache.h"
 #include "tsc_check.h"
 
 extern char **environ;
@@ -199,13 +200,31 @@ static void abandon_child(struct launch *launch)
     launch->child = 0;
 }
 
+/* Where the clock's verdict is kept for the boot (tsc_check.h): beside
+ * the symbol cache, $XDG_CACHE_HOME/memslope/clock, unless the user keeps
+ * no cache (--no-symbol-cache). NULL: nowhere. */
+static const char *clock_verdict_file(const struct session *session, char *path, size_t size)
+{
+    if (session->options.no_symbol_cache || symbol_cache_default_directory(path, size) < 0)
+        return NULL;
+    char *slash = strrchr(path, '/'); /* .../memslope/symbols */
+    if (!slash || (size_t)(slash - path) + sizeof "/clock" > size)
+        return NULL;
+    memcpy(slash, "/clock", sizeof "/clock");
+    return path;
+}
+
 /* The environment, the pipes and the socket, then the fork; the child
  * waits for the go-ahead. 0, or 1 with a message. */
 static int start_child(struct session *session, const char *shim_path, struct launch *launch)
 {
     const char *command = session->options.command[0];
     uint32_t clock = session->options.clock;
-    session->clock_is_tsc = clock == EVENT_CLOCK_TSC || (clock == EVENT_CLOCK_AUTO && tsc_orders_events());
+    char verdict_file[4096];
+    session->clock_is_tsc =
+        clock == EVENT_CLOCK_TSC ||
+        (clock == EVENT_CLOCK_AUTO &&
+         tsc_orders_events_cached(clock_verdict_file(session, verdict_file, sizeof verdict_file)));
     if (session->options.verbose)
         fprintf(stderr, "memslope: events stamped with %s%s\n", session->clock_is_tsc ? "the TSC" : "CLOCK_MONOTONIC",
                 clock == EVENT_CLOCK_AUTO ? "" : " (--clock)");

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -196,19 +197,22 @@ static bool processors_say_tsc_constant(void)
     return cpuinfo_says_tsc_constant(text);
 }
 
-bool tsc_orders_events(void)
+enum verdict { VERDICT_NONE = -1, VERDICT_MONOTONIC = 0, VERDICT_TSC = 1 };
+
+/* The check itself: a verdict, or none when a pair could not hand over
+ * often enough to tell. */
+static enum verdict check_processors(void)
 {
-    if (kernel_clocksource_is_tsc())
-        return true;
     if (!processors_say_tsc_constant())
-        return false;
+        return VERDICT_MONOTONIC;
     cpu_set_t allowed;
     if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
-        return false;
+        return VERDICT_MONOTONIC;
     int count = CPU_COUNT(&allowed), first = -1;
     uint64_t pair_budget = count > 1 ? WARP_BUDGET_NS / (uint64_t)(count - 1) : 0;
     if (pair_budget < WARP_PAIR_BUDGET_MIN_NS)
         pair_budget = WARP_PAIR_BUDGET_MIN_NS;
+    enum verdict verdict = VERDICT_TSC;
     for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
         if (!CPU_ISSET(cpu, &allowed))
             continue;
@@ -217,11 +221,91 @@ bool tsc_orders_events(void)
             continue;
         }
         struct tsc_warp warp;
-        if (tsc_warp_between(first, cpu, 0, WARP_ROUNDS, pair_budget, &warp) < 0 || warp.rounds < WARP_ROUNDS_NEEDED ||
-            warp.backward_ticks != 0)
-            return false;
+        if (tsc_warp_between(first, cpu, 0, WARP_ROUNDS, pair_budget, &warp) < 0)
+            return VERDICT_NONE;
+        if (warp.backward_ticks != 0)
+            return VERDICT_MONOTONIC;
+        if (warp.rounds < WARP_ROUNDS_NEEDED)
+            verdict = VERDICT_NONE;
     }
-    return first >= 0;
+    return first >= 0 ? verdict : VERDICT_MONOTONIC;
+}
+
+bool tsc_orders_events(void)
+{
+    return kernel_clocksource_is_tsc() || check_processors() == VERDICT_TSC;
+}
+
+/* What a kept verdict is for: this boot, these processors allowed. */
+static int verdict_key(char *key, size_t size)
+{
+    char boot[64] = "";
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, boot, sizeof boot - 1);
+    if (fd >= 0)
+        close(fd);
+    if (n < 32)
+        return -1;
+    boot[strcspn(boot, "\n")] = '\0';
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+        return -1;
+    size_t length = (size_t)snprintf(key, size, "%s ", boot);
+    for (int cpu = 0; cpu < CPU_SETSIZE && length + 2 < size; cpu++)
+        if (CPU_ISSET(cpu, &allowed))
+            length += (size_t)snprintf(key + length, size - length, "%d,", cpu);
+    return length + 2 < size ? 0 : -1;
+}
+
+static enum verdict read_verdict(const char *file, const char *key)
+{
+    char line[1024] = "";
+    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, line, sizeof line - 1);
+    if (fd >= 0)
+        close(fd);
+    size_t key_length = strlen(key);
+    if (n <= (ssize_t)key_length || memcmp(line, key, key_length) != 0 || line[key_length] != ' ')
+        return VERDICT_NONE;
+    const char *verdict = line + key_length + 1;
+    if (strcmp(verdict, "tsc\n") == 0)
+        return VERDICT_TSC;
+    if (strcmp(verdict, "monotonic\n") == 0)
+        return VERDICT_MONOTONIC;
+    return VERDICT_NONE; /* damaged or another format: check again */
+}
+
+/* Written beside it and renamed over it: a reader sees a whole line. */
+static void keep_verdict(const char *file, const char *key, enum verdict verdict)
+{
+    char temporary[4096];
+    if (snprintf(temporary, sizeof temporary, "%s.%d", file, (int)getpid()) >= (int)sizeof temporary)
+        return;
+    int fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return;
+    char line[1024];
+    int length = snprintf(line, sizeof line, "%s %s\n", key, verdict == VERDICT_TSC ? "tsc" : "monotonic");
+    int written = length > 0 && length < (int)sizeof line && write(fd, line, (size_t)length) == length;
+    close(fd);
+    if (!written || rename(temporary, file) != 0)
+        unlink(temporary);
+}
+
+bool tsc_orders_events_cached(const char *file)
+{
+    if (kernel_clocksource_is_tsc())
+        return true;
+    char key[512];
+    if (!file || verdict_key(key, sizeof key) < 0)
+        return check_processors() == VERDICT_TSC;
+    enum verdict verdict = read_verdict(file, key);
+    if (verdict != VERDICT_NONE)
+        return verdict == VERDICT_TSC;
+    verdict = check_processors();
+    if (verdict != VERDICT_NONE)
+        keep_verdict(file, key, verdict);
+    return verdict == VERDICT_TSC;
 }
 
 #else
@@ -236,6 +320,12 @@ int tsc_warp_between(int cpu_a, int cpu_b, uint64_t b_behind_ticks, uint64_t max
 
 bool tsc_orders_events(void)
 {
+    return false;
+}
+
+bool tsc_orders_events_cached(const char *file)
+{
+    (void)file;
     return false;
 }
 

@@ -10,6 +10,11 @@
 
 #include <cmocka.h>
 
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
 #include "../../tracer/tsc_check.h"
 
 static void test_flags_need_constant_and_nonstop(void **state)
@@ -92,6 +97,81 @@ static void test_processor_not_allowed(void **state)
     assert_int_equal(tsc_warp_between(a, outside, 0, 10, 1000000, &warp), -1);
 }
 
+static void read_text(const char *path, char *text, size_t size)
+{
+    FILE *file = fopen(path, "r");
+    size_t n = file ? fread(text, 1, size - 1, file) : 0;
+    text[n] = '\0';
+    if (file)
+        fclose(file);
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *file = fopen(path, "w");
+    assert_non_null(file);
+    fputs(text, file);
+    fclose(file);
+}
+
+static int kernel_clock_is_tsc(void)
+{
+    char name[32];
+    read_text("/sys/devices/system/clocksource/clocksource0/current_clocksource", name, sizeof name);
+    return strcmp(name, "tsc\n") == 0;
+}
+
+/* The verdict is kept for the boot and the processors allowed, read back
+ * instead of checking again (a verdict turned by hand is believed), and
+ * a line for another boot or a damaged one is checked again and
+ * replaced by a whole line. */
+static void the_verdict_is_kept_for_the_boot(void **state)
+{
+    (void)state;
+    char file[] = "/tmp/memslope-test-clock-XXXXXX";
+    int fd = mkstemp(file);
+    assert_true(fd >= 0);
+    close(fd);
+    unlink(file);
+    bool first = tsc_orders_events_cached(file);
+    char line[1024];
+    read_text(file, line, sizeof line);
+    char boot[64];
+    read_text("/proc/sys/kernel/random/boot_id", boot, sizeof boot);
+    boot[strcspn(boot, "\n")] = '\0';
+    if (kernel_clock_is_tsc()) { /* the kernel's word: no check, nothing kept */
+        assert_true(first);
+        assert_string_equal(line, "");
+        return;
+    }
+    assert_int_equal(strncmp(line, boot, strlen(boot)), 0);
+    char *verdict = strrchr(line, ' ');
+    assert_non_null(verdict);
+    assert_string_equal(verdict, first ? " tsc\n" : " monotonic\n");
+    /* turned by hand: believed */
+    char turned[1024];
+    snprintf(turned, sizeof turned, "%.*s %s\n", (int)(verdict - line), line, first ? "monotonic" : "tsc");
+    write_text(file, turned);
+    assert_int_equal(tsc_orders_events_cached(file), !first);
+    /* another boot's line, a damaged one: checked again, a whole line
+     * written (unless the check could not tell, on a loaded machine: then
+     * nothing is written) */
+    const char *stale[] = {"00000000-0000-0000-0000-000000000000 0, tsc\n", "", "garbage"};
+    for (size_t i = 0; i < sizeof stale / sizeof stale[0]; i++) {
+        write_text(file, stale[i]);
+        (void)tsc_orders_events_cached(file);
+        read_text(file, line, sizeof line);
+        if (strcmp(line, stale[i]) == 0)
+            continue;
+        assert_int_equal(strncmp(line, boot, strlen(boot)), 0);
+        assert_true(strcmp(strrchr(line, ' '), " tsc\n") == 0 || strcmp(strrchr(line, ' '), " monotonic\n") == 0);
+    }
+    unlink(file);
+    /* nowhere to keep it: decided all the same */
+    (void)tsc_orders_events_cached(NULL);
+    (void)tsc_orders_events_cached("/nonexistent-folder/clock");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -101,6 +181,7 @@ int main(void)
         cmocka_unit_test(test_a_processor_behind_is_found),
 #endif
         cmocka_unit_test(test_processor_not_allowed),
+        cmocka_unit_test(the_verdict_is_kept_for_the_boot),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
