@@ -347,19 +347,23 @@ static void the_lists_are_readied_a_few_pages_at_a_time(void **state)
     recorder_free(&r);
 }
 
-/* With room under the copy's limit, the copy's buffer is readied too:
- * the size the heap suggests (its live bytes and 16 a block) and a
- * quarter more, every page written as a copy writes it; not past the
- * limit, where the check will scan in place. */
+/* With room under the copy's limit and a heap of 65,536 blocks or more,
+ * the copy's buffer is readied too: the size the heap suggests (its live
+ * bytes and 16 a block) and a quarter more, every page written as a copy
+ * writes it; not past the limit, where the check will scan in place. */
 static void the_copy_buffer_is_readied_under_its_limit(void **state)
 {
     (void)state;
     struct recorder r;
     recorder_init(&r, 0);
-    for (uint64_t i = 0; i < 10000; i++)
-        recorder_alloc(&r, 30 + i, 0x100000 + 0x400 * i, 1000, 5, lookup, NULL);
-    const uint64_t expected = 10000 * (1000 + 16);
     struct leak_check_spare spare = {0};
+    for (uint64_t i = 0; i < 65535; i++)
+        recorder_alloc(&r, 30 + i, 0x100000 + 0x400 * i, 100, 5, lookup, NULL);
+    while (leak_check_spare_ready(&spare, &r, 64ull << 20, 1 << 20))
+        ;
+    assert_null(spare.copy.bytes); /* a heap too small to bet on */
+    recorder_alloc(&r, 30 + 65535, 0x100000 + 0x400 * 65535, 100, 5, lookup, NULL);
+    const uint64_t expected = 65536 * (100 + 16);
     assert_int_equal(leak_check_spare_ready(&spare, &r, expected, 1 << 20), 0); /* over the limit's 7/8 */
     assert_null(spare.copy.bytes);
     int calls = 0;
@@ -371,8 +375,8 @@ static void the_copy_buffer_is_readied_under_its_limit(void **state)
     assert_int_equal(spare.copy.written, spare.copy.size);
     /* a heap a little larger: the room suffices, nothing grows */
     uint64_t size = spare.copy.size;
-    for (uint64_t i = 10000; i < 10500; i++)
-        recorder_alloc(&r, 30 + i, 0x100000 + 0x400 * i, 1000, 5, lookup, NULL);
+    for (uint64_t i = 65536; i < 66000; i++)
+        recorder_alloc(&r, 30 + i, 0x100000 + 0x400 * i, 100, 5, lookup, NULL);
     assert_int_equal(leak_check_spare_ready(&spare, &r, 64ull << 20, 256), 0);
     assert_int_equal(spare.copy.size, size);
     leak_check_spare_free(&spare);
