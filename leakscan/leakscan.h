@@ -193,9 +193,10 @@ int leakscan_process_ex(pid_t pid, const pid_t *tids, size_t tid_count, const st
 
 /*
  * The process scan split where the process may run on: while every thread
- * is stopped, leakscan_snapshot_take sorts the blocks, lists the roots as
- * leakscan_process_ex does and copies what the scan reads (every root
- * range, the pages holding blocks); leakscan_snapshot_classify then
+ * is stopped, leakscan_snapshot_take lists the roots as leakscan_process_ex
+ * does and copies what the scan reads (every root range, the pages holding
+ * blocks; for a process with a reservation the blocks are sorted first,
+ * else classify sorts them); leakscan_snapshot_classify then
  * classifies from the copy, from any thread, while the process runs (it
  * reads the process only for memcheck's vtable test, in read-only file
  * mappings). The same categories as a scan of the stopped process, for as
@@ -206,6 +207,10 @@ int leakscan_process_ex(pid_t pid, const pid_t *tids, size_t tid_count, const st
  * byte_limit bytes or its memory cannot be had (nothing kept: scan in
  * place); -1 with a message.
  * blocks stay the caller's, and must stay valid until classify returns.
+ * blocks_sorted: NULL, or where the caller sorts the blocks itself (on
+ * another thread, while the copy is taken; take reads them only when the
+ * process has a reservation, and then calls blocks_sorted(sorted_arg)
+ * first, which returns once they are sorted).
  * spare: NULL, or a buffer of an earlier copy (leakscan_snapshot_release)
  * that the copy takes when it is large enough, its pages being in memory
  * already (populating 23 MB cost 11 ms here, writing into it 1.2 ms).
@@ -213,9 +218,9 @@ int leakscan_process_ex(pid_t pid, const pid_t *tids, size_t tid_count, const st
 struct leakscan_snapshot;
 struct leakscan_buffer;
 int leakscan_snapshot_take(pid_t pid, const pid_t *tids, size_t tid_count, const struct leakscan_shim_memory *shim,
-                           struct leakscan_block *blocks, size_t block_count, uint64_t byte_limit,
-                           struct leakscan_buffer *spare, struct leakscan_snapshot **snapshot, char *err,
-                           size_t err_size);
+                           struct leakscan_block *blocks, size_t block_count, void (*blocks_sorted)(void *),
+                           void *sorted_arg, uint64_t byte_limit, struct leakscan_buffer *spare,
+                           struct leakscan_snapshot **snapshot, char *err, size_t err_size);
 int leakscan_snapshot_classify(struct leakscan_snapshot *snapshot, struct leakscan_totals *totals,
                                struct leakscan_stats *stats, char *err, size_t err_size);
 uint64_t leakscan_snapshot_bytes(const struct leakscan_snapshot *snapshot);

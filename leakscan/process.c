@@ -800,6 +800,8 @@ struct leakscan_snapshot {
     size_t copied_count;
     struct leakscan_block *blocks;
     size_t block_count;
+    void (*blocks_sorted)(void *); /* the caller sorts them (leakscan_snapshot_take) */
+    void *sorted_arg;
 };
 
 static const void *snapshot_view(void *context, uint64_t address, size_t length)
@@ -906,6 +908,8 @@ static int copy_mappings(struct leakscan_snapshot *s, uint64_t byte_limit, struc
 static int copy_planned(struct leakscan_snapshot *s, uint64_t byte_limit, struct leakscan_buffer *spare,
                         char *err, size_t err_size)
 {
+    if (s->blocks_sorted)
+        s->blocks_sorted(s->sorted_arg);
     leakscan_sort_blocks(s->blocks, s->block_count); /* the planning looks blocks up by address */
     if (plan_roots_from_residence(&s->plan, &s->target, s->blocks, s->block_count, err, err_size) < 0)
         return -1;
@@ -958,9 +962,9 @@ static int finish_plan(struct leakscan_snapshot *s, char *err, size_t err_size)
 }
 
 int leakscan_snapshot_take(pid_t pid, const pid_t *tids, size_t tid_count, const struct leakscan_shim_memory *shim,
-                           struct leakscan_block *blocks, size_t block_count, uint64_t byte_limit,
-                           struct leakscan_buffer *spare, struct leakscan_snapshot **snapshot, char *err,
-                           size_t err_size)
+                           struct leakscan_block *blocks, size_t block_count, void (*blocks_sorted)(void *),
+                           void *sorted_arg, uint64_t byte_limit, struct leakscan_buffer *spare,
+                           struct leakscan_snapshot **snapshot, char *err, size_t err_size)
 {
     *snapshot = NULL;
     struct leakscan_snapshot *s = calloc(1, sizeof *s);
@@ -972,6 +976,8 @@ int leakscan_snapshot_take(pid_t pid, const pid_t *tids, size_t tid_count, const
     s->plan.shim = shim;
     s->blocks = blocks;
     s->block_count = block_count;
+    s->blocks_sorted = blocks_sorted;
+    s->sorted_arg = sorted_arg;
     int rc = take_snapshot(s, tids, tid_count, byte_limit, spare, err, err_size);
     if (rc != 0) {
         leakscan_snapshot_free(s);

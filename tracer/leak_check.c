@@ -381,6 +381,43 @@ int leak_check_spare_ready(struct leak_check_spare *spare, const struct recorder
     return ready_copy(spare, recorder, copy_limit, wrote < pages ? pages - wrote : 0) || left;
 }
 
+/* The blocks sorted on a thread of their own while the snapshot's copy is
+ * taken (the copy does not read them): the sort is a third of a check's
+ * classification (12-17 ms for issue 14's driver's 420,000 blocks, in hash
+ * order from the live table), and the copy holds the program for 5-30 ms
+ * with a processor idle. block_sort_wait returns once they are sorted
+ * (sorted here if the thread could not start); from any one thread. */
+struct block_sort {
+    pthread_t thread;
+    struct leakscan_block *blocks;
+    size_t count;
+    int running;
+};
+
+static void *sort_blocks(void *arg)
+{
+    struct block_sort *sort = arg;
+    leakscan_sort_blocks(sort->blocks, sort->count);
+    return NULL;
+}
+
+static void block_sort_start(struct block_sort *sort, struct leakscan_block *blocks, size_t count)
+{
+    *sort = (struct block_sort){.blocks = blocks, .count = count};
+    sort->running = pthread_create(&sort->thread, NULL, sort_blocks, sort) == 0;
+}
+
+static void block_sort_wait(void *arg)
+{
+    struct block_sort *sort = arg;
+    if (sort->running)
+        pthread_join(sort->thread, NULL);
+    else
+        leakscan_sort_blocks(sort->blocks, sort->count);
+    sort->running = 0;
+    sort->count = 0; /* sorted: nothing left to do */
+}
+
 /* A copy of what the scan reads, then the classification from it: one
  * read of each range instead of a read per batch (issue 14's driver's
  * exit check: medians 89 against 108 ms in place). 1: the copy would
@@ -389,9 +426,12 @@ static int scan_copy(const struct scan_source *source, struct leakscan_block *bl
                      struct leakscan_totals *totals, char *err, size_t err_size)
 {
     struct leakscan_snapshot *snapshot;
+    struct block_sort sort;
+    block_sort_start(&sort, blocks, count);
     int rc = leakscan_snapshot_take(source->pid, source->tids, source->tid_count, source->shim, blocks, count,
-                                    source->copy_limit, source->spare ? &source->spare->copy : NULL, &snapshot,
-                                    err, err_size);
+                                    block_sort_wait, &sort, source->copy_limit,
+                                    source->spare ? &source->spare->copy : NULL, &snapshot, err, err_size);
+    block_sort_wait(&sort);
     if (rc != 0)
         return rc;
     rc = leakscan_snapshot_classify(snapshot, totals, NULL, err, err_size);
@@ -517,6 +557,7 @@ static int run_check(const struct scan_source *source, const struct recorder *re
 
 struct leak_check_pending {
     pthread_t thread;
+    struct block_sort sort; /* the blocks', begun before the copy, waited for by the thread */
     struct leakscan_snapshot *snapshot;
     struct check_lists lists; /* every live block, scanned; the open case's, summed once classified */
     size_t count, open_count;
@@ -544,6 +585,7 @@ static void *classify_pending(void *arg)
 {
     struct leak_check_pending *p = arg;
     struct leakscan_totals totals;
+    block_sort_wait(&p->sort);
     p->rc = leakscan_snapshot_classify(p->snapshot, &totals, NULL, p->err, sizeof p->err);
     leakscan_snapshot_release(p->snapshot, &p->buffer);
     if (p->rc == 0 && !(p->categories = categories_by_position(list_of_blocks(&p->lists), p->count))) {
@@ -585,8 +627,9 @@ int leak_check_start(pid_t pid, const pid_t *tids, size_t tid_count, const struc
     p->open_case = recorder->open_case;
     p->iteration = recorder->iteration;
     p->time_ns = time_ns;
-    int rc = leakscan_snapshot_take(pid, tids, tid_count, shim, list_of_blocks(&p->lists), p->count, byte_limit,
-                                    spare ? &spare->copy : NULL, &p->snapshot, err, err_size);
+    block_sort_start(&p->sort, list_of_blocks(&p->lists), p->count);
+    int rc = leakscan_snapshot_take(pid, tids, tid_count, shim, list_of_blocks(&p->lists), p->count, block_sort_wait,
+                                    &p->sort, byte_limit, spare ? &spare->copy : NULL, &p->snapshot, err, err_size);
     if (rc == 0)
         p->copy_bytes = leakscan_snapshot_bytes(p->snapshot);
     if (rc == 0 && (errno = pthread_create(&p->thread, NULL, classify_pending, p)) != 0) {
@@ -594,6 +637,7 @@ int leak_check_start(pid_t pid, const pid_t *tids, size_t tid_count, const struc
         rc = -1;
     }
     if (rc != 0) {
+        block_sort_wait(&p->sort); /* it writes into the lists given back */
         free_pending(p, spare);
         return rc;
     }

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <signal.h>
 #include <fcntl.h>
@@ -248,9 +249,9 @@ static void test_snapshot_of_a_stopped_process(void **state)
     char err[512] = "";
     assert_int_equal(leakscan_stop_process(pid, &stopped, err, sizeof err), 0);
     struct leakscan_snapshot *snapshot = NULL;
-    int too_large = leakscan_snapshot_take(pid, stopped.tids, stopped.tid_count, NULL, blocks, N_BLOCKS, 4096, NULL,
+    int too_large = leakscan_snapshot_take(pid, stopped.tids, stopped.tid_count, NULL, blocks, N_BLOCKS, NULL, NULL, 4096, NULL,
                                            &snapshot, err, sizeof err);
-    int taken = leakscan_snapshot_take(pid, stopped.tids, stopped.tid_count, NULL, blocks, N_BLOCKS, 1ull << 30,
+    int taken = leakscan_snapshot_take(pid, stopped.tids, stopped.tid_count, NULL, blocks, N_BLOCKS, NULL, NULL, 1ull << 30,
                                        NULL, &snapshot, err, sizeof err);
     leakscan_detach(&stopped);
     assert_int_equal(too_large, 1);
@@ -281,6 +282,95 @@ static void test_snapshot_of_a_stopped_process(void **state)
     if (classified != 0)
         fail_msg("leakscan_snapshot_classify: %s", err);
     expect_categories(blocks, &totals); /* as it was */
+}
+
+/* The caller sorting the blocks itself, on another thread while the copy
+ * is taken (leak_check.c): take reads no block of a process without a
+ * reservation, and asks for them sorted first when it has one (a mapping
+ * of 257 GiB here, never touched); the categories are the same. */
+struct sort_hook {
+    struct leakscan_block *blocks;
+    int calls;
+};
+
+static void sort_in_hook(void *arg)
+{
+    struct sort_hook *hook = arg;
+    hook->calls++;
+    leakscan_sort_blocks(hook->blocks, N_BLOCKS);
+}
+
+/* Whether this process has a reservation already (AddressSanitizer's
+ * shadow memory is one): its children have it too. */
+static int has_reservation(void)
+{
+    FILE *maps = fopen("/proc/self/maps", "r");
+    assert_non_null(maps);
+    char line[512];
+    int found = 0;
+    while (fgets(line, sizeof line, maps)) {
+        unsigned long long start, end;
+        char perms[8];
+        int path = 0;
+        if (sscanf(line, "%llx-%llx %7s %*s %*s %*s %n", &start, &end, perms, &path) >= 3 &&
+            perms[0] == 'r' && perms[1] == 'w' && end - start > (256ull << 30) &&
+            (line[path] == '\n' || line[path] == '\0'))
+            found = 1;
+    }
+    fclose(maps);
+    return found;
+}
+
+static void test_snapshot_of_blocks_the_caller_sorts(void **state)
+{
+    (void)state;
+    int reserved_already = has_reservation();
+    for (int reserve = 0; reserve < 2; reserve++) {
+        uint8_t *heap = mmap(NULL, HEAP_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        assert_true(heap != MAP_FAILED);
+        const size_t reservation_size = 257ull << 30;
+        void *reservation = reserve ? mmap(NULL, reservation_size, PROT_READ | PROT_WRITE,
+                                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+                                    : NULL;
+        assert_true(reservation != MAP_FAILED);
+        int ready[2];
+        assert_int_equal(pipe(ready), 0);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0)
+            child(heap, ready[1], -1);
+        char byte;
+        assert_int_equal(read(ready[0], &byte, 1), 1);
+        struct leakscan_block blocks[N_BLOCKS];
+        fill_blocks(blocks, heap); /* in reverse: unsorted */
+        struct sort_hook hook = {blocks, 0};
+        struct leakscan_stopped stopped;
+        char err[512] = "";
+        assert_int_equal(leakscan_stop_process(pid, &stopped, err, sizeof err), 0);
+        struct leakscan_snapshot *snapshot = NULL;
+        int taken = leakscan_snapshot_take(pid, stopped.tids, stopped.tid_count, NULL, blocks, N_BLOCKS, sort_in_hook,
+                                           &hook, 1ull << 30, NULL, &snapshot, err, sizeof err);
+        leakscan_detach(&stopped);
+        int calls_during_take = hook.calls;
+        if (taken == 0)
+            sort_in_hook(&hook); /* the caller's thread, done */
+        struct leakscan_totals totals;
+        int classified = taken == 0 ? leakscan_snapshot_classify(snapshot, &totals, NULL, err, sizeof err) : -1;
+        leakscan_snapshot_free(snapshot);
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        munmap(heap, HEAP_SIZE);
+        if (reservation)
+            munmap(reservation, reservation_size);
+        close(ready[0]);
+        close(ready[1]);
+        if (taken != 0 || classified != 0)
+            fail_msg("snapshot %s a reservation: %s", reserve ? "with" : "without", err);
+        assert_int_equal(calls_during_take, reserve || reserved_already);
+        expect_categories(blocks, &totals);
+        /* the next child is forked with this stack: no block address in it */
+        explicit_bzero(blocks, sizeof blocks);
+    }
 }
 
 /* ---- what the shim tells: allocator ranges and its TLS ---------------- */
@@ -485,6 +575,9 @@ int main(void)
         cmocka_unit_test(test_shim_memory_of_a_stopped_process),
         cmocka_unit_test(test_shim_memory_handed_over),
         cmocka_unit_test(test_no_such_process),
+        /* last: its children's stacks are the parent's, and it leaves block
+         * addresses in frames the next test's child would inherit */
+        cmocka_unit_test(test_snapshot_of_blocks_the_caller_sorts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
