@@ -350,14 +350,27 @@ static int ready_copy(struct leak_check_spare *spare, const struct recorder *rec
                       size_t pages)
 {
     uint64_t expected = recorder->live_bytes + 16 * (uint64_t)recorder->live.count;
-    if (recorder->live.count < READY_COPY_MIN_BLOCKS || expected > copy_limit - copy_limit / 8)
+    if (recorder->live.count < READY_COPY_MIN_BLOCKS)
         return 0;
+    if (expected > copy_limit - copy_limit / 8) {
+        leakscan_buffer_free(&spare->copy); /* the check will scan in place: nothing to keep it for */
+        return 0;
+    }
     if (spare->copy.size < expected + expected / 8) {
+        /* Grown a few pages at a time too: growing populates what it adds
+         * in one call (23 MB in 11 ms here), which the drain would wait
+         * for; populating a page costs about a seventh of writing it, so
+         * four times the pages written. A buffer that would leave its
+         * reservation is not grown here (the move populates all of it at
+         * once): the check grows it. */
         uint64_t size = expected + expected / 4;
-        if (leakscan_buffer_grow(&spare->copy, size < copy_limit ? size : copy_limit) < 0)
+        uint64_t step = spare->copy.size + 4 * (uint64_t)pages * LEAKSCAN_BUFFER_PAGE;
+        size = size < step ? size : step;
+        size = size < copy_limit ? size : copy_limit;
+        if ((spare->copy.bytes && size > spare->copy.reserved) || leakscan_buffer_grow(&spare->copy, size) < 0)
             return 0;
     }
-    return leakscan_buffer_copy_ahead(&spare->copy, pages);
+    return leakscan_buffer_copy_ahead(&spare->copy, pages) || spare->copy.size < expected + expected / 8;
 }
 
 int leak_check_spare_ready(struct leak_check_spare *spare, const struct recorder *recorder, uint64_t copy_limit,

@@ -182,7 +182,13 @@ uint64_t check_copy_limit(const struct session *session)
 {
     if (session->check_copy_set)
         return session->check_copy_limit_set;
+    /* The copies' kept buffers are memory a copy writes into again, not
+     * memory it takes: counted as available, or a buffer readied for the
+     * next check (leak_check_spare_ready) would lower the limit it was
+     * sized under, and push that check into a scan in place. */
     uint64_t limit = 256ull << 20, available = memory_available();
+    for (size_t p = 0; p < session->process_count; p++)
+        available += session->processes[p]->check_spare.copy.size;
     return available / 4 < limit ? available / 4 : limit;
 }
 

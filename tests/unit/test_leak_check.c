@@ -348,9 +348,11 @@ static void the_lists_are_readied_a_few_pages_at_a_time(void **state)
 }
 
 /* With room under the copy's limit and a heap of 65,536 blocks or more,
- * the copy's buffer is readied too: the size the heap suggests (its live
- * bytes and 16 a block) and a quarter more, every page written as a copy
- * writes it; not past the limit, where the check will scan in place. */
+ * the copy's buffer is readied too: grown pages at a time (its growth
+ * populates what it adds in one call) to at least an eighth more than the
+ * heap suggests (its live bytes and 16 a block), at most a quarter, every
+ * page written as a copy writes it; not past the limit, where the check
+ * will scan in place and a buffer readied before is let go. */
 static void the_copy_buffer_is_readied_under_its_limit(void **state)
 {
     (void)state;
@@ -367,10 +369,14 @@ static void the_copy_buffer_is_readied_under_its_limit(void **state)
     assert_int_equal(leak_check_spare_ready(&spare, &r, expected, 1 << 20), 0); /* over the limit's 7/8 */
     assert_null(spare.copy.bytes);
     int calls = 0;
-    while (leak_check_spare_ready(&spare, &r, 64ull << 20, 256))
+    uint64_t grown = 0;
+    while (leak_check_spare_ready(&spare, &r, 64ull << 20, 256)) {
         calls++;
+        assert_true(spare.copy.size - grown <= 4 * 256 * 4096); /* a call grows it by four times its pages at most */
+        grown = spare.copy.size;
+    }
     assert_true(calls > 5);
-    assert_true(spare.copy.size >= expected + expected / 4);
+    assert_true(spare.copy.size >= expected + expected / 8);
     assert_true(spare.copy.size <= expected + expected / 4 + 4096);
     assert_int_equal(spare.copy.written, spare.copy.size);
     /* a heap a little larger: the room suffices, nothing grows */
@@ -379,6 +385,9 @@ static void the_copy_buffer_is_readied_under_its_limit(void **state)
         recorder_alloc(&r, 30 + i, 0x100000 + 0x400 * i, 100, 5, lookup, NULL);
     assert_int_equal(leak_check_spare_ready(&spare, &r, 64ull << 20, 256), 0);
     assert_int_equal(spare.copy.size, size);
+    /* the limit lower than the heap: let go */
+    assert_int_equal(leak_check_spare_ready(&spare, &r, expected, 256), 0);
+    assert_null(spare.copy.bytes);
     leak_check_spare_free(&spare);
     recorder_free(&r);
 }
