@@ -104,8 +104,13 @@ static int parse_clock(const char *value, void *destination, char *err, size_t e
     uint32_t *clock = destination;
     if (strcmp(value, "auto") == 0)
         *clock = EVENT_CLOCK_AUTO;
-    else if (strcmp(value, "tsc") == 0)
+    else if (strcmp(value, "tsc") == 0) {
+#if !defined(__x86_64__)
+        snprintf(err, err_size, "--clock tsc needs an x86-64 processor (its time-stamp counter); use auto or monotonic");
+        return -1;
+#endif
         *clock = EVENT_CLOCK_TSC;
+    }
     else if (strcmp(value, "monotonic") == 0)
         *clock = EVENT_CLOCK_MONOTONIC;
     else {

@@ -29,6 +29,13 @@
 /* The whole check's time when every pair is slow. */
 #define WARP_BUDGET_NS 20000000ull
 #define WARP_PAIR_BUDGET_MIN_NS 200000ull
+/* Processors checked against the first at most, spread over the others:
+ * two thread creations and 500 handovers each (a TSC out of step is a
+ * socket's or a host's, not one processor's). */
+#define WARP_PAIRS_MAX 64
+/* How long a kept verdict holds (tsc_orders_events_cached): a virtual
+ * machine restored from a snapshot on another host keeps its boot id. */
+#define VERDICT_LIFE_S 600
 
 static uint64_t monotonic_now_ns(void)
 {
@@ -200,35 +207,43 @@ static bool processors_say_tsc_constant(void)
 enum verdict { VERDICT_NONE = -1, VERDICT_MONOTONIC = 0, VERDICT_TSC = 1 };
 
 /* The check itself: a verdict, or none when a pair could not hand over
- * often enough to tell. */
+ * often enough to tell. The first processor this process may run on
+ * against every configured one (at most WARP_PAIRS_MAX, spread), not only
+ * those of its affinity: a program started under `taskset` may widen its
+ * own within its cpuset. A processor it can never run on (pinning
+ * refused) is left out; pinning refused on one it may run on proves
+ * nothing. */
 static enum verdict check_processors(void)
 {
     if (!processors_say_tsc_constant())
         return VERDICT_MONOTONIC;
     cpu_set_t allowed;
-    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) == 0)
         return VERDICT_MONOTONIC;
-    int count = CPU_COUNT(&allowed), first = -1;
-    uint64_t pair_budget = count > 1 ? WARP_BUDGET_NS / (uint64_t)(count - 1) : 0;
+    long configured = sysconf(_SC_NPROCESSORS_CONF);
+    int count = configured > 0 && configured <= CPU_SETSIZE ? (int)configured : CPU_SETSIZE, first = 0;
+    while (!CPU_ISSET(first, &allowed))
+        first++;
+    int stride = count - 1 > WARP_PAIRS_MAX ? (count - 1 + WARP_PAIRS_MAX - 1) / WARP_PAIRS_MAX : 1;
+    int pairs = (count - 1) / stride + 1;
+    uint64_t pair_budget = WARP_BUDGET_NS / (uint64_t)pairs;
     if (pair_budget < WARP_PAIR_BUDGET_MIN_NS)
         pair_budget = WARP_PAIR_BUDGET_MIN_NS;
     enum verdict verdict = VERDICT_TSC;
-    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
-        if (!CPU_ISSET(cpu, &allowed))
-            continue;
-        if (first < 0) {
-            first = cpu;
+    for (int n = 1; n < count; n += stride) {
+        int cpu = (first + n) % count;
+        struct tsc_warp warp;
+        if (tsc_warp_between(first, cpu, 0, WARP_ROUNDS, pair_budget, &warp) < 0) {
+            if (CPU_ISSET(cpu, &allowed))
+                return VERDICT_NONE;
             continue;
         }
-        struct tsc_warp warp;
-        if (tsc_warp_between(first, cpu, 0, WARP_ROUNDS, pair_budget, &warp) < 0)
-            return VERDICT_NONE;
         if (warp.backward_ticks != 0)
             return VERDICT_MONOTONIC;
         if (warp.rounds < WARP_ROUNDS_NEEDED)
             verdict = VERDICT_NONE;
     }
-    return first >= 0 ? verdict : VERDICT_MONOTONIC;
+    return verdict;
 }
 
 bool tsc_orders_events(void)
@@ -250,11 +265,25 @@ static int verdict_key(char *key, size_t size)
     cpu_set_t allowed;
     if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
         return -1;
+    int last = CPU_SETSIZE - 1;
+    while (last > 0 && !CPU_ISSET(last, &allowed))
+        last--;
     size_t length = (size_t)snprintf(key, size, "%s ", boot);
-    for (int cpu = 0; cpu < CPU_SETSIZE && length + 2 < size; cpu++)
-        if (CPU_ISSET(cpu, &allowed))
-            length += (size_t)snprintf(key + length, size - length, "%d,", cpu);
+    for (int group = last / 4; group >= 0 && length + 2 < size; group--) { /* the mask in hex */
+        unsigned nibble = 0;
+        for (int bit = 0; bit < 4; bit++)
+            nibble |= (unsigned)(CPU_ISSET(group * 4 + bit, &allowed) != 0) << bit;
+        key[length++] = "0123456789abcdef"[nibble];
+    }
+    key[length] = '\0';
     return length + 2 < size ? 0 : -1;
+}
+
+static long long now_seconds(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    return (long long)now.tv_sec;
 }
 
 static enum verdict read_verdict(const char *file, const char *key)
@@ -267,7 +296,12 @@ static enum verdict read_verdict(const char *file, const char *key)
     size_t key_length = strlen(key);
     if (n <= (ssize_t)key_length || memcmp(line, key, key_length) != 0 || line[key_length] != ' ')
         return VERDICT_NONE;
-    const char *verdict = line + key_length + 1;
+    char *verdict;
+    long long checked = strtoll(line + key_length + 1, &verdict, 10);
+    long long age = now_seconds() - checked;
+    if (*verdict != ' ' || age < 0 || age >= VERDICT_LIFE_S)
+        return VERDICT_NONE; /* too old (or from the future): check again */
+    verdict++;
     if (strcmp(verdict, "tsc\n") == 0)
         return VERDICT_TSC;
     if (strcmp(verdict, "monotonic\n") == 0)
@@ -285,7 +319,8 @@ static void keep_verdict(const char *file, const char *key, enum verdict verdict
     if (fd < 0)
         return;
     char line[1024];
-    int length = snprintf(line, sizeof line, "%s %s\n", key, verdict == VERDICT_TSC ? "tsc" : "monotonic");
+    int length = snprintf(line, sizeof line, "%s %lld %s\n", key, now_seconds(),
+                          verdict == VERDICT_TSC ? "tsc" : "monotonic");
     int written = length > 0 && length < (int)sizeof line && write(fd, line, (size_t)length) == length;
     close(fd);
     if (!written || rename(temporary, file) != 0)

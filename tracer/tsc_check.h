@@ -21,16 +21,19 @@ enum event_clock { EVENT_CLOCK_AUTO = 0, EVENT_CLOCK_TSC, EVENT_CLOCK_MONOTONIC 
 
 /* What EVENT_CLOCK_AUTO decides: the TSC when the kernel's clocksource is
  * "tsc" (the kernel checked it), or when the processors say it is constant
- * and nonstop and no processor this process may run on reads it behind
- * another's (tsc_warp_between, against the first of them). Never on a
- * processor other than x86-64. Takes well under 10 ms. */
+ * and nonstop and no configured processor reads it behind the first this
+ * process may run on (tsc_warp_between; at most 64 of them, spread). Never
+ * on a processor other than x86-64. Takes 1-2 ms with two processors, at
+ * most ~20 ms (more only where a processor hands over slowly). */
 bool tsc_orders_events(void);
 
-/* tsc_orders_events, its verdict kept for the rest of the boot in file
- * (one line: the boot's id, the processors allowed, the verdict): the
- * check takes 0.8-2.3 ms of a recording's start here, a twentieth of what
- * `record -- python3 -c pass` may add. Only a conclusive verdict is kept
- * (in step, or a processor found behind); a check that could not hand over
+/* tsc_orders_events, its verdict kept in file for ten minutes of the boot
+ * (one line: the boot's id, the processors allowed, when, the verdict):
+ * the check takes 0.8-2.3 ms of a recording's start here, a twentieth of
+ * what `record -- python3 -c pass` may add, and a CI loop records again
+ * and again. Not longer: a virtual machine restored from a snapshot on
+ * another host keeps its boot id. Only a conclusive verdict is kept (in
+ * step, or a processor found behind); a check that could not hand over
  * often enough decides for this recording only. file NULL: no file. */
 bool tsc_orders_events_cached(const char *file);
 
