@@ -90,16 +90,20 @@ int leakscan_buffer_copy_ahead(struct leakscan_buffer *buffer, size_t pages)
     struct iovec from[COPY_AHEAD_PAGES];
     for (size_t i = 0; i < COPY_AHEAD_PAGES; i++)
         from[i] = (struct iovec){(void *)zero_page, sizeof zero_page};
-    while (pages > 0 && buffer->written < buffer->size) {
+    while (pages > 0 && buffer->written < buffer->size && !buffer->copy_refused) {
         size_t n = (size_t)((buffer->size - buffer->written) / LEAKSCAN_BUFFER_PAGE);
         n = n < pages ? n : pages;
         n = n < COPY_AHEAD_PAGES ? n : COPY_AHEAD_PAGES;
         struct iovec to = {buffer->bytes + buffer->written, n * LEAKSCAN_BUFFER_PAGE};
-        if (process_vm_readv(getpid(), &to, 1, from, n, 0) != (ssize_t)to.iov_len)
-            return leakscan_buffer_write_ahead(buffer, pages); /* refused (a seccomp filter): as the lists */
+        if (process_vm_readv(getpid(), &to, 1, from, n, 0) != (ssize_t)to.iov_len) {
+            buffer->copy_refused = 1; /* asked no more: as the lists are written */
+            break;
+        }
         buffer->written += to.iov_len;
         pages -= n;
     }
+    if (buffer->copy_refused)
+        return leakscan_buffer_write_ahead(buffer, pages);
     return buffer->written < buffer->size;
 }
 

@@ -239,6 +239,7 @@ struct leakscan_buffer {
     uint64_t size;
     uint64_t written;
     uint64_t reserved;
+    int copy_refused; /* process_vm_readv refused copy_ahead (a seccomp filter): write from user space */
 };
 #define LEAKSCAN_BUFFER_PAGE 4096ull /* the unit of size and written */
 /* Grows buffer to size (whole pages): in place, keeping what it holds

@@ -399,7 +399,10 @@ int leak_check_spare_ready(struct leak_check_spare *spare, const struct recorder
  * classification (12-17 ms for issue 14's driver's 420,000 blocks, in hash
  * order from the live table), and the copy holds the program for 5-30 ms
  * with a processor idle. block_sort_wait returns once they are sorted
- * (sorted here if the thread could not start); from any one thread. */
+ * (sorted by the caller if no thread was started). It may be called again
+ * from another thread when a thread creation orders the two calls (the
+ * hook during the take, then the classification's thread). A short list
+ * is sorted by the waiter: a thread costs more than its sort. */
 struct block_sort {
     pthread_t thread;
     struct leakscan_block *blocks;
@@ -414,10 +417,12 @@ static void *sort_blocks(void *arg)
     return NULL;
 }
 
+#define SORT_THREAD_MIN_BLOCKS 16384u /* sorted in ~0.3 ms: less than a thread's start */
+
 static void block_sort_start(struct block_sort *sort, struct leakscan_block *blocks, size_t count)
 {
     *sort = (struct block_sort){.blocks = blocks, .count = count};
-    sort->running = pthread_create(&sort->thread, NULL, sort_blocks, sort) == 0;
+    sort->running = count >= SORT_THREAD_MIN_BLOCKS && pthread_create(&sort->thread, NULL, sort_blocks, sort) == 0;
 }
 
 static void block_sort_wait(void *arg)
