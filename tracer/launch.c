@@ -200,7 +200,7 @@ static void abandon_child(struct launch *launch)
     launch->child = 0;
 }
 
-/* Where the clock's verdict is kept for the boot (tsc_check.h): beside
+/* Where the clock's verdict is kept for ten minutes (tsc_check.h): beside
  * the symbol cache, $XDG_CACHE_HOME/memslope/clock, unless the user keeps
  * no cache (--no-symbol-cache). NULL: nowhere. */
 static const char *clock_verdict_file(const struct session *session, char *path, size_t size)
