@@ -1,6 +1,7 @@
 #!/bin/sh
 # The command line around record: --help, --version, help record, an unknown
-# subcommand, `report` without a file.
+# subcommand, `report` without a file, --clock's values and what --verbose
+# says of the clock.
 . "$(dirname "$0")/lib.sh"
 need_memslope
 
@@ -28,4 +29,10 @@ run
 expect_eq "no arguments: exit status" 2 "$RC"
 run report
 expect_eq "report without a file: exit status" 2 "$RC"
+run record --clock sundial -- true
+expect_eq "record --clock sundial: exit status" 2 "$RC"
+expect_match "record --clock sundial: names the values" 'auto, tsc or monotonic, not: sundial' "$WORK/e"
+run record --clock monotonic --verbose -o "$WORK/m.trace" -- true
+expect_eq "record --clock monotonic: exit status" 0 "$RC"
+expect_match "record --clock monotonic --verbose: says so" 'stamped with CLOCK_MONOTONIC \(--clock\)' "$WORK/e"
 finish
