@@ -269,6 +269,7 @@ struct pending_block {
 /* Readying a spare for the next check (leak_check_spare_ready). */
 #define READY_MIN_BLOCKS 1024u /* lists never readied for fewer */
 #define READY_COPY_MIN_BLOCKS 65536u /* the copy's buffer never readied for fewer (ready_copy) */
+#define READY_COPY_STEP_PAGES 16u    /* pages the copy's buffer grows by a page it writes (ready_copy) */
 
 static void free_lists(struct check_lists *lists)
 {
@@ -357,14 +358,16 @@ static int ready_copy(struct leak_check_spare *spare, const struct recorder *rec
         return 0;
     }
     if (spare->copy.size < expected + expected / 8) {
-        /* Grown a few pages at a time too: growing populates what it adds
-         * in one call (23 MB in 11 ms here), which the drain would wait
-         * for; populating a page costs about a seventh of writing it, so
-         * four times the pages written. A buffer that would leave its
-         * reservation is not grown here (the move populates all of it at
-         * once): the check grows it. */
+        /* Grown a step at a time too: growing populates what it adds in
+         * one call (0.5-0.8 us a page here), which the drain waits for; a
+         * step of READY_COPY_STEP_PAGES a page written (16 MiB for 256
+         * pages, 2-3 ms) reaches a 25 MB heap in two calls (four times
+         * the pages left the driver's first check with 8-13 of its 21 MB
+         * grown) and a 250 MB one without a 120 ms lump. A buffer that
+         * would leave its reservation is not grown here (the move
+         * populates all of it at once): the check grows it. */
         uint64_t size = expected + expected / 4;
-        uint64_t step = spare->copy.size + 4 * (uint64_t)pages * LEAKSCAN_BUFFER_PAGE;
+        uint64_t step = spare->copy.size + READY_COPY_STEP_PAGES * (uint64_t)pages * LEAKSCAN_BUFFER_PAGE;
         size = size < step ? size : step;
         size = size < copy_limit ? size : copy_limit;
         if ((spare->copy.bytes && size > spare->copy.reserved) || leakscan_buffer_grow(&spare->copy, size) < 0)

@@ -370,9 +370,9 @@ static void the_copy_buffer_is_readied_under_its_limit(void **state)
     assert_null(spare.copy.bytes);
     int calls = 0;
     uint64_t grown = 0;
-    while (leak_check_spare_ready(&spare, &r, 64ull << 20, 256)) {
+    while (leak_check_spare_ready(&spare, &r, 64ull << 20, 32)) {
         calls++;
-        assert_true(spare.copy.size - grown <= 4 * 256 * 4096); /* a call grows it by four times its pages at most */
+        assert_true(spare.copy.size - grown <= 16 * 32 * 4096); /* a call grows it by 16 times its pages at most */
         grown = spare.copy.size;
     }
     assert_true(calls > 5);
