@@ -318,8 +318,9 @@ static void growth_in_place_keeps_every_chain(void **state)
 /* Random tables through growths in place: a third of the blocks crowded
  * in the last slots of some capacity, duplicates, removals; each removal
  * takes the oldest copy of its address, and every block left is found.
- * Taking the old slots from the start of the table instead of after an
- * empty one fails it. */
+ * Halfway the table is copied (a forked process's) and the copy grows on,
+ * in a reservation of its own. Taking the old slots from the start of the
+ * table instead of after an empty one fails it. */
 static void random_tables_grow_in_place(void **state)
 {
     (void)state;
@@ -346,6 +347,12 @@ static void random_tables_grow_in_place(void **state)
             blocks[i] = (struct live_block){address, i + 1, 0, 0, 0};
             assert_int_equal(live_table_insert(&table, &blocks[i], &cache), 0);
             live[i] = 1;
+            if (i == BLOCKS / 2) {
+                struct live_table copy;
+                assert_int_equal(live_table_copy(&copy, &table), 0);
+                live_table_free(&table);
+                table = copy;
+            }
             if (r % 5 != 0)
                 continue;
             size_t picked = (size_t)((rng >> 20) % (i + 1)), oldest = 0;
