@@ -2,17 +2,14 @@
  * buffer.c - memory a scan writes into again and again (leakscan.h,
  * struct leakscan_buffer): a copy's buffer, the tracer's lists of blocks.
  *
- * Why not malloc: in this VM (a Firecracker guest; the cause is the
- * host's, the cost is measured, docs/performance.md round twelve) a
- * page's first write from user space costs 4-9 us, even when the page is
- * populated, and moving a mapping (mremap, as realloc does for a large
- * block) makes every page cost it again at its new address. A buffer
- * therefore holds address space beyond its size and grows into it in
- * place; what was written stays written. On a machine without that cost
- * this costs nothing: a reservation is address space, not memory.
+ * Why not malloc: moving a mapping (mremap, as realloc does for a large
+ * block) makes every page cost its first write again at its new address
+ * in this VM (common/reservation.h). A buffer therefore holds address
+ * space beyond its size and grows into it in place; what was written
+ * stays written.
  */
 #include "leakscan_internal.h"
-#include "../common/populate.h"
+#include "../common/reservation.h"
 
 #include <stdint.h>
 #include <sys/mman.h>
@@ -20,17 +17,6 @@
 #include <unistd.h>
 
 #define RESERVE_MIN (64ull << 20) /* address space, not memory: PROT_NONE until grown into */
-
-/* Maps [at, at + length) inside the buffer's reservation, populated: a
- * fault each page as it is written costs twice as much (9 against 4.5 us
- * a page here). */
-static int map_inside(uint8_t *at, uint64_t length)
-{
-    if (mprotect(at, (size_t)length, PROT_READ | PROT_WRITE) != 0)
-        return -1;
-    memory_populate(at, (size_t)length);
-    return 0;
-}
 
 /* A new reservation of at least size, twice it when it can, its first
  * size bytes mapped; the old one is unmapped, and what it held is not
@@ -44,10 +30,12 @@ static int move_to_reservation(struct leakscan_buffer *buffer, uint64_t size)
     reserve = reserve > RESERVE_MIN ? reserve : RESERVE_MIN;
     if (reserve > SIZE_MAX)
         return -1;
-    void *base = mmap(NULL, (size_t)reserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (base == MAP_FAILED)
+    void *base = reservation_create((size_t)reserve);
+    if (!base)
         return -1;
-    if (map_inside(base, size) != 0) {
+    /* populated: a fault each page as it is written costs twice as much
+     * (9 against 4.5 us a page here) */
+    if (reservation_commit(base, (size_t)size, true) != 0) {
         munmap(base, (size_t)reserve);
         return -1;
     }
@@ -64,7 +52,7 @@ int leakscan_buffer_grow(struct leakscan_buffer *buffer, uint64_t size)
     if (size <= buffer->size)
         return 0;
     if (buffer->bytes && size <= buffer->reserved) {
-        if (map_inside(buffer->bytes + buffer->size, size - buffer->size) != 0)
+        if (reservation_commit(buffer->bytes + buffer->size, (size_t)(size - buffer->size), true) != 0)
             return -1;
         buffer->size = size;
         return 0;

@@ -1,6 +1,6 @@
 /* live_table.c - see live_table.h. */
 #include "live_table.h"
-#include "../common/populate.h"
+#include "../common/reservation.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -71,10 +71,9 @@ static size_t count_limit(size_t capacity)
     return capacity >= LIVE_TABLE_DENSE_CAPACITY ? capacity / 4 * 3 : capacity / 2;
 }
 
-/* The slots live in a reservation of address space (PROT_NONE, no
- * memory) that the table grows into in place: in this VM (a Firecracker
- * guest) a page's first write costs 5-9 us even when populated, and a
- * table moved into new memory at every doubling paid that for every page
+/* The slots live in a reservation of address space (common/reservation.h)
+ * that the table grows into in place: a table moved into new memory at
+ * every doubling paid a page's first write (5-9 us here) for every page
  * of every size it passed through: the extension driver's `items` case
  * spent 70 ms in four growths (5, 14, 19 and 36 ms for 1 MB to 16 MB)
  * while the program waited on a full ring. Grown in place, only the new
@@ -87,22 +86,29 @@ static size_t count_limit(size_t capacity)
  * place). */
 #define POPULATE_MIN_BYTES (1u << 20)
 
+/* Slots a table of capacity reserves when it takes a new reservation. */
+static size_t reservation_slots(size_t capacity)
+{
+    return capacity * 4 > RESERVE_MIN_SLOTS ? capacity * 4 : RESERVE_MIN_SLOTS;
+}
+
+/* slots of a reservation made writable, populated when large. */
+static int slots_commit(struct live_slot *at, size_t slots)
+{
+    return reservation_commit(at, slots * sizeof *at, slots * sizeof *at >= POPULATE_MIN_BYTES);
+}
+
 /* A reservation for at least reserved slots, its first capacity mapped
  * (zero). NULL when there is no memory. */
 static struct live_slot *slots_map(size_t capacity, size_t reserved)
 {
     if (reserved > SIZE_MAX / sizeof(struct live_slot))
         return NULL;
-    void *base = mmap(NULL, reserved * sizeof(struct live_slot), PROT_NONE,
-                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (base == MAP_FAILED)
-        return NULL;
-    if (mprotect(base, capacity * sizeof(struct live_slot), PROT_READ | PROT_WRITE) != 0) {
+    struct live_slot *base = reservation_create(reserved * sizeof(struct live_slot));
+    if (base && slots_commit(base, capacity) != 0) {
         munmap(base, reserved * sizeof(struct live_slot));
         return NULL;
     }
-    if (capacity * sizeof(struct live_slot) >= POPULATE_MIN_BYTES)
-        memory_populate(base, capacity * sizeof(struct live_slot));
     return base;
 }
 
@@ -125,7 +131,7 @@ static size_t first_empty(const struct live_slot *slots, size_t capacity)
 /* Into a new reservation, every block moved; the old one unmapped. */
 static int grow_by_moving(struct live_table *table, size_t capacity)
 {
-    size_t reserved = capacity * 4 > RESERVE_MIN_SLOTS ? capacity * 4 : RESERVE_MIN_SLOTS;
+    size_t reserved = reservation_slots(capacity);
     struct live_slot *slots = slots_map(capacity, reserved);
     if (!slots)
         return -1;
@@ -179,13 +185,11 @@ static void place_without_wrapping(struct live_table *table, const struct live_s
 static int grow_in_place(struct live_table *table, size_t capacity)
 {
     size_t old_capacity = table->capacity, count = table->count;
-    /* the new half, and room past it for blocks that wait (at most all) */
-    size_t mapped = capacity + count;
-    if (mprotect(table->slots + old_capacity, (mapped - old_capacity) * sizeof *table->slots,
-                 PROT_READ | PROT_WRITE) != 0)
+    /* the new half, and room past it for blocks that wait (at most all;
+     * seldom any: not populated) */
+    if (slots_commit(table->slots + old_capacity, old_capacity) != 0 ||
+        reservation_commit(table->slots + capacity, count * sizeof *table->slots, false) != 0)
         return -1;
-    if (old_capacity * sizeof *table->slots >= POPULATE_MIN_BYTES)
-        memory_populate(table->slots + old_capacity, old_capacity * sizeof *table->slots);
     size_t start = first_empty(table->slots, old_capacity), overflow = 0;
     table->capacity = capacity;
     table->count_limit = count_limit(capacity);
@@ -383,7 +387,7 @@ int live_table_copy(struct live_table *to, const struct live_table *from)
 {
     live_table_init(to);
     if (from->capacity) {
-        size_t reserved = from->capacity * 4 > RESERVE_MIN_SLOTS ? from->capacity * 4 : RESERVE_MIN_SLOTS;
+        size_t reserved = reservation_slots(from->capacity);
         to->slots = slots_map(from->capacity, reserved);
         if (!to->slots)
             return -1;
