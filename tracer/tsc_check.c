@@ -6,6 +6,7 @@
  * lower than it.
  */
 #include "tsc_check.h"
+#include "session.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -36,13 +37,6 @@
 /* How long a kept verdict holds (tsc_orders_events_cached): a virtual
  * machine restored from a snapshot on another host keeps its boot id. */
 #define VERDICT_LIFE_S 600
-
-static uint64_t monotonic_now_ns(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
-}
 
 static const char *flags_line(const char *cpuinfo)
 {
@@ -80,6 +74,23 @@ bool cpuinfo_says_tsc_constant(const char *cpuinfo)
 
 #if defined(__x86_64__)
 
+/* A small file's text, at most size - 1 bytes, NUL-terminated: its
+ * length, or -1 (text empty) when it cannot be read. */
+static ssize_t read_text(const char *path, char *text, size_t size)
+{
+    text[0] = '\0';
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    size_t length = 0;
+    ssize_t n = 0;
+    while (length < size - 1 && (n = read(fd, text + length, size - 1 - length)) > 0)
+        length += (size_t)n;
+    close(fd);
+    text[length] = '\0';
+    return n < 0 && length == 0 ? -1 : (ssize_t)length;
+}
+
 struct warp_shared {
     _Alignas(64) uint64_t handed; /* the last reading handed over */
     uint32_t turn;                /* which side reads next */
@@ -114,7 +125,7 @@ static bool wait_for_turn(struct warp_shared *shared, uint32_t me)
         if (spins % 1024 == 0) {
             if (__atomic_load_n(&shared->stop, __ATOMIC_RELAXED))
                 return false;
-            if (monotonic_now_ns() > shared->deadline_ns) {
+            if (session_now_ns() > shared->deadline_ns) {
                 __atomic_store_n(&shared->stop, 1, __ATOMIC_RELAXED);
                 return false;
             }
@@ -160,7 +171,7 @@ static int start_pinned(pthread_t *thread, int cpu, struct warp_side *side)
 int tsc_warp_between(int cpu_a, int cpu_b, uint64_t b_behind_ticks, uint64_t max_rounds, uint64_t budget_ns,
                      struct tsc_warp *warp)
 {
-    struct warp_shared shared_line = {.deadline_ns = monotonic_now_ns() + budget_ns, .max_rounds = max_rounds};
+    struct warp_shared shared_line = {.deadline_ns = session_now_ns() + budget_ns, .max_rounds = max_rounds};
     struct warp_shared *shared = &shared_line;
     struct warp_side sides[2] = {{shared, 0, 0, 0}, {shared, 1, b_behind_ticks, 0}};
     pthread_t threads[2];
@@ -181,27 +192,15 @@ int tsc_warp_between(int cpu_a, int cpu_b, uint64_t b_behind_ticks, uint64_t max
 
 static bool kernel_clocksource_is_tsc(void)
 {
-    char name[16] = "";
-    int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource", O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd < 0 ? -1 : read(fd, name, sizeof name - 1);
-    if (fd >= 0)
-        close(fd);
-    return n >= 3 && memcmp(name, "tsc", 3) == 0 && (n == 3 || name[3] == '\n');
+    char name[16];
+    read_text("/sys/devices/system/clocksource/clocksource0/current_clocksource", name, sizeof name);
+    return strcmp(name, "tsc") == 0 || strcmp(name, "tsc\n") == 0;
 }
 
 static bool processors_say_tsc_constant(void)
 {
     char text[16384]; /* the first processor's lines are enough */
-    int fd = open("/proc/cpuinfo", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    size_t length = 0;
-    ssize_t n;
-    while (length < sizeof text - 1 && (n = read(fd, text + length, sizeof text - 1 - length)) > 0)
-        length += (size_t)n;
-    close(fd);
-    text[length] = '\0';
-    return cpuinfo_says_tsc_constant(text);
+    return read_text("/proc/cpuinfo", text, sizeof text) > 0 && cpuinfo_says_tsc_constant(text);
 }
 
 enum verdict { VERDICT_NONE = -1, VERDICT_MONOTONIC = 0, VERDICT_TSC = 1 };
@@ -254,12 +253,8 @@ bool tsc_orders_events(void)
 /* What a kept verdict is for: this boot, these processors allowed. */
 static int verdict_key(char *key, size_t size)
 {
-    char boot[64] = "";
-    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd < 0 ? -1 : read(fd, boot, sizeof boot - 1);
-    if (fd >= 0)
-        close(fd);
-    if (n < 32)
+    char boot[64];
+    if (read_text("/proc/sys/kernel/random/boot_id", boot, sizeof boot) < 32)
         return -1;
     boot[strcspn(boot, "\n")] = '\0';
     cpu_set_t allowed;
@@ -288,11 +283,8 @@ static long long now_seconds(void)
 
 static enum verdict read_verdict(const char *file, const char *key)
 {
-    char line[1024] = "";
-    int fd = open(file, O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd < 0 ? -1 : read(fd, line, sizeof line - 1);
-    if (fd >= 0)
-        close(fd);
+    char line[1024];
+    ssize_t n = read_text(file, line, sizeof line);
     size_t key_length = strlen(key);
     if (n <= (ssize_t)key_length || memcmp(line, key, key_length) != 0 || line[key_length] != ' ')
         return VERDICT_NONE;
