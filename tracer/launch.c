@@ -205,12 +205,8 @@ static void abandon_child(struct launch *launch)
  * no cache (--no-symbol-cache). NULL: nowhere. */
 static const char *clock_verdict_file(const struct session *session, char *path, size_t size)
 {
-    if (session->options.no_symbol_cache || symbol_cache_default_directory(path, size) < 0)
+    if (session->options.no_symbol_cache || memslope_cache_path("/clock", path, size) < 0)
         return NULL;
-    char *slash = strrchr(path, '/'); /* .../memslope/symbols */
-    if (!slash || (size_t)(slash - path) + sizeof "/clock" > size)
-        return NULL;
-    memcpy(slash, "/clock", sizeof "/clock");
     return path;
 }
 

@@ -546,18 +546,23 @@ struct symbol_cache {
     char *path;
 };
 
-int symbol_cache_default_directory(char *path, size_t size)
+int memslope_cache_path(const char *name, char *path, size_t size)
 {
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     int length;
     /* The XDG specification: a relative path is invalid and ignored. */
     if (xdg && xdg[0] == '/')
-        length = snprintf(path, size, "%s/memslope/symbols", xdg);
+        length = snprintf(path, size, "%s/memslope%s", xdg, name);
     else if (home && home[0] == '/')
-        length = snprintf(path, size, "%s/.cache/memslope/symbols", home);
+        length = snprintf(path, size, "%s/.cache/memslope%s", home, name);
     else
         return -1;
     return length > 0 && (size_t)length < size ? 0 : -1;
+}
+
+int symbol_cache_default_directory(char *path, size_t size)
+{
+    return memslope_cache_path("/symbols", path, size);
 }
 
 /* mkdir -p with mode 0700 for what it creates. */

@@ -132,9 +132,13 @@ void *symbol_cache_builder_serialize(const struct symbol_cache_builder *builder,
 
 struct symbol_cache;
 
-/* $XDG_CACHE_HOME/memslope/symbols (XDG_CACHE_HOME absolute), else
- * $HOME/.cache/memslope/symbols. Returns 0, or -1 when neither is set or
- * the path does not fit. */
+/* The user's memslope cache, $XDG_CACHE_HOME/memslope (XDG_CACHE_HOME
+ * absolute), else $HOME/.cache/memslope, with name appended ("/symbols",
+ * "/clock"). Returns 0, or -1 when neither is set or the path does not
+ * fit. */
+int memslope_cache_path(const char *name, char *path, size_t size);
+
+/* memslope_cache_path's "/symbols". */
 int symbol_cache_default_directory(char *path, size_t size);
 
 /* Opens directory, creating it and its missing parents (mode 0700). It
