@@ -43,11 +43,11 @@ MEMSLOPE_LIBS ?= -Wl,-Bstatic -ldw -lelf -lz -llzma -lbz2 -ldeflate -lstdc++ -Wl
 
 # The shim. preload/shim.c defines malloc itself and cannot run under ASan;
 # the other preload files are plain units that the tests link.
-SHIM_SRC := $(wildcard preload/*.c)
+SHIM_SRC := $(wildcard preload/*.c) common/unwind_rules_file.c
 SHIM_OBJ := $(SHIM_SRC:%.c=$(B)/shim-obj/%.o)
-SHIM_UNIT_SRC := $(filter-out preload/shim.c,$(SHIM_SRC))
+SHIM_UNIT_SRC := $(filter-out preload/shim.c common/%,$(SHIM_SRC))
 SHIM_CFLAGS := -fPIC -ftls-model=initial-exec -fvisibility=hidden -fno-omit-frame-pointer
-SHIM_LIBS := -lunwind -ldw -lelf -ldl -lpthread
+SHIM_LIBS := -lunwind -ldw -lelf -lz -ldl -lpthread
 
 MEMSLOPE := $(B)/bin/memslope
 SHIM := $(B)/lib/memslope/libmemslope.so

@@ -211,12 +211,14 @@ static const struct option_entry record_entries[] = {
              "skip glibc's and libstdc++'s freeres at exit (memcheck runs them by default)"),
     OPT_ACTION(0, "no-follow", NULL, no_follow, "do not trace child processes"),
     OPT_FLAG(0, "no-symbol-cache", struct record_options, no_symbol_cache,
-             "resolve every frame from debug info; neither read nor add to\n"
-             "the symbol cache ($XDG_CACHE_HOME/memslope, ~/.cache/memslope)"),
+             "resolve every frame from debug info, look every unwind rule up;\n"
+             "neither read nor add to the symbol cache ($XDG_CACHE_HOME/memslope,\n"
+             "~/.cache/memslope)"),
     OPT_FLAG(0, "quiet", struct record_options, quiet, "no status line on a terminal, no closing note"),
     OPT_FLAG(0, "verbose", struct record_options, verbose,
              "also say what symbols cost: frames from the symbol cache and from\n"
-             "debug info, files opened, DWARF loaded, cache files read and written"),
+             "debug info, files opened, DWARF loaded, cache files read and written,\n"
+             "unwind rules read from the cache and looked up"),
 };
 
 const struct option_table cmd_record_options = {

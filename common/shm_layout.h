@@ -26,6 +26,8 @@
  *   Python text pool              SHM_PYTHON_TEXT_BYTES bytes: code objects' names,
  *                                 file names and line tables
  *   allocator ranges              SHM_ALLOCATOR_RANGES x struct shm_allocator_range
+ *   unwind modules                SHM_UNWIND_MODULES x struct shm_unwind_module
+ *   unwind rules                  SHM_UNWIND_RULES x struct shm_unwind_rule
  *
  * Concurrency: every ring has exactly one producer (the thread that owns the
  * slot) and one consumer (the tracer). Stack entries are inserted lock-free by
@@ -38,7 +40,7 @@
 #include <stdint.h>
 
 #define SHM_MAGIC 0x4d454d534c4f5045ull /* "MEMSLOPE" */
-#define SHM_VERSION 8u
+#define SHM_VERSION 9u
 #define SHM_MEMFD_NAME "memslope"
 
 /* Environment the tracer passes to the target. */
@@ -57,6 +59,9 @@
                                                     the tracer has it even if the process ends at once */
 #define SHM_ENV_PY_ITERATION "MEMSLOPE_PY_ITERATION" /* --iteration py:[MODULE:]QUALNAME: every call of that
                                                         Python function is an iteration marker */
+#define SHM_ENV_UNWIND_RULES "MEMSLOPE_UNWIND_RULES" /* the symbol cache's folder: the shim reads the unwind
+                                                        rules kept there and reports those it looks up
+                                                        (struct shm_unwind_module) */
 
 #define SHM_DEFAULT_MAX_FRAMES 64u
 #define SHM_MAX_FRAMES_LIMIT 256u
@@ -241,6 +246,12 @@ struct shm_header {
      * as it leaves the shim's .bss out. */
     int64_t shim_tls_offset;
     uint64_t shim_tls_size;
+    /* The unwinder's modules and the rules it looked up (struct
+     * shm_unwind_module): entries below used are complete (release). */
+    uint32_t unwind_modules_used;
+    uint32_t unwind_rules_used;
+    uint32_t unwind_rules_dropped; /* looked up, not reported: the log was full */
+    uint32_t unwind_rules_reused;  /* read from a module's kept rules (relaxed) */
     /* Threads that hold a slot (claims minus retirements). Read by every
      * event while it is 1 (see the shim's event_stamp), written only when a
      * thread starts or stops recording: a cache line of its own. */
@@ -367,6 +378,34 @@ struct shm_allocator_range {
     uint64_t size;
 };
 
+/*
+ * The unwinder's rules, kept across recordings (common/unwind_rules_file.h).
+ * Only while SHM_ENV_UNWIND_RULES is set. The shim's unwinder adds a module
+ * when it first looks a rule up in it (with the number of rules it read
+ * from the module's file), and every rule it then looks up in the module's
+ * CFI with libdw; each entry is filled and then counted (release), under
+ * the unwinder's lookup lock. A child of fork reports its parent's modules
+ * again in its own region. The tracer reads them at the image's end and
+ * adds the rules to the modules' files.
+ */
+#define SHM_UNWIND_MODULES 512u
+#define SHM_UNWIND_RULES (1u << 16)
+#define SHM_UNWIND_MAX_BUILD_ID 32u
+
+struct shm_unwind_module {
+    uint64_t start, end; /* the executable mapping */
+    uint64_t bias;       /* a rule's offset is its address less the bias */
+    uint64_t file_size;  /* of the module's file */
+    uint32_t build_id_size; /* 1 to SHM_UNWIND_MAX_BUILD_ID */
+    uint32_t rules_kept;    /* rules the shim read from the module's file (0: none, or no file) */
+    uint8_t build_id[SHM_UNWIND_MAX_BUILD_ID];
+};
+
+struct shm_unwind_rule {
+    uint64_t address; /* a return address (the first frame's: an address in its function) */
+    uint64_t rule;    /* fast_unwind.c's packed rule */
+};
+
 /* The shim stamps events with the CPU's time-stamp counter when the kernel
  * itself trusts it as its clock source (synchronised across CPUs): half the
  * cost of clock_gettime. The tracer converts ticks to nanoseconds. */
@@ -385,8 +424,11 @@ enum shm_clock_source { SHM_CLOCK_MONOTONIC_NS = 0, SHM_CLOCK_TSC = 1 };
 #define SHM_PYTHON_TEXT_OFFSET \
     (SHM_PYTHON_CODE_OFFSET + (uint64_t)SHM_PYTHON_CODE_ENTRIES * sizeof(struct shm_python_code))
 #define SHM_ALLOCATOR_RANGES_OFFSET (SHM_PYTHON_TEXT_OFFSET + SHM_PYTHON_TEXT_BYTES)
-#define SHM_TOTAL_SIZE \
+#define SHM_UNWIND_MODULES_OFFSET \
     (SHM_ALLOCATOR_RANGES_OFFSET + (uint64_t)SHM_ALLOCATOR_RANGES * sizeof(struct shm_allocator_range))
+#define SHM_UNWIND_RULES_OFFSET \
+    (SHM_UNWIND_MODULES_OFFSET + (uint64_t)SHM_UNWIND_MODULES * sizeof(struct shm_unwind_module))
+#define SHM_TOTAL_SIZE (SHM_UNWIND_RULES_OFFSET + (uint64_t)SHM_UNWIND_RULES * sizeof(struct shm_unwind_rule))
 
 static inline struct shm_thread_slot *shm_slot(void *base, uint32_t index)
 {
@@ -426,6 +468,16 @@ static inline char *shm_python_text_pool(void *base)
 static inline struct shm_allocator_range *shm_allocator_ranges(void *base)
 {
     return (struct shm_allocator_range *)((char *)base + SHM_ALLOCATOR_RANGES_OFFSET);
+}
+
+static inline struct shm_unwind_module *shm_unwind_modules(void *base)
+{
+    return (struct shm_unwind_module *)((char *)base + SHM_UNWIND_MODULES_OFFSET);
+}
+
+static inline struct shm_unwind_rule *shm_unwind_rules(void *base)
+{
+    return (struct shm_unwind_rule *)((char *)base + SHM_UNWIND_RULES_OFFSET);
 }
 
 #endif

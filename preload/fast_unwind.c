@@ -6,21 +6,31 @@
  * miss. Slots are never reused, so a rule once seen stays valid. Lookups of
  * new rules (rare after warm-up) take a mutex: libdw's CFI caches are not
  * safe to share between threads.
+ *
+ * Rules kept across recordings (common/unwind_rules_file.h) are read when
+ * a module is first met, under that mutex, and found afterwards without
+ * it: a module entry is complete before module_count counts it (release),
+ * and its kept rules are a read-only mapping that stays.
  */
 #include "fast_unwind.h"
 #include "near_probe.h"
 #include "read_set.h"
 #include "stack_table.h"
+#include "../common/unwind_rules_file.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
+#include <elfutils/libdwelf.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define RULE_TABLE_SIZE (1u << 17) /* power of two */
@@ -55,6 +65,11 @@ struct module_cfi {
     uint64_t bias;
     Elf *elf;
     Dwarf_CFI *cfi;
+    uint64_t file_size;
+    uint8_t build_id[UNWIND_RULES_MAX_BUILD_ID];
+    uint32_t build_id_size; /* 0: none read (or no kept rules wanted) */
+    const struct unwind_rule_entry *kept; /* the module's kept rules (a read-only mapping), or NULL */
+    size_t kept_count;
 };
 
 /* Process-wide state of the shim's unwinder: the shim is the one place where
@@ -63,8 +78,11 @@ struct module_cfi {
 static struct rule_slot rule_table[RULE_TABLE_SIZE];
 static pthread_mutex_t lookup_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct module_cfi modules[MAX_MODULES];
-static size_t module_count;
+static size_t module_count; /* stored with release once modules[count - 1] is complete */
 static uint64_t rules_cached, rules_unsupported;
+/* Where kept rules are read from ("": nowhere), and who is told. */
+static char kept_rules_directory[4096];
+static struct fast_unwind_observer observer;
 
 static inline packed_rule pack(enum rule_kind kind, uint32_t cfa_offset, bool rbp_saved, int32_t rbp_offset)
 {
@@ -144,6 +162,60 @@ static int find_module_callback(struct dl_phdr_info *info, size_t size, void *da
     return 0;
 }
 
+/* The module's GNU build-id and file size, which name its kept rules. */
+static void identify_module(struct module_cfi *module, int fd)
+{
+    struct stat status;
+    const void *id;
+    ssize_t size = module->elf ? dwelf_elf_gnu_build_id(module->elf, &id) : -1;
+    if (size <= 0 || size > (ssize_t)UNWIND_RULES_MAX_BUILD_ID || fstat(fd, &status) != 0)
+        return;
+    memcpy(module->build_id, id, (size_t)size);
+    module->build_id_size = (uint32_t)size;
+    module->file_size = (uint64_t)status.st_size;
+}
+
+/* Maps the module's kept rules, when its file in the directory is whole
+ * and for this module. Under lookup_lock (the path's buffer). */
+static void map_kept_rules(struct module_cfi *module)
+{
+    static char path[sizeof kept_rules_directory + 2 * UNWIND_RULES_MAX_BUILD_ID + 32];
+    int at = snprintf(path, sizeof path, "%s/", kept_rules_directory);
+    for (uint32_t i = 0; i < module->build_id_size; i++)
+        at += snprintf(path + at, sizeof path - (size_t)at, "%02x", module->build_id[i]);
+    snprintf(path + at, sizeof path - (size_t)at, "-%llx%s", (unsigned long long)module->file_size,
+             UNWIND_RULES_FILE_SUFFIX);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0)
+        return;
+    struct stat status;
+    void *bytes = MAP_FAILED;
+    if (fstat(fd, &status) == 0 && S_ISREG(status.st_mode) && status.st_size > 0 &&
+        (uint64_t)status.st_size <= unwind_rules_file_size(UNWIND_RULES_FILE_MAX_ENTRIES))
+        bytes = mmap(NULL, (size_t)status.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (bytes == MAP_FAILED)
+        return;
+    if (unwind_rules_file_check(bytes, (size_t)status.st_size, module->build_id, module->build_id_size,
+                                module->file_size, &module->kept, &module->kept_count) != 0 ||
+        module->kept_count == 0) {
+        munmap(bytes, (size_t)status.st_size);
+        module->kept = NULL;
+        module->kept_count = 0;
+    }
+}
+
+static void announce_module(const struct module_cfi *module)
+{
+    if (!observer.module_added || !module->build_id_size)
+        return;
+    struct fast_unwind_module_info info = {module->start,       module->end,
+                                           module->bias,        module->file_size,
+                                           module->build_id,    module->build_id_size,
+                                           (uint32_t)module->kept_count};
+    observer.module_added(&info);
+}
+
 static struct module_cfi *module_for(uint64_t ip)
 {
     for (size_t i = 0; i < module_count; i++)
@@ -167,14 +239,60 @@ static struct module_cfi *module_for(uint64_t ip)
         elf_version(EV_CURRENT);
         module->elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
         module->cfi = module->elf ? dwarf_getcfi_elf(module->elf) : NULL;
+        if (kept_rules_directory[0]) {
+            identify_module(module, fd);
+            if (module->build_id_size)
+                map_kept_rules(module);
+        }
         /* Once the file is mapped (or read in whole where mapping failed;
          * ELF_C_FDREAD then also marks the descriptor done) the descriptor
          * can go: the program should not see it. */
         if (!module->elf || elf_cntl(module->elf, ELF_C_FDREAD) == 0)
             close(fd);
     }
-    module_count++; /* kept even without CFI: its frames fall back */
+    /* kept even without CFI: its frames fall back */
+    __atomic_store_n(&module_count, module_count + 1, __ATOMIC_RELEASE);
+    announce_module(module);
     return module;
+}
+
+/* A rule of a module met before, from its kept rules: neither allocates
+ * nor locks. 0 when there is none. */
+static packed_rule kept_rule(uint64_t ip)
+{
+    size_t count = __atomic_load_n(&module_count, __ATOMIC_ACQUIRE);
+    for (size_t i = 0; i < count; i++) {
+        const struct module_cfi *module = &modules[i];
+        if (ip < module->start || ip >= module->end)
+            continue;
+        const struct unwind_rule_entry *entry =
+            module->kept ? unwind_rules_find(module->kept, module->kept_count, ip - module->bias) : NULL;
+        if (!entry)
+            return 0;
+        cache_rule(ip, entry->rule);
+        if (observer.rule_reused)
+            observer.rule_reused();
+        return entry->rule;
+    }
+    return 0;
+}
+
+void fast_unwind_keep_rules(const char *directory, const struct fast_unwind_observer *told)
+{
+    pthread_mutex_lock(&lookup_lock);
+    if (directory && strlen(directory) < sizeof kept_rules_directory)
+        snprintf(kept_rules_directory, sizeof kept_rules_directory, "%s", directory);
+    observer = told ? *told : (struct fast_unwind_observer){0};
+    pthread_mutex_unlock(&lookup_lock);
+}
+
+/* Without the lookup lock: a fork child has one thread, and a lock some
+ * other thread of the parent held at the fork stays held. */
+void fast_unwind_announce_modules(void)
+{
+    size_t count = __atomic_load_n(&module_count, __ATOMIC_ACQUIRE);
+    for (size_t i = 0; i < count; i++)
+        announce_module(&modules[i]);
 }
 
 /* ---- rules from CFI ------------------------------------------------------------ */
@@ -240,8 +358,8 @@ static packed_rule look_up_rule(uint64_t ip)
 {
     pthread_mutex_lock(&lookup_lock);
     packed_rule rule = cached_rule(ip);
-    if (!rule) {
-        struct module_cfi *module = module_for(ip);
+    struct module_cfi *module = rule ? NULL : module_for(ip);
+    if (!rule && !(rule = kept_rule(ip))) {
         Dwarf_Frame *frame = NULL;
         if (module && module->cfi && dwarf_cfi_addrframe(module->cfi, ip - 1 - module->bias, &frame) == 0) {
             rule = rule_from_frame(frame);
@@ -250,6 +368,8 @@ static packed_rule look_up_rule(uint64_t ip)
             rule = pack(RULE_UNSUPPORTED, 0, false, 0);
         }
         cache_rule(ip, rule);
+        if (module && module->build_id_size && observer.rule_looked_up)
+            observer.rule_looked_up(ip, rule);
         if ((rule & 15) == RULE_UNSUPPORTED)
             rules_unsupported++;
         else
@@ -489,7 +609,7 @@ int fast_unwind(const struct fast_unwind_regs *start, uint64_t stack_limit, uint
             }
         }
         packed_rule rule = cached_rule(ip);
-        if (__builtin_expect(rule == 0, 0)) {
+        if (__builtin_expect(rule == 0, 0) && !(rule = kept_rule(ip))) {
             if (!lookup)
                 return FAST_UNWIND_NEEDS_LOOKUP;
             rule = look_up_rule(ip);

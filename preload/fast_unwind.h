@@ -127,6 +127,36 @@ struct read_set; /* read_set.h */
 bool fast_unwind_memo_reads(const struct fast_unwind_memo *memo, const struct fast_unwind_regs *start, int count,
                             int max, struct read_set *reads, bool *bp_matters);
 
+/*
+ * Rules kept across recordings (common/unwind_rules_file.h): a module's
+ * rules are read from its file in directory when the unwinder first meets
+ * the module, and found there without a lookup (or the guard a lookup
+ * needs) from then on. The observer is told, for the tracer to keep them:
+ * of each module met that has a build-id (module_added, with the number of
+ * rules read for it), of each rule then looked up in such a module's CFI
+ * (rule_looked_up), both under the lookup lock, and of each rule taken
+ * from a kept file (rule_reused, from any unwind: async-signal-safe).
+ * Call once, before the first unwind; NULL directory: nothing is read.
+ */
+struct fast_unwind_module_info {
+    uint64_t start, end; /* the executable mapping */
+    uint64_t bias;       /* a rule's offset is its address less the bias */
+    uint64_t file_size;
+    const uint8_t *build_id;
+    uint32_t build_id_size;
+    uint32_t rules_kept;
+};
+struct fast_unwind_observer {
+    void (*module_added)(const struct fast_unwind_module_info *module);
+    void (*rule_looked_up)(uint64_t ip, uint64_t rule);
+    void (*rule_reused)(void);
+};
+void fast_unwind_keep_rules(const char *directory, const struct fast_unwind_observer *observer);
+
+/* Tells the observer of every module met so far again: in a fork child,
+ * which reports into a region of its own, before it starts a thread. */
+void fast_unwind_announce_modules(void);
+
 /* Rules looked up and cached so far, and lookups that found no simple rule
  * (for tests and statistics). */
 void fast_unwind_stats(uint64_t *cached, uint64_t *unsupported);

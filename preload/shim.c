@@ -272,6 +272,57 @@ static bool create_region(void)
     return true;
 }
 
+/* ---- unwind rules kept across recordings (fast_unwind.h) --------------------- */
+
+/* The unwinder's modules and lookups, for the tracer to keep (struct
+ * shm_unwind_module); called under the unwinder's lookup lock, or in a
+ * fork child before it has a second thread. */
+static void report_unwind_module(const struct fast_unwind_module_info *module)
+{
+    struct shm_header *header = region;
+    if (!header || header->unwind_modules_used >= SHM_UNWIND_MODULES ||
+        module->build_id_size > SHM_UNWIND_MAX_BUILD_ID)
+        return;
+    struct shm_unwind_module *entry = &shm_unwind_modules(region)[header->unwind_modules_used];
+    *entry = (struct shm_unwind_module){module->start,         module->end,       module->bias,
+                                        module->file_size,     module->build_id_size, module->rules_kept,
+                                        {0}};
+    memcpy(entry->build_id, module->build_id, module->build_id_size);
+    __atomic_store_n(&header->unwind_modules_used, header->unwind_modules_used + 1, __ATOMIC_RELEASE);
+}
+
+static void report_unwind_rule(uint64_t ip, uint64_t rule)
+{
+    struct shm_header *header = region;
+    if (!header)
+        return;
+    if (header->unwind_rules_used >= SHM_UNWIND_RULES) {
+        header->unwind_rules_dropped++;
+        return;
+    }
+    shm_unwind_rules(region)[header->unwind_rules_used] = (struct shm_unwind_rule){ip, rule};
+    __atomic_store_n(&header->unwind_rules_used, header->unwind_rules_used + 1, __ATOMIC_RELEASE);
+}
+
+/* From any unwind, a signal handler's too: one relaxed increment. */
+static void count_unwind_rule_reused(void)
+{
+    struct shm_header *header = region;
+    if (header)
+        __atomic_fetch_add(&header->unwind_rules_reused, 1, __ATOMIC_RELAXED);
+}
+
+/* Rules kept in the symbol cache's folder, when the tracer names it. */
+static void keep_unwind_rules(void)
+{
+    const char *directory = getenv(SHM_ENV_UNWIND_RULES);
+    if (!directory || directory[0] != '/')
+        return;
+    static const struct fast_unwind_observer observer = {report_unwind_module, report_unwind_rule,
+                                                         count_unwind_rule_reused};
+    fast_unwind_keep_rules(directory, &observer);
+}
+
 /* The executable PT_LOAD of this library: leading backtrace frames in it are
  * the shim's own and are dropped. __ehdr_start avoids dl_iterate_phdr's lock
  * (the first malloc may come from inside the dynamic loader). */
@@ -335,6 +386,7 @@ static bool start_recording(void)
     ring_writer_init();
     if (!create_region())
         return false;
+    keep_unwind_rules();
     /* Registered this early, our child handler runs before any the program
      * registers later (child handlers run in registration order), so the
      * child never writes into the parent's region. */
@@ -561,9 +613,10 @@ static void fork_child(void)
         thread->captures = NULL; /* not inherited (capture_cache_create) */
         thread->stamps_to_reuse = 0; /* the child's first event reads the clock, not a stamp from before the fork */
         thread->no_slot = 0;
-        if (create_region())
+        if (create_region()) {
             shm_freeres_forked(); /* a child not followed or not recorded runs no freeres: it is not ours */
-        else
+            fast_unwind_announce_modules(); /* its lookups name them in its region */
+        } else
             stop_recording();
     }
     python_runtime_fork(parent_region, region);

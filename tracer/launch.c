@@ -21,7 +21,7 @@
 #include "../common/shm_layout.h"
 #include "session_internal.h"
 #include "trace_writer.h"
-#include "symbols/symbol_cache.h"
+#include "symbols/symbols.h"
 #include "tsc_check.h"
 
 extern char **environ;
@@ -34,15 +34,16 @@ extern char **environ;
  * plus the shim's settings, added in two steps into one array: the tracer
  * adds up to TRACER_SETTINGS before the fork (no-follow, no-freeres, the
  * clock, LD_PRELOAD, the tracer's pid, the frame limit, the sample rate,
- * the Python iteration), the child up to CHILD_SETTINGS after it (the socket,
+ * the Python iteration, the unwind rules' folder), the child up to
+ * CHILD_SETTINGS after it (the socket,
  * and without ptrace: no-ptrace, no-follow, its own pid), since only the
  * child knows them; the array is sized for both and the final NULL. */
-#define TRACER_SETTINGS 8
+#define TRACER_SETTINGS 9
 #define CHILD_SETTINGS 4
 /* The settings the tracer formats (LD_PRELOAD, the tracer's pid, the frame
- * limit, the sample rate, the Python iteration): freed once the child has
- * exec'd. */
-#define OWNED_SETTINGS 5
+ * limit, the sample rate, the Python iteration, the unwind rules' folder):
+ * freed once the child has exec'd. */
+#define OWNED_SETTINGS 6
 
 /* What a launch holds until it is done, released in one place whatever
  * the outcome. A descriptor is -1 once closed or handed over. */
@@ -123,6 +124,9 @@ static int target_environment(const struct session *session, const char *shim_pa
     int failed = !owned[0] || !owned[1] || !owned[2] || !owned[3];
     if (session->options.python_iteration)
         failed |= !(owned[4] = setting("%s=%s", SHM_ENV_PY_ITERATION, session->options.python_iteration));
+    const char *rules = session->kept_rules ? symbol_store_cache_directory(session->symbols) : NULL;
+    if (rules)
+        failed |= !(owned[5] = setting("%s=%s", SHM_ENV_UNWIND_RULES, rules));
     for (int i = 0; i < OWNED_SETTINGS; i++)
         if (owned[i])
             env[n++] = owned[i];

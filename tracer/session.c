@@ -760,6 +760,8 @@ void process_end(struct session *session, struct traced_process *process)
     shm_consumer_counters(&process->shm, &stacks_dropped, &slots_exhausted);
     if (process->shm.base)
         python_frames_read_header(&process->python, process->shm.base);
+    if (process->shm.base && session->kept_rules)
+        kept_rules_collect(session->kept_rules, process->shm.base);
     process->invalid_events = process->shm.invalid_events;
     count_python_image(session, process);
     process->end_ns = session_now_ns();
@@ -1011,6 +1013,8 @@ struct session *session_create(const struct record_options *options)
     }
     if (!options->no_symbol_cache)
         symbol_store_use_cache(session->symbols, symbol_cache_open_user());
+    if (symbol_store_cache(session->symbols))
+        session->kept_rules = kept_rules_create(); /* NULL: the rules are simply not kept */
     read_check_copy_max(session);
     return session;
 }
@@ -1026,6 +1030,26 @@ static void say_case_checks(const struct session *session)
             "%u scanned in place; the program held %.1f ms at most\n",
             session->checks_copied, (double)session->check_copy_max / (1 << 20), session->checks_in_place,
             (double)session->check_hold_max_ns / 1e6);
+}
+
+/* Adds the unwind rules the shims looked up to the symbol cache's folder;
+ * says what they cost under --verbose. */
+static void finish_kept_rules(struct kept_rules *kept, struct symbol_cache *cache, const struct record_options *options)
+{
+    char err[4096 + 256];
+    if (!kept || !cache)
+        return;
+    if (kept_rules_save(kept, cache, err, sizeof err) != 0)
+        fprintf(stderr, "memslope: warning: %s\n", err);
+    if (!options->verbose)
+        return;
+    struct kept_rules_stats stats;
+    kept_rules_stats(kept, &stats);
+    fprintf(stderr,
+            "memslope: unwind rules: %llu read from the symbol cache, %llu looked up in CFI (%llu not reported: "
+            "a log was full); %zu files written\n",
+            (unsigned long long)stats.reused, (unsigned long long)stats.looked_up, (unsigned long long)stats.dropped,
+            stats.files_written);
 }
 
 /* Adds this recording's frames to the symbol cache; says what
@@ -1057,6 +1081,7 @@ int session_finish(struct session *session, int exit_code)
     progress_clear(&session->progress);
     say_case_checks(session);
     finish_symbols(session->symbols, &session->options);
+    finish_kept_rules(session->kept_rules, symbol_store_cache(session->symbols), &session->options);
     char err[4096];
     if (trace_writer_finish(session->writer, err, sizeof err) < 0) {
         if (!session->write_failure_reported)
@@ -1108,6 +1133,7 @@ void session_destroy(struct session *session)
     for (size_t i = 0; i < session->detach_count; i++)
         breakpoint_set_free(&session->detach_pending[i].breakpoints);
     free(session->detach_pending);
+    kept_rules_destroy(session->kept_rules);
     symbol_store_destroy(session->symbols);
     free(session);
 }

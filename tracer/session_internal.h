@@ -134,6 +134,7 @@ struct session {
     size_t detach_count;
     int warmups_running;           /* images with a symbolizer warm-up not yet ended (at most 1) */
     struct symbol_store *symbols;  /* shared by every image's symbolizer (symbolize.h); the caller's */
+    struct kept_rules *kept_rules; /* the unwind rules the shims looked up (kept_rules.h); NULL: no cache */
     struct progress_line progress; /* the status line on a terminal (progress.h) */
     int priority_raised;           /* the drain loop runs above the target (raise_priority) */
     /* case checks (--verbose): classified from a copy, scanned in place;

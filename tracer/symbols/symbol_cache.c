@@ -26,6 +26,7 @@
  *       u32 crc32           of every byte before it
  */
 #include "symbol_cache.h"
+#include "../../common/unwind_rules_file.h"
 
 #include <dirent.h>
 #include <endian.h>
@@ -53,6 +54,8 @@ static const char magic[8] = {'M', 'S', 'L', 'S', 'Y', 'M', 'C', '1'};
 #define KNOWN_FRAME_FLAGS (TRACE_FRAME_INLINED | TRACE_FRAME_ALLOCATOR)
 
 static const char cache_suffix[] = ".sym";
+/* The unwind rules kept beside the frames (common/unwind_rules_file.h). */
+static const char rules_suffix[] = UNWIND_RULES_FILE_SUFFIX;
 static const char temporary_prefix[] = ".tmp-";
 /* A temporary file this old was left by a writer that died. */
 #define ABANDONED_SECONDS 3600
@@ -655,12 +658,12 @@ const char *symbol_cache_directory(const struct symbol_cache *cache)
     return cache->path;
 }
 
-/* BUILDID-SIZE.sym; -1 if the build-id is no hex text. */
-static int file_name(char *name, size_t size, const char *build_id, uint64_t file_size)
+/* BUILDID-SIZE.sym (or suffix); -1 if the build-id is no hex text. */
+static int file_name(char *name, size_t size, const char *build_id, uint64_t file_size, const char *suffix)
 {
     if (!is_hex_text(build_id))
         return -1;
-    int length = snprintf(name, size, "%s-%llx%s", build_id, (unsigned long long)file_size, cache_suffix);
+    int length = snprintf(name, size, "%s-%llx%s", build_id, (unsigned long long)file_size, suffix);
     return length > 0 && (size_t)length < size ? 0 : -1;
 }
 
@@ -689,10 +692,11 @@ static void *read_all(int fd, size_t size)
     return bytes;
 }
 
-void *symbol_cache_read(struct symbol_cache *cache, const char *build_id, uint64_t file_size, size_t *size)
+static void *read_named(struct symbol_cache *cache, const char *build_id, uint64_t file_size, const char *suffix,
+                        size_t *size)
 {
     char name[SYMBOL_CACHE_MAX_BUILD_ID + 64];
-    if (file_name(name, sizeof name, build_id, file_size) != 0)
+    if (file_name(name, sizeof name, build_id, file_size, suffix) != 0)
         return NULL;
     int fd = openat(cache->directory_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
@@ -706,6 +710,16 @@ void *symbol_cache_read(struct symbol_cache *cache, const char *build_id, uint64
     }
     close(fd);
     return bytes;
+}
+
+void *symbol_cache_read(struct symbol_cache *cache, const char *build_id, uint64_t file_size, size_t *size)
+{
+    return read_named(cache, build_id, file_size, cache_suffix, size);
+}
+
+void *symbol_cache_read_rules(struct symbol_cache *cache, const char *build_id, uint64_t file_size, size_t *size)
+{
+    return read_named(cache, build_id, file_size, rules_suffix, size);
 }
 
 int symbol_cache_lock(struct symbol_cache *cache)
@@ -750,11 +764,11 @@ static int write_all(int fd, const unsigned char *bytes, size_t size)
     return 0;
 }
 
-int symbol_cache_write(struct symbol_cache *cache, const char *build_id, uint64_t file_size, const void *bytes,
-                       size_t size)
+static int write_named(struct symbol_cache *cache, const char *build_id, uint64_t file_size, const char *suffix,
+                       const void *bytes, size_t size)
 {
     char name[SYMBOL_CACHE_MAX_BUILD_ID + 64], temporary[96];
-    if (file_name(name, sizeof name, build_id, file_size) != 0)
+    if (file_name(name, sizeof name, build_id, file_size, suffix) != 0)
         return -1;
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
@@ -771,6 +785,18 @@ int symbol_cache_write(struct symbol_cache *cache, const char *build_id, uint64_
     if (rc != 0)
         unlinkat(cache->directory_fd, temporary, 0);
     return rc;
+}
+
+int symbol_cache_write(struct symbol_cache *cache, const char *build_id, uint64_t file_size, const void *bytes,
+                       size_t size)
+{
+    return write_named(cache, build_id, file_size, cache_suffix, bytes, size);
+}
+
+int symbol_cache_write_rules(struct symbol_cache *cache, const char *build_id, uint64_t file_size, const void *bytes,
+                             size_t size)
+{
+    return write_named(cache, build_id, file_size, rules_suffix, bytes, size);
 }
 
 /* --- eviction ------------------------------------------------------------ */
@@ -816,7 +842,8 @@ static struct cached_file *list_files(struct symbol_cache *cache, size_t *count,
     for (struct dirent *entry; (entry = readdir(directory)) != NULL;) {
         bool temporary = strncmp(entry->d_name, temporary_prefix, sizeof temporary_prefix - 1) == 0;
         struct stat status;
-        if ((!temporary && !has_suffix(entry->d_name, cache_suffix)) || strlen(entry->d_name) >= 256 ||
+        if ((!temporary && !has_suffix(entry->d_name, cache_suffix) && !has_suffix(entry->d_name, rules_suffix)) ||
+            strlen(entry->d_name) >= 256 ||
             fstatat(cache->directory_fd, entry->d_name, &status, AT_SYMLINK_NOFOLLOW) != 0 ||
             !S_ISREG(status.st_mode))
             continue;

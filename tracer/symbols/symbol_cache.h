@@ -5,7 +5,8 @@
  *
  * One file per module, named by the module's GNU build-id and file size
  * (the store's module key), in $XDG_CACHE_HOME/memslope/symbols or
- * ~/.cache/memslope/symbols. A file holds, for each (file offset, return
+ * ~/.cache/memslope/symbols; beside it, the unwind rules the shim looked
+ * up in the module (symbol_cache_read_rules). A file holds, for each (file offset, return
  * address or not) it has seen, the frames the store resolved there
  * (function, source file, line, flags; inlined frames first), and a header
  * that says what they were resolved from: the memslope and libdw that did
@@ -160,6 +161,11 @@ const char *symbol_cache_directory(const struct symbol_cache *cache);
  * read is marked used (its modification time, at most once an hour). */
 void *symbol_cache_read(struct symbol_cache *cache, const char *build_id, uint64_t file_size, size_t *size);
 
+/* The same for the module's kept unwind rules, BUILDID-SIZE.rules
+ * (common/unwind_rules_file.h), which the shim reads and the recording
+ * adds to (tracer/symbols/kept_rules.h). */
+void *symbol_cache_read_rules(struct symbol_cache *cache, const char *build_id, uint64_t file_size, size_t *size);
+
 /* The writers' lock: waits at most a second. Returns 0, or -1. */
 int symbol_cache_lock(struct symbol_cache *cache);
 void symbol_cache_unlock(struct symbol_cache *cache);
@@ -169,8 +175,12 @@ void symbol_cache_unlock(struct symbol_cache *cache);
 int symbol_cache_write(struct symbol_cache *cache, const char *build_id, uint64_t file_size, const void *bytes,
                        size_t size);
 
-/* While the directory's cache files take more than its bound, removes the
- * least recently used until they take at most three quarters of it; also
+int symbol_cache_write_rules(struct symbol_cache *cache, const char *build_id, uint64_t file_size, const void *bytes,
+                             size_t size);
+
+/* While the directory's cache files (frames and rules alike) take more
+ * than its bound, removes the least recently used until they take at most
+ * three quarters of it; also
  * removes temporary files an interrupted writer left over an hour ago.
  * Call it with the lock held. Returns the number of files removed. */
 size_t symbol_cache_evict(struct symbol_cache *cache);

@@ -764,6 +764,11 @@ const char *symbol_store_cache_directory(struct symbol_store *store)
     return store->cache ? symbol_cache_directory(store->cache) : NULL;
 }
 
+struct symbol_cache *symbol_store_cache(struct symbol_store *store)
+{
+    return store->cache;
+}
+
 /* Reads the build-id note of the program itself. */
 static int find_own_build_id(struct dl_phdr_info *info, size_t size, void *hex)
 {

@@ -54,6 +54,8 @@ int symbol_store_save_cache(struct symbol_store *store, char *err, size_t err_si
 
 /* The cache's folder, or NULL when the store has none. */
 const char *symbol_store_cache_directory(struct symbol_store *store);
+/* The cache itself (the store's: it closes it), or NULL. */
+struct symbol_cache *symbol_store_cache(struct symbol_store *store);
 /* The running program's GNU build-id, as hex read from its loaded note
  * (dl_iterate_phdr), or "" when it has none. */
 void symbol_store_own_build_id(char hex[SYMBOL_CACHE_MAX_BUILD_ID + 1]);
