@@ -79,6 +79,19 @@ static __attribute__((noinline)) void plant_pointers(uint8_t *heap)
     shared[3] = block_address(heap, LOST_IN_MEMFD); /* the profiler's memory is no root */
 }
 
+/* A heap at an address no earlier test used, left mapped to the end: the
+ * child of each test is a fork of this process, and this process's freed
+ * memory (ASan's heap, a root in the child, which lists only the test's
+ * own blocks) may still hold an earlier test's block addresses, copied
+ * there by its scans; a heap mapped at the same place again would have
+ * them point into it. */
+static uint8_t *fresh_heap(size_t size)
+{
+    uint8_t *heap = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(heap != MAP_FAILED);
+    return heap;
+}
+
 static __attribute__((noinline)) void scrub_stack(void)
 {
     volatile char area[16384];
@@ -127,8 +140,7 @@ static void test_roots_handed_over(void **state)
     (void)state;
     /* Blocks at other addresses than the test before: its frames left
      * copies of its addresses in the stack this test's frames reuse. */
-    uint8_t *region = mmap(NULL, 2 * HEAP_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    assert_true(region != MAP_FAILED);
+    uint8_t *region = fresh_heap(2 * HEAP_SIZE);
     uint8_t *heap = region + HEAP_SIZE;
     int sockets[2];
     assert_int_equal(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sockets), 0);
@@ -160,7 +172,6 @@ static void test_roots_handed_over(void **state)
     waitpid(pid, NULL, 0);
     close(fds[0]);
     close(fds[1]);
-    munmap(region, 2 * HEAP_SIZE);
     if (rc != 0)
         fail_msg("leakscan_process_handover: %s", err);
     expect_categories(blocks, &totals);
@@ -169,8 +180,7 @@ static void test_roots_handed_over(void **state)
 static void test_roots_of_a_stopped_process(void **state)
 {
     (void)state;
-    uint8_t *heap = mmap(NULL, HEAP_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    assert_true(heap != MAP_FAILED);
+    uint8_t *heap = fresh_heap(HEAP_SIZE);
     int pipe_fds[2];
     assert_int_equal(pipe(pipe_fds), 0);
     pid_t pid = fork();
@@ -195,7 +205,6 @@ static void test_roots_of_a_stopped_process(void **state)
     leakscan_detach(&stopped);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
-    munmap(heap, HEAP_SIZE);
     if (rc != 0)
         fail_msg("leakscan_process: %s", err);
     expect_categories(blocks, &totals);
@@ -226,8 +235,7 @@ static __attribute__((noinline)) void hold_on_stack_until_told(uint8_t *heap, in
 static void test_snapshot_of_a_stopped_process(void **state)
 {
     (void)state;
-    uint8_t *heap = mmap(NULL, HEAP_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    assert_true(heap != MAP_FAILED);
+    uint8_t *heap = fresh_heap(HEAP_SIZE);
     int ready[2], command[2];
     assert_int_equal(pipe(ready), 0);
     assert_int_equal(pipe(command), 0);
@@ -270,7 +278,6 @@ static void test_snapshot_of_a_stopped_process(void **state)
     leakscan_snapshot_free(snapshot);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
-    munmap(heap, HEAP_SIZE);
     close(ready[0]);
     close(ready[1]);
     close(command[0]);
@@ -326,8 +333,7 @@ static void test_snapshot_of_blocks_the_caller_sorts(void **state)
     (void)state;
     int reserved_already = has_reservation();
     for (int reserve = 0; reserve < 2; reserve++) {
-        uint8_t *heap = mmap(NULL, HEAP_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        assert_true(heap != MAP_FAILED);
+        uint8_t *heap = fresh_heap(HEAP_SIZE);
         const size_t reservation_size = 257ull << 30;
         void *reservation = reserve ? mmap(NULL, reservation_size, PROT_READ | PROT_WRITE,
                                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
@@ -359,8 +365,7 @@ static void test_snapshot_of_blocks_the_caller_sorts(void **state)
         leakscan_snapshot_free(snapshot);
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
-        munmap(heap, HEAP_SIZE);
-        if (reservation)
+            if (reservation)
             munmap(reservation, reservation_size);
         close(ready[0]);
         close(ready[1]);
