@@ -47,7 +47,7 @@ SHIM_SRC := $(wildcard preload/*.c) common/unwind_rules_file.c
 SHIM_OBJ := $(SHIM_SRC:%.c=$(B)/shim-obj/%.o)
 SHIM_UNIT_SRC := $(filter-out preload/shim.c common/%,$(SHIM_SRC))
 SHIM_CFLAGS := -fPIC -ftls-model=initial-exec -fvisibility=hidden -fno-omit-frame-pointer
-SHIM_LIBS := -lunwind -ldw -lelf -lz -ldl -lpthread
+SHIM_LIBS := -lunwind -ldw -lelf -ldl -lpthread
 
 MEMSLOPE := $(B)/bin/memslope
 SHIM := $(B)/lib/memslope/libmemslope.so
