@@ -250,8 +250,10 @@ struct shm_header {
      * shm_unwind_module): entries below used are complete (release). */
     uint32_t unwind_modules_used;
     uint32_t unwind_rules_used;
-    uint32_t unwind_rules_dropped; /* looked up, not reported: the log was full */
-    uint32_t unwind_rules_reused;  /* read from a module's kept rules (relaxed) */
+    uint32_t unwind_rules_dropped;   /* looked up, not reported: the log was full */
+    uint32_t unwind_rules_reused;    /* read from a module's kept rules (relaxed) */
+    uint32_t unwind_rules_looked_up; /* every rule looked up in CFI, in any module */
+    uint32_t pad_unwind;
     /* Threads that hold a slot (claims minus retirements). Read by every
      * event while it is 1 (see the shim's event_stamp), written only when a
      * thread starts or stops recording: a cache line of its own. */
@@ -382,9 +384,10 @@ struct shm_allocator_range {
  * The unwinder's rules, kept across recordings (common/unwind_rules_file.h).
  * Only while SHM_ENV_UNWIND_RULES is set. The shim's unwinder adds a module
  * when it first looks a rule up in it (with the number of rules it read
- * from the module's file), and every rule it then looks up in the module's
- * CFI with libdw; each entry is filled and then counted (release), under
- * the unwinder's lookup lock. A child of fork reports its parent's modules
+ * from the module's file; only modules with a build-id), and every rule it
+ * then looks up in CFI with libdw (in any module: those without a
+ * build-id, or not reported, cannot be kept); each entry is filled and
+ * then counted (release), under the unwinder's lookup lock. A child of fork reports its parent's modules
  * again in its own region. The tracer reads them at the image's end and
  * adds the rules to the modules' files.
  */

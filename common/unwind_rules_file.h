@@ -14,7 +14,10 @@
  *   entries   count x struct unwind_rule_entry, offsets strictly increasing
  *   checksum  CRC-32 (zlib's) of everything before it, 4 bytes
  * An offset is a return address less the module's load bias; a rule is the
- * shim's packed rule, whose layout UNWIND_RULES_FILE_VERSION names.
+ * shim's packed rule. A file is used whatever memslope wrote it: its rules
+ * depend on the module's bytes and on how fast_unwind.c derives and packs
+ * them, which UNWIND_RULES_FILE_VERSION names: change it whenever either
+ * changes, or old files keep answering for the call sites they hold.
  *
  * Every file is untrusted input: a reader checks it whole, and one that
  * fails is not used (the shim looks its rules up again; the tracer writes

@@ -21,6 +21,7 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwelf.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <link.h>
@@ -192,17 +193,29 @@ static void map_kept_rules(struct module_cfi *module)
     void *bytes = MAP_FAILED;
     if (fstat(fd, &status) == 0 && S_ISREG(status.st_mode) && status.st_size > 0 &&
         (uint64_t)status.st_size <= unwind_rules_file_size(UNWIND_RULES_FILE_MAX_ENTRIES))
-        bytes = mmap(NULL, (size_t)status.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        bytes = mmap(NULL, (size_t)status.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    /* Read, not mapped: a file mapped could be cut (SIGBUS in the program,
+     * perhaps in a signal handler's unwind) or changed after its check. */
+    size_t size = bytes == MAP_FAILED ? 0 : (size_t)status.st_size, done = 0;
+    while (done < size) {
+        ssize_t n = read(fd, (uint8_t *)bytes + done, size - done);
+        if (n <= 0 && !(n < 0 && errno == EINTR))
+            break;
+        done += n > 0 ? (size_t)n : 0;
+    }
     close(fd);
     if (bytes == MAP_FAILED)
         return;
-    if (unwind_rules_file_check(bytes, (size_t)status.st_size, module->build_id, module->build_id_size,
-                                module->file_size, &module->kept, &module->kept_count) != 0 ||
+    if (done != size ||
+        unwind_rules_file_check(bytes, size, module->build_id, module->build_id_size, module->file_size,
+                                &module->kept, &module->kept_count) != 0 ||
         module->kept_count == 0) {
-        munmap(bytes, (size_t)status.st_size);
+        munmap(bytes, size);
         module->kept = NULL;
         module->kept_count = 0;
+        return;
     }
+    mprotect(bytes, size, PROT_READ);
 }
 
 static void announce_module(const struct module_cfi *module)
@@ -368,7 +381,7 @@ static packed_rule look_up_rule(uint64_t ip)
             rule = pack(RULE_UNSUPPORTED, 0, false, 0);
         }
         cache_rule(ip, rule);
-        if (module && module->build_id_size && observer.rule_looked_up)
+        if (observer.rule_looked_up)
             observer.rule_looked_up(ip, rule);
         if ((rule & 15) == RULE_UNSUPPORTED)
             rules_unsupported++;

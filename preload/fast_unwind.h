@@ -133,7 +133,7 @@ bool fast_unwind_memo_reads(const struct fast_unwind_memo *memo, const struct fa
  * the module, and found there without a lookup (or the guard a lookup
  * needs) from then on. The observer is told, for the tracer to keep them:
  * of each module met that has a build-id (module_added, with the number of
- * rules read for it), of each rule then looked up in such a module's CFI
+ * rules read for it), of each rule looked up in CFI, in any module
  * (rule_looked_up), both under the lookup lock, and of each rule taken
  * from a kept file (rule_reused, from any unwind: async-signal-safe).
  * Call once, before the first unwind; NULL directory: nothing is read.

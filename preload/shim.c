@@ -296,6 +296,7 @@ static void report_unwind_rule(uint64_t ip, uint64_t rule)
     struct shm_header *header = region;
     if (!header)
         return;
+    header->unwind_rules_looked_up++;
     if (header->unwind_rules_used >= SHM_UNWIND_RULES) {
         header->unwind_rules_dropped++;
         return;

@@ -1046,9 +1046,9 @@ static void finish_kept_rules(struct kept_rules *kept, struct symbol_cache *cach
     struct kept_rules_stats stats;
     kept_rules_stats(kept, &stats);
     fprintf(stderr,
-            "memslope: unwind rules: %llu read from the symbol cache, %llu looked up in CFI (%llu not reported: "
-            "a log was full); %zu files written\n",
-            (unsigned long long)stats.reused, (unsigned long long)stats.looked_up, (unsigned long long)stats.dropped,
+            "memslope: unwind rules: %llu read from the symbol cache, %llu looked up in CFI (%llu of them kept for "
+            "the next recording); %zu files written\n",
+            (unsigned long long)stats.reused, (unsigned long long)stats.looked_up, (unsigned long long)stats.kept,
             stats.files_written);
 }
 

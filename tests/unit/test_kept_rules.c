@@ -204,6 +204,7 @@ static void report_module(void *region, uint64_t start, uint64_t end, uint64_t b
 static void report_rule(void *region, uint64_t address, uint64_t rule)
 {
     struct shm_header *header = region;
+    header->unwind_rules_looked_up++;
     shm_unwind_rules(region)[header->unwind_rules_used++] = (struct shm_unwind_rule){address, rule};
 }
 
@@ -244,14 +245,14 @@ static void test_keeper_adds_what_the_shim_looked_up(void **state)
     report_rule(f->region, 0x7f0000001010, 0x25);       /* not a rule: not kept */
     struct shm_header *header = f->region;
     header->unwind_rules_reused = 7;
-    header->unwind_rules_dropped = 2;
+    header->unwind_rules_looked_up += 2; /* two more the log had no room for */
     kept_rules_collect(kept, f->region);
     save(kept, f);
     struct kept_rules_stats stats;
     kept_rules_stats(kept, &stats);
-    assert_int_equal(stats.looked_up, 4);
+    assert_int_equal(stats.looked_up, 8);
+    assert_int_equal(stats.kept, 4);
     assert_int_equal(stats.reused, 7);
-    assert_int_equal(stats.dropped, 2);
     assert_int_equal(stats.files_written, 1);
     struct unwind_rule_entry *entries;
     size_t count;
@@ -302,11 +303,38 @@ static void test_keeper_checks_the_region(void **state)
     save(kept, f);
     struct kept_rules_stats stats;
     kept_rules_stats(kept, &stats);
-    assert_int_equal(stats.looked_up, 0);
+    assert_int_equal(stats.looked_up, 3);
+    assert_int_equal(stats.kept, 0);
     assert_int_equal(stats.files_written, 0);
     struct unwind_rule_entry *entries;
     size_t count;
     assert_int_equal(read_kept(f, &entries, &count), -1);
+    kept_rules_destroy(kept);
+}
+
+/* A module unloaded and another mapped at its place, both reported: a
+ * rule in both goes to the first, as the unwinder takes it. */
+static void test_keeper_takes_the_first_module_that_holds_a_rule(void **state)
+{
+    struct fixture *f = *state;
+    struct kept_rules *kept = kept_rules_create();
+    report_module(f->region, 0x1000, 0x3000, 0, sizeof sample_id, 0);
+    struct shm_header *header = f->region;
+    struct shm_unwind_module *other = &shm_unwind_modules(f->region)[header->unwind_modules_used++];
+    *other = (struct shm_unwind_module){0x2000, 0x5000, 0x1000, SAMPLE_SIZE + 1, sizeof sample_id, 0, {0}};
+    memcpy(other->build_id, sample_id, sizeof sample_id);
+    report_rule(f->region, 0x4000, RULE_RSP16);     /* the second only */
+    report_rule(f->region, 0x2800, RULE_OUTERMOST); /* both: the first */
+    report_rule(f->region, 0x1800, RULE_RBP16);     /* the first only */
+    kept_rules_collect(kept, f->region);
+    save(kept, f);
+    struct unwind_rule_entry *entries;
+    size_t count;
+    assert_int_equal(read_kept(f, &entries, &count), 0);
+    static const struct unwind_rule_entry first[] = {{0x1800, RULE_RBP16}, {0x2800, RULE_OUTERMOST}};
+    assert_int_equal(count, 2);
+    assert_memory_equal(entries, first, sizeof first);
+    free(entries);
     kept_rules_destroy(kept);
 }
 
@@ -341,6 +369,7 @@ int main(void)
         cmocka_unit_test(test_file_refused_unless_whole_and_its_own),
         cmocka_unit_test_setup_teardown(test_keeper_adds_what_the_shim_looked_up, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keeper_checks_the_region, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_keeper_takes_the_first_module_that_holds_a_rule, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keeper_replaces_a_damaged_file, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

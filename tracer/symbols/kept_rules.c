@@ -64,13 +64,11 @@ static struct kept_module *module_entry(struct kept_rules *kept, const struct sh
     return added;
 }
 
-/* The region's module that holds address (last: the one that held the
- * previous rule, tried first), or -1. */
-static ptrdiff_t module_holding(const struct shm_unwind_module *modules, size_t count, uint64_t address,
-                                ptrdiff_t last)
+/* The region's first module that holds address, or -1: the first, as
+ * the shim's unwinder takes it, when a module unloaded and another mapped
+ * at its place are both reported. */
+static ptrdiff_t module_holding(const struct shm_unwind_module *modules, size_t count, uint64_t address)
 {
-    if (last >= 0 && address >= modules[last].start && address < modules[last].end)
-        return last;
     for (size_t i = 0; i < count; i++)
         if (address >= modules[i].start && address < modules[i].end)
             return (ptrdiff_t)i;
@@ -89,7 +87,7 @@ void kept_rules_collect(struct kept_rules *kept, void *region)
     uint32_t module_count = count_below(&header->unwind_modules_used, SHM_UNWIND_MODULES);
     uint32_t rule_count = count_below(&header->unwind_rules_used, SHM_UNWIND_RULES);
     kept->stats.reused += __atomic_load_n(&header->unwind_rules_reused, __ATOMIC_RELAXED);
-    kept->stats.dropped += __atomic_load_n(&header->unwind_rules_dropped, __ATOMIC_RELAXED);
+    kept->stats.looked_up += __atomic_load_n(&header->unwind_rules_looked_up, __ATOMIC_RELAXED);
     /* Copied first: the target may still write (a process that is stopped
      * now but resumes), and every field is checked once. */
     struct shm_unwind_module *modules = malloc((module_count ? module_count : 1) * sizeof *modules);
@@ -104,17 +102,16 @@ void kept_rules_collect(struct kept_rules *kept, void *region)
         entries[usable]->file_read |= module->rules_kept > 0;
         usable++;
     }
-    ptrdiff_t last = -1;
     for (uint32_t i = 0; modules && entries && i < rule_count; i++) {
         struct shm_unwind_rule rule = shm_unwind_rules(region)[i];
-        last = module_holding(modules, usable, rule.address, last);
-        if (last < 0 || !unwind_rule_plausible(rule.rule))
+        ptrdiff_t m = module_holding(modules, usable, rule.address);
+        if (m < 0 || !unwind_rule_plausible(rule.rule))
             continue;
-        struct kept_module *module = entries[last];
+        struct kept_module *module = entries[m];
         if (growable_array_reserve(&module->rules, &module->capacity, module->count + 1, sizeof *module->rules) < 0)
             break;
-        module->rules[module->count++] = (struct unwind_rule_entry){rule.address - modules[last].bias, rule.rule};
-        kept->stats.looked_up++;
+        module->rules[module->count++] = (struct unwind_rule_entry){rule.address - modules[m].bias, rule.rule};
+        kept->stats.kept++;
     }
     free(modules);
     free(entries);
@@ -190,7 +187,7 @@ static int save_module(struct symbol_cache *cache, struct kept_module *module, c
 int kept_rules_save(struct kept_rules *kept, struct symbol_cache *cache, char *err, size_t err_size)
 {
     size_t failed = 0;
-    bool locked = false;
+    bool locked = false, lock_failed = false;
     for (size_t i = 0; i < kept->count; i++) {
         struct kept_module *module = &kept->modules[i];
         char hex[2 * UNWIND_RULES_MAX_BUILD_ID + 1];
@@ -201,13 +198,12 @@ int kept_rules_save(struct kept_rules *kept, struct symbol_cache *cache, char *e
                 free(symbol_cache_read_rules(cache, hex, module->file_size, &size));
             continue;
         }
-        if (!locked && symbol_cache_lock(cache) != 0) {
-            snprintf(err, err_size, "the symbol cache %s is locked: the unwind rules looked up were not kept",
-                     symbol_cache_directory(cache));
-            return -1;
-        }
-        locked = true;
-        if (save_module(cache, module, hex) == 0)
+        if (!locked && !lock_failed && symbol_cache_lock(cache) != 0)
+            lock_failed = true; /* the files read are still marked used */
+        locked = !lock_failed;
+        if (lock_failed)
+            failed++;
+        else if (save_module(cache, module, hex) == 0)
             kept->stats.files_written++;
         else
             failed++;
@@ -216,9 +212,17 @@ int kept_rules_save(struct kept_rules *kept, struct symbol_cache *cache, char *e
         symbol_cache_evict(cache);
         symbol_cache_unlock(cache);
     }
-    if (failed)
-        snprintf(err, err_size, "%zu unwind rule files could not be written to the symbol cache %s", failed,
-                 symbol_cache_directory(cache));
+    if (lock_failed)
+        snprintf(err, err_size,
+                 "the unwind rules of %zu modules were not kept: the symbol cache %s could not be locked within a "
+                 "second (another recording holding it, or its lock file not writable); the next recording looks "
+                 "them up again",
+                 failed, symbol_cache_directory(cache));
+    else if (failed)
+        snprintf(err, err_size,
+                 "the unwind rules of %zu modules could not be written to the symbol cache %s (a full disk, or a "
+                 "folder not writable); the next recording looks them up again; remove the folder if this goes on",
+                 failed, symbol_cache_directory(cache));
     return failed ? -1 : 0;
 }
 

@@ -37,8 +37,8 @@ int kept_rules_save(struct kept_rules *kept, struct symbol_cache *cache, char *e
 
 struct kept_rules_stats {
     uint64_t reused;    /* rules the shims read from kept files */
-    uint64_t looked_up; /* rules the shims looked up in CFI, reported */
-    uint64_t dropped;   /* looked up, not reported (a region's log was full) */
+    uint64_t looked_up; /* rules the shims looked up in CFI, in any module */
+    uint64_t kept;      /* of those, the ones collected to keep (in a module with a build-id) */
     size_t files_written;
 };
 void kept_rules_stats(const struct kept_rules *kept, struct kept_rules_stats *stats);
