@@ -338,6 +338,44 @@ static void test_keeper_takes_the_first_module_that_holds_a_rule(void **state)
     kept_rules_destroy(kept);
 }
 
+/* More modules than the keeper's first table holds, each with a rule:
+ * adding a module may move the others' entries (python3 -c 'import json,
+ * email.parser, decimal, collections' met 40 and crashed the tracer). */
+static void test_keeper_holds_many_modules(void **state)
+{
+    struct fixture *f = *state;
+    struct kept_rules *kept = kept_rules_create();
+    struct shm_header *header = f->region;
+    enum { MODULES = 40 };
+    for (uint32_t i = 0; i < MODULES; i++) {
+        struct shm_unwind_module *module = &shm_unwind_modules(f->region)[header->unwind_modules_used++];
+        uint64_t start = 0x100000 * (i + 1);
+        *module = (struct shm_unwind_module){start, start + 0x10000, start - 0x1000, SAMPLE_SIZE + i,
+                                             sizeof sample_id, 0, {0}};
+        memcpy(module->build_id, sample_id, sizeof sample_id);
+    }
+    for (uint32_t i = 0; i < MODULES; i++)
+        report_rule(f->region, 0x100000 * (i + 1) + 0x800, RULE_RSP16);
+    kept_rules_collect(kept, f->region);
+    save(kept, f);
+    struct kept_rules_stats stats;
+    kept_rules_stats(kept, &stats);
+    assert_int_equal(stats.kept, MODULES);
+    assert_int_equal(stats.files_written, MODULES);
+    size_t size;
+    void *bytes = symbol_cache_read_rules(f->cache, sample_hex, SAMPLE_SIZE + MODULES - 1, &size);
+    const struct unwind_rule_entry *entries;
+    size_t count;
+    assert_non_null(bytes);
+    assert_int_equal(unwind_rules_file_check(bytes, size, sample_id, sizeof sample_id, SAMPLE_SIZE + MODULES - 1,
+                                             &entries, &count),
+                     0);
+    assert_int_equal(count, 1);
+    assert_int_equal(entries[0].offset, 0x1800);
+    free(bytes);
+    kept_rules_destroy(kept);
+}
+
 /* A damaged file is written whole again, with the new rules only. */
 static void test_keeper_replaces_a_damaged_file(void **state)
 {
@@ -370,6 +408,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_keeper_adds_what_the_shim_looked_up, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keeper_checks_the_region, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keeper_takes_the_first_module_that_holds_a_rule, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_keeper_holds_many_modules, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keeper_replaces_a_damaged_file, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

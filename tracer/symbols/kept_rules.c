@@ -45,23 +45,24 @@ void kept_rules_destroy(struct kept_rules *kept)
     free(kept);
 }
 
-/* The module's entry, added if new; NULL when out of memory. */
-static struct kept_module *module_entry(struct kept_rules *kept, const struct shm_unwind_module *module)
+/* The index of the module's entry, added if new (adding may move the
+ * entries: hold indexes, not pointers); -1 when out of memory. */
+static ptrdiff_t module_entry(struct kept_rules *kept, const struct shm_unwind_module *module)
 {
     for (size_t i = 0; i < kept->count; i++) {
-        struct kept_module *known = &kept->modules[i];
+        const struct kept_module *known = &kept->modules[i];
         if (known->file_size == module->file_size && known->build_id_size == module->build_id_size &&
             memcmp(known->build_id, module->build_id, module->build_id_size) == 0)
-            return known;
+            return (ptrdiff_t)i;
     }
     if (growable_array_reserve(&kept->modules, &kept->capacity, kept->count + 1, sizeof *kept->modules) < 0)
-        return NULL;
-    struct kept_module *added = &kept->modules[kept->count++];
+        return -1;
+    struct kept_module *added = &kept->modules[kept->count];
     memset(added, 0, sizeof *added);
     memcpy(added->build_id, module->build_id, module->build_id_size);
     added->build_id_size = module->build_id_size;
     added->file_size = module->file_size;
-    return added;
+    return (ptrdiff_t)kept->count++;
 }
 
 /* The region's first module that holds address, or -1: the first, as
@@ -91,15 +92,15 @@ void kept_rules_collect(struct kept_rules *kept, void *region)
     /* Copied first: the target may still write (a process that is stopped
      * now but resumes), and every field is checked once. */
     struct shm_unwind_module *modules = malloc((module_count ? module_count : 1) * sizeof *modules);
-    struct kept_module **entries = malloc((module_count ? module_count : 1) * sizeof *entries);
+    ptrdiff_t *entries = malloc((module_count ? module_count : 1) * sizeof *entries);
     size_t usable = 0;
     for (uint32_t i = 0; modules && entries && i < module_count; i++) {
         modules[usable] = shm_unwind_modules(region)[i];
         const struct shm_unwind_module *module = &modules[usable];
         if (module->build_id_size == 0 || module->build_id_size > SHM_UNWIND_MAX_BUILD_ID ||
-            module->start >= module->end || !(entries[usable] = module_entry(kept, module)))
+            module->start >= module->end || (entries[usable] = module_entry(kept, module)) < 0)
             continue;
-        entries[usable]->file_read |= module->rules_kept > 0;
+        kept->modules[entries[usable]].file_read |= module->rules_kept > 0;
         usable++;
     }
     for (uint32_t i = 0; modules && entries && i < rule_count; i++) {
@@ -107,7 +108,7 @@ void kept_rules_collect(struct kept_rules *kept, void *region)
         ptrdiff_t m = module_holding(modules, usable, rule.address);
         if (m < 0 || !unwind_rule_plausible(rule.rule))
             continue;
-        struct kept_module *module = entries[m];
+        struct kept_module *module = &kept->modules[entries[m]];
         if (growable_array_reserve(&module->rules, &module->capacity, module->count + 1, sizeof *module->rules) < 0)
             break;
         module->rules[module->count++] = (struct unwind_rule_entry){rule.address - modules[m].bias, rule.rule};
