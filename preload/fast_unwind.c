@@ -10,7 +10,7 @@
  * Rules kept across recordings (common/unwind_rules_file.h) are read when
  * a module is first met, under that mutex, and found afterwards without
  * it: a module entry is complete before module_count counts it (release),
- * and its kept rules are a read-only mapping that stays.
+ * and its kept rules, read into memory of their own, stay (read-only).
  */
 #include "fast_unwind.h"
 #include "near_probe.h"
@@ -69,7 +69,7 @@ struct module_cfi {
     uint64_t file_size;
     uint8_t build_id[UNWIND_RULES_MAX_BUILD_ID];
     uint32_t build_id_size; /* 0: none read (or no kept rules wanted) */
-    const struct unwind_rule_entry *kept; /* the module's kept rules (a read-only mapping), or NULL */
+    const struct unwind_rule_entry *kept; /* the module's kept rules (read-only memory of their own), or NULL */
     size_t kept_count;
 };
 
@@ -176,9 +176,9 @@ static void identify_module(struct module_cfi *module, int fd)
     module->file_size = (uint64_t)status.st_size;
 }
 
-/* Maps the module's kept rules, when its file in the directory is whole
+/* Reads the module's kept rules, when its file in the directory is whole
  * and for this module. Under lookup_lock (the path's buffer). */
-static void map_kept_rules(struct module_cfi *module)
+static void read_kept_rules(struct module_cfi *module)
 {
     static char path[sizeof kept_rules_directory + 2 * UNWIND_RULES_MAX_BUILD_ID + 32];
     int at = snprintf(path, sizeof path, "%s/", kept_rules_directory);
@@ -255,7 +255,7 @@ static struct module_cfi *module_for(uint64_t ip)
         if (kept_rules_directory[0]) {
             identify_module(module, fd);
             if (module->build_id_size)
-                map_kept_rules(module);
+                read_kept_rules(module);
         }
         /* Once the file is mapped (or read in whole where mapping failed;
          * ELF_C_FDREAD then also marks the descriptor done) the descriptor
