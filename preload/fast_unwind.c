@@ -299,28 +299,8 @@ void fast_unwind_keep_rules(const char *directory, const struct fast_unwind_obse
     pthread_mutex_unlock(&lookup_lock);
 }
 
-/* A fork waits for a lookup another thread is in (libdw's caches
- * half-updated, the lock held): the child, which has only the forking
- * thread, would wait for that lock forever at its first lookup. A lookup
- * runs under the guard, which blocks signals: no handler that forks can
- * interrupt one and wait for its own lock here. */
-void fast_unwind_fork_prepare(void)
-{
-    pthread_mutex_lock(&lookup_lock);
-}
-
-void fast_unwind_fork_parent(void)
-{
-    pthread_mutex_unlock(&lookup_lock);
-}
-
-void fast_unwind_fork_child(void)
-{
-    pthread_mutex_unlock(&lookup_lock);
-}
-
-/* Without the lookup lock: a fork child has one thread, before it starts
- * another. */
+/* Without the lookup lock: a fork child has one thread, and a lock some
+ * other thread of the parent held at the fork stays held. */
 void fast_unwind_announce_modules(void)
 {
     size_t count = __atomic_load_n(&module_count, __ATOMIC_ACQUIRE);

@@ -157,12 +157,6 @@ void fast_unwind_keep_rules(const char *directory, const struct fast_unwind_obse
  * which reports into a region of its own, before it starts a thread. */
 void fast_unwind_announce_modules(void);
 
-/* pthread_atfork's three: the lookup lock is held across a fork, so that
- * no lookup is half done in the child (whose other threads are gone). */
-void fast_unwind_fork_prepare(void);
-void fast_unwind_fork_parent(void);
-void fast_unwind_fork_child(void);
-
 /* Rules looked up and cached so far, and lookups that found no simple rule
  * (for tests and statistics). */
 void fast_unwind_stats(uint64_t *cached, uint64_t *unsupported);

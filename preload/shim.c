@@ -391,7 +391,7 @@ static bool start_recording(void)
     /* Registered this early, our child handler runs before any the program
      * registers later (child handlers run in registration order), so the
      * child never writes into the parent's region. */
-    if (pthread_atfork(fast_unwind_fork_prepare, fast_unwind_fork_parent, fork_child) != 0)
+    if (pthread_atfork(NULL, NULL, fork_child) != 0)
         return false;
     return true;
 }
@@ -597,7 +597,6 @@ static void thread_exit_destructor(void *value)
 static void fork_child(void)
 {
     struct shim_thread *thread = &this_thread;
-    fast_unwind_fork_child(); /* the lock its prepare handler took */
     if (__atomic_load_n(&record_state, __ATOMIC_ACQUIRE) != RECORD_ON)
         return;
     guard_begin(thread);
