@@ -154,13 +154,6 @@ static size_t merge(const struct unwind_rule_entry *fresh, size_t fresh_count, c
     return n;
 }
 
-static void hex_of(const struct kept_module *module, char *hex)
-{
-    for (uint32_t i = 0; i < module->build_id_size; i++)
-        snprintf(hex + 2 * i, 3, "%02x", module->build_id[i]);
-    hex[2 * module->build_id_size] = '\0';
-}
-
 /* The module's file with its collected rules added. 0, or -1. */
 static int save_module(struct symbol_cache *cache, struct kept_module *module, const char *hex)
 {
@@ -192,7 +185,7 @@ int kept_rules_save(struct kept_rules *kept, struct symbol_cache *cache, char *e
     for (size_t i = 0; i < kept->count; i++) {
         struct kept_module *module = &kept->modules[i];
         char hex[2 * UNWIND_RULES_MAX_BUILD_ID + 1];
-        hex_of(module, hex);
+        symbol_cache_build_id_hex(module->build_id, module->build_id_size, hex);
         if (module->count == 0) {
             size_t size;
             if (module->file_read) /* reading marks it used (symbol_cache_read) */

@@ -658,6 +658,15 @@ const char *symbol_cache_directory(const struct symbol_cache *cache)
     return cache->path;
 }
 
+void symbol_cache_build_id_hex(const uint8_t *bytes, size_t size, char *out)
+{
+    for (size_t i = 0; i < size; i++) {
+        out[2 * i] = "0123456789abcdef"[bytes[i] >> 4];
+        out[2 * i + 1] = "0123456789abcdef"[bytes[i] & 15];
+    }
+    out[2 * size] = '\0';
+}
+
 /* BUILDID-SIZE.sym (or suffix); -1 if the build-id is no hex text. */
 static int file_name(char *name, size_t size, const char *build_id, uint64_t file_size, const char *suffix)
 {

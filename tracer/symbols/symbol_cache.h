@@ -129,6 +129,10 @@ size_t symbol_cache_builder_count(const struct symbol_cache_builder *builder);
 void *symbol_cache_builder_serialize(const struct symbol_cache_builder *builder,
                                      const struct symbol_cache_header *header, size_t *size);
 
+/* A build-id's bytes as the lower-case hex that names its files: out has
+ * room for 2 * size + 1 characters. */
+void symbol_cache_build_id_hex(const uint8_t *bytes, size_t size, char *out);
+
 /* --- the directory ------------------------------------------------------- */
 
 struct symbol_cache;

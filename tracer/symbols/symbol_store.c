@@ -281,15 +281,10 @@ static const char *build_id_of(struct symbol_store *store, Elf *elf)
     ssize_t length = dwelf_elf_gnu_build_id(elf, &build_id);
     if (length <= 0)
         return "";
-    const unsigned char *bits = build_id;
     char *hex = malloc(2 * (size_t)length + 1);
     if (!hex)
         return "";
-    for (ssize_t i = 0; i < length; i++) {
-        hex[2 * i] = "0123456789abcdef"[bits[i] >> 4];
-        hex[2 * i + 1] = "0123456789abcdef"[bits[i] & 15];
-    }
-    hex[2 * length] = '\0';
+    symbol_cache_build_id_hex(build_id, (size_t)length, hex);
     const char *interned = symbol_store_intern(store, hex);
     free(hex);
     return interned;
