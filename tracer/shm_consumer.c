@@ -225,6 +225,7 @@ static void apply_event(struct shm_consumer *consumer, struct recorder *recorder
 struct ring_cursor {
     struct shm_thread_slot *slot;
     uint64_t position, end;
+    uint64_t floor; /* the slot's floor (see slot_floors) */
     uint32_t index; /* the slot's, as the recorder's source */
 };
 
@@ -234,7 +235,10 @@ static inline const struct shm_event *ring_event(const struct shm_thread_slot *s
     return &slot->ring[position & (SHM_RING_EVENTS - 1)];
 }
 
-static void refresh_active_slots(struct shm_consumer *consumer)
+/* Lists the slots in use or holding events, looked at after the clock
+ * read clock_now: a slot found free, or past the high-water mark, can only
+ * hold events published after it (their floor, see slot_floors). */
+static void refresh_active_slots(struct shm_consumer *consumer, uint64_t clock_now)
 {
     free(consumer->active_slots);
     consumer->active_slots = malloc(SHM_MAX_THREADS * sizeof *consumer->active_slots);
@@ -242,15 +246,33 @@ static void refresh_active_slots(struct shm_consumer *consumer)
     if (!consumer->active_slots)
         return;
     const struct shm_header *header = consumer->base;
+    consumer->seen_producers = __atomic_load_n(&header->producers, __ATOMIC_ACQUIRE);
     uint32_t high_water = __atomic_load_n(&header->slots_high_water, __ATOMIC_ACQUIRE);
     if (high_water > SHM_MAX_THREADS)
         high_water = SHM_MAX_THREADS; /* the target's memory is not trusted */
+    for (uint32_t i = consumer->seen_high_water; i < high_water; i++)
+        consumer->slot_floors[i] = consumer->unclaimed_floor; /* claimed since the last look */
     for (uint32_t i = 0; i < high_water; i++) {
         struct shm_thread_slot *slot = shm_slot(consumer->base, i);
         if (__atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) != SHM_SLOT_FREE ||
             __atomic_load_n(&slot->write_pos, __ATOMIC_ACQUIRE) != slot->read_pos)
             consumer->active_slots[consumer->active_count++] = i;
+        else
+            consumer->slot_floors[i] = clock_now;
     }
+    consumer->seen_high_water = high_water;
+    consumer->unclaimed_floor = clock_now;
+}
+
+/* Whether every slot must be looked at in this drain: asked to, the first
+ * time, now and then, and when threads claimed slots since the last look
+ * (their first events are then drained at once, not up to 20 ms later). */
+static int slots_need_look(const struct shm_consumer *consumer, int full, uint64_t now)
+{
+    const struct shm_header *header = consumer->base;
+    return full || !consumer->active_slots || now - consumer->last_full_scan_ns >= FULL_SCAN_INTERVAL_NS ||
+           __atomic_load_n(&header->slots_high_water, __ATOMIC_RELAXED) != consumer->seen_high_water ||
+           __atomic_load_n(&header->producers, __ATOMIC_RELAXED) != consumer->seen_producers;
 }
 
 /* Tells the producer there is room again, and wakes it if it sleeps. */
@@ -272,13 +294,13 @@ static void recycle_if_retired(struct shm_thread_slot *slot)
 }
 
 /* Where the event at the cursor's head goes in time: its stamp, but a
- * repeated stamp no earlier than the previous drain (see drain_floor). */
-static uint64_t head_time(const struct shm_consumer *consumer, const struct ring_cursor *cursor)
+ * repeated stamp no earlier than the ring's floor (see slot_floors). */
+static uint64_t head_time(const struct ring_cursor *cursor)
 {
     const struct shm_event *head = ring_event(cursor->slot, cursor->position);
     uint64_t t = head->time_ns;
-    if ((head->flags & SHM_EVENT_STAMP_REPEATED) && t < consumer->drain_floor)
-        t = consumer->drain_floor;
+    if ((head->flags & SHM_EVENT_STAMP_REPEATED) && t < cursor->floor)
+        t = cursor->floor;
     return t;
 }
 
@@ -310,7 +332,7 @@ static size_t consume_run(struct shm_consumer *consumer, struct recorder *record
          * resumes after a few thousand events, not after the whole batch. */
         if ((cursor->position & (RELEASE_EVERY - 1)) == 0)
             release_ring(cursor->slot, cursor->position);
-        if (cursor->position == cursor->end || (time = head_time(consumer, cursor)) > until)
+        if (cursor->position == cursor->end || (time = head_time(cursor)) > until)
             return consumed;
     }
 }
@@ -331,7 +353,7 @@ static size_t merge_cursors(struct shm_consumer *consumer, struct recorder *reco
             struct ring_cursor *c = &cursors[i];
             if (c->position == c->end)
                 continue;
-            uint64_t t = head_time(consumer, c);
+            uint64_t t = head_time(c);
             if (!next || t < next_time) {
                 if (next)
                     until = next_time;
@@ -350,35 +372,39 @@ size_t shm_consumer_drain(struct shm_consumer *consumer, struct recorder *record
 {
     if (!consumer->base)
         return 0;
+    if (!consumer->slot_floors && !(consumer->slot_floors = calloc(SHM_MAX_THREADS, sizeof *consumer->slot_floors)))
+        return 0; /* out of memory: the events wait in their rings */
+    /* The clock is read before the slots and their write positions: see
+     * slot_floors. Events published after that reading convert to times
+     * after now_ns. */
     uint64_t now = monotonic_ns();
-    if (full || !consumer->active_slots || now - consumer->last_full_scan_ns >= FULL_SCAN_INTERVAL_NS) {
-        refresh_active_slots(consumer);
-        consumer->last_full_scan_ns = now;
-    }
-    /* The clock is read before the rings' write positions: see drain_floor.
-     * Events published after that reading convert to times after now_ns. */
     const struct shm_header *header = consumer->base;
     int tsc = __atomic_load_n(&header->clock_source, __ATOMIC_RELAXED) == SHM_CLOCK_TSC;
     if (tsc)
         calibrate_clock(consumer);
     uint64_t clock_now = tsc ? consumer->now_ticks : now;
+    if (slots_need_look(consumer, full, now)) {
+        refresh_active_slots(consumer, clock_now);
+        consumer->last_full_scan_ns = now;
+    }
     struct ring_cursor cursors[SHM_MAX_THREADS];
     size_t count = 0;
     for (size_t i = 0; i < consumer->active_count; i++) {
-        struct shm_thread_slot *slot = shm_slot(consumer->base, consumer->active_slots[i]);
+        uint32_t index = consumer->active_slots[i];
+        struct shm_thread_slot *slot = shm_slot(consumer->base, index);
         uint64_t end = __atomic_load_n(&slot->write_pos, __ATOMIC_ACQUIRE);
         uint64_t position = slot->read_pos;
         if (end - position > SHM_RING_EVENTS) /* corrupted by the target: skip what cannot be real */
             position = end - SHM_RING_EVENTS;
-        cursors[count++] = (struct ring_cursor){slot, position, end, consumer->active_slots[i]};
+        cursors[count++] = (struct ring_cursor){slot, position, end, consumer->slot_floors[index], index};
         /* consume_run prefetches PREFETCH_AHEAD events ahead: these first */
         for (uint64_t p = position; p != end && p - position < PREFETCH_AHEAD; p++)
             recorder_prefetch(recorder, ring_event(slot, p)->addr);
     }
     size_t consumed = merge_cursors(consumer, recorder, cursors, count, tsc);
-    if (clock_now > consumer->drain_floor)
-        consumer->drain_floor = clock_now;
     for (size_t i = 0; i < count; i++) {
+        if (clock_now > consumer->slot_floors[cursors[i].index])
+            consumer->slot_floors[cursors[i].index] = clock_now;
         if (cursors[i].end != cursors[i].slot->read_pos)
             release_ring(cursors[i].slot, cursors[i].end);
         recycle_if_retired(cursors[i].slot);
@@ -449,5 +475,6 @@ void shm_consumer_detach(struct shm_consumer *consumer)
     if (consumer->base)
         munmap(consumer->base, consumer->size);
     free(consumer->active_slots);
+    free(consumer->slot_floors);
     shm_consumer_init(consumer);
 }

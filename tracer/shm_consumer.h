@@ -30,12 +30,19 @@ struct shm_consumer {
     uint64_t base_ticks, base_ns;
     uint64_t now_ticks, now_ns;
     uint64_t ns_per_tick_q32; /* nanoseconds per tick, 32.32 fixed point; 0 before calibration */
-    /* The region's clock (ticks or ns, as its events are stamped) read at
-     * the start of the previous drain: an event found since whose stamp
-     * repeats an earlier one (SHM_EVENT_STAMP_REPEATED) happened after it,
-     * so its stamp is raised to it. Exact stamps are kept: one published
-     * late is what the recorder's pending frees are for. */
-    uint64_t drain_floor;
+    /* slot_floors[i]: the region's clock (ticks or ns, as its events are
+     * stamped) read before the tracer last looked at slot i (its write
+     * position, or its state while free or unclaimed). An event found in
+     * the slot since was published after that reading, so one whose stamp
+     * repeats an earlier one (SHM_EVENT_STAMP_REPEATED) is raised to it.
+     * Per slot: a drain that did not look at a ring says nothing of when
+     * that ring's events came (a global floor placed a thread's allocation
+     * after another thread's free of it). Exact stamps are kept: one
+     * published late is what the recorder's pending frees are for. */
+    uint64_t *slot_floors;     /* SHM_MAX_THREADS entries; NULL before the first drain */
+    uint64_t unclaimed_floor;  /* the floor of slots at or past seen_high_water */
+    uint32_t seen_high_water;  /* slots_high_water at the last look at every slot */
+    uint32_t seen_producers;   /* producers then: a change means new rings to look at */
 };
 
 void shm_consumer_init(struct shm_consumer *consumer);

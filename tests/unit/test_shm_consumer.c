@@ -262,6 +262,44 @@ static void test_repeated_stamp_not_before_previous_drain(void **state)
     consumer_off(&consumer);
 }
 
+/* A drain raises a repeated stamp only to the time it last looked at that
+ * ring. Two threads start while the process records (slots 1 and 2): the
+ * first allocates with a repeated stamp from before, the second frees that
+ * block with an exact stamp. The tracer had not looked at either ring in
+ * the drain before; a global floor from that drain placed the allocation
+ * after the free, which then freed nothing and left the block live
+ * (cxx_threads' std::thread states, under load). */
+static void test_repeated_stamp_floor_is_the_rings_own(void **state)
+{
+    void *base = *state;
+    struct ring_producer first = {0}, allocating = {0}, freeing = {0};
+    assert_true(ring_claim_slot(base, &first, 200));
+    struct shm_consumer consumer;
+    consumer_on(&consumer, base);
+    struct recorder recorder;
+    recorder_init(&recorder, 0);
+
+    uint64_t old_stamp = monotonic_ns();
+    write_alloc(&first, old_stamp, 0, 0x10000, 100);
+    sleep_ms(2);
+    assert_int_equal(shm_consumer_drain(&consumer, &recorder, 1), 1);
+
+    assert_true(ring_claim_slot(base, &allocating, 201));
+    write_alloc(&allocating, old_stamp, SHM_EVENT_STAMP_REPEATED, 0x20000, 24);
+    sleep_ms(1);
+    assert_true(ring_claim_slot(base, &freeing, 202));
+    write_free(&freeing, monotonic_ns(), 0x20000);
+    sleep_ms(1);
+    shm_consumer_drain(&consumer, &recorder, 0);
+    shm_consumer_drain(&consumer, &recorder, 1);
+    assert_int_equal(recorder.allocations, 2);
+    assert_int_equal(recorder.frees, 1);
+    assert_int_equal(recorder.unmatched_frees, 0);
+    assert_int_equal(recorder.live_blocks, 1);
+    recorder_free(&recorder);
+    consumer_off(&consumer);
+}
+
 /* Two threads' rings, drained together, are applied in stamp order: the
  * peak (the one figure that depends on the order) is that of the
  * interleaving, not of either ring taken whole. Ring A's first three
@@ -338,6 +376,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_slots_above_high_water_untouched, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_high_water_stays_at_most_threads_at_once, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_repeated_stamp_not_before_previous_drain, setup_region, teardown_region),
+        cmocka_unit_test_setup_teardown(test_repeated_stamp_floor_is_the_rings_own, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_rings_merged_by_stamp, setup_region, teardown_region),
 #if defined(__x86_64__)
         cmocka_unit_test_setup_teardown(test_tsc_stamps_converted, setup_region, teardown_region),
