@@ -4,16 +4,25 @@
  * and lock-free for readers: a slot is claimed by a CAS of its address from
  * 0, then its rule is stored with release; a reader takes a rule of 0 as a
  * miss. Slots are never reused, so a rule once seen stays valid. Lookups of
- * new rules (rare after warm-up) take a mutex: libdw's CFI caches are not
+ * new rules (rare after warm-up) take a lock: libdw's CFI caches are not
  * safe to share between threads.
  *
  * Rules kept across recordings (common/unwind_rules_file.h) are read when
- * a module is first met, under that mutex, and found afterwards without
+ * a module is first met, under that lock, and found afterwards without
  * it: a module entry is complete before module_count counts it (release),
  * and its kept rules, read into memory of their own, stay (read-only).
+ *
+ * Fork: the lock is an owner_lock.h, so a fork child whose parent had
+ * another thread inside a lookup takes it over instead of waiting for ever.
+ * That lookup was in one module's CFI (lookup_module says which), whose
+ * libdw caches it may have left half updated: the child looks up no rule
+ * in that module's CFI again (its unwinds through it fall back, and what
+ * they find is not reported as a rule to keep). Other modules, cached and
+ * kept rules serve as before.
  */
 #include "fast_unwind.h"
 #include "near_probe.h"
+#include "owner_lock.h"
 #include "read_set.h"
 #include "stack_table.h"
 #include "../common/unwind_rules_file.h"
@@ -71,13 +80,15 @@ struct module_cfi {
     uint32_t build_id_size; /* 0: none read (or no kept rules wanted) */
     const struct unwind_rule_entry *kept; /* the module's kept rules (read-only memory of their own), or NULL */
     size_t kept_count;
+    bool cfi_suspect; /* a fork cut a lookup in its CFI short (see the top) */
 };
 
 /* Process-wide state of the shim's unwinder: the shim is the one place where
  * global mutable state is unavoidable (it lives inside someone else's
  * process and has no context to pass around). */
 static struct rule_slot rule_table[RULE_TABLE_SIZE];
-static pthread_mutex_t lookup_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct owner_lock lookup_lock = OWNER_LOCK_INIT;
+static struct module_cfi *lookup_module; /* whose CFI a lookup is in, under lookup_lock */
 static struct module_cfi modules[MAX_MODULES];
 static size_t module_count; /* stored with release once modules[count - 1] is complete */
 static uint64_t rules_cached, rules_unsupported;
@@ -290,13 +301,23 @@ static packed_rule kept_rule(uint64_t ip)
     return 0;
 }
 
+/* Takes the lookup lock; from a fork child whose parent's other thread was
+ * inside a lookup, marks the module of that lookup. */
+static void lookup_lock_acquire(void)
+{
+    if (owner_lock_acquire(&lookup_lock) == OWNER_LOCK_TAKEN_OVER && lookup_module) {
+        lookup_module->cfi_suspect = true;
+        lookup_module = NULL;
+    }
+}
+
 void fast_unwind_keep_rules(const char *directory, const struct fast_unwind_observer *told)
 {
-    pthread_mutex_lock(&lookup_lock);
+    lookup_lock_acquire();
     if (directory && strlen(directory) < sizeof kept_rules_directory)
         snprintf(kept_rules_directory, sizeof kept_rules_directory, "%s", directory);
     observer = told ? *told : (struct fast_unwind_observer){0};
-    pthread_mutex_unlock(&lookup_lock);
+    owner_lock_release(&lookup_lock);
 }
 
 /* Without the lookup lock: a fork child has one thread, and a lock some
@@ -369,11 +390,16 @@ static packed_rule rule_from_frame(Dwarf_Frame *frame)
  * point, which lies in the same rule range for a call site). */
 static packed_rule look_up_rule(uint64_t ip)
 {
-    pthread_mutex_lock(&lookup_lock);
+    lookup_lock_acquire();
     packed_rule rule = cached_rule(ip);
     struct module_cfi *module = rule ? NULL : module_for(ip);
     if (!rule && !(rule = kept_rule(ip))) {
+        if (module && module->cfi_suspect) {
+            owner_lock_release(&lookup_lock);
+            return pack(RULE_UNSUPPORTED, 0, false, 0); /* neither cached nor reported: not CFI's answer */
+        }
         Dwarf_Frame *frame = NULL;
+        lookup_module = module;
         if (module && module->cfi && dwarf_cfi_addrframe(module->cfi, ip - 1 - module->bias, &frame) == 0) {
             rule = rule_from_frame(frame);
             free(frame);
@@ -383,12 +409,13 @@ static packed_rule look_up_rule(uint64_t ip)
         cache_rule(ip, rule);
         if (observer.rule_looked_up)
             observer.rule_looked_up(ip, rule);
+        lookup_module = NULL; /* after the report: a fork in it marks the module too, harmlessly */
         if ((rule & 15) == RULE_UNSUPPORTED)
             rules_unsupported++;
         else
             rules_cached++;
     }
-    pthread_mutex_unlock(&lookup_lock);
+    owner_lock_release(&lookup_lock);
     return rule;
 }
 
@@ -687,8 +714,8 @@ bool fast_unwind_memo_reads(const struct fast_unwind_memo *memo, const struct fa
 
 void fast_unwind_stats(uint64_t *cached, uint64_t *unsupported)
 {
-    pthread_mutex_lock(&lookup_lock);
+    lookup_lock_acquire();
     *cached = rules_cached;
     *unsupported = rules_unsupported;
-    pthread_mutex_unlock(&lookup_lock);
+    owner_lock_release(&lookup_lock);
 }

@@ -54,6 +54,7 @@
 #include "exit_check.h"
 #include "fast_unwind.h"
 #include "freeres.h"
+#include "owner_lock.h"
 #include "python_runtime.h"
 #include "ring_writer.h"
 #include "../common/shm_layout.h"
@@ -597,6 +598,7 @@ static void thread_exit_destructor(void *value)
 static void fork_child(void)
 {
     struct shim_thread *thread = &this_thread;
+    owner_lock_forked(); /* this thread's id is the child's own */
     if (__atomic_load_n(&record_state, __ATOMIC_ACQUIRE) != RECORD_ON)
         return;
     guard_begin(thread);
@@ -1100,7 +1102,9 @@ static struct code_range operator_code[OPERATOR_FORM_COUNT];
 static uint32_t operator_code_count;
 static uintptr_t operator_code_low = UINTPTR_MAX, operator_code_high;
 static bool operators_forwarded; /* an operator was resolved: the checks below are needed */
-static pthread_mutex_t operator_code_lock = PTHREAD_MUTEX_INITIALIZER;
+/* owner_lock.h: a fork child whose parent's other thread was in here takes
+ * it over (what it guards is whole at every step: the count moves last). */
+static struct owner_lock operator_code_lock = OWNER_LOCK_INIT;
 
 /* The definition the caller would reach without the shim. Usually the next
  * one in the global scope. But a C++ library dlopen'ed RTLD_LOCAL (a C++
@@ -1131,7 +1135,7 @@ static void remember_operator_code(const void *function)
     if (dladdr1(function, &info, (void **)&symbol, RTLD_DL_SYMENT) && symbol &&
         (uintptr_t)info.dli_saddr == start && symbol->st_size > 0)
         size = symbol->st_size;
-    pthread_mutex_lock(&operator_code_lock);
+    owner_lock_acquire(&operator_code_lock);
     uint32_t count = __atomic_load_n(&operator_code_count, __ATOMIC_RELAXED);
     bool known = false;
     for (uint32_t i = 0; i < count; i++)
@@ -1145,7 +1149,7 @@ static void remember_operator_code(const void *function)
         __atomic_store_n(&operator_code_count, count + 1, __ATOMIC_RELEASE);
     }
     __atomic_store_n(&operators_forwarded, true, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&operator_code_lock);
+    owner_lock_release(&operator_code_lock);
 }
 
 static __attribute__((noinline, cold)) void *resolve_operator(enum operator_form form)
