@@ -123,7 +123,7 @@ enum shm_alloc_fn {
  * that can reorder). While the process has one producer, most events
  * repeat the previous stamp instead (the shim's event_stamp, flagged
  * SHM_EVENT_STAMP_REPEATED); the tracer never places such an event before
- * its previous drain. */
+ * it last looked at the event's ring. */
 struct shm_event {
     uint64_t time_ns;
     uint64_t addr;
@@ -136,7 +136,7 @@ struct shm_event {
 
 /* time_ns repeats the thread's previous stamp (see the shim's event_stamp)
  * instead of reading the clock: the tracer may place the event later, at
- * its previous drain, never earlier. Exact stamps are taken as they are:
+ * the time it last looked at the ring, never earlier. Exact stamps are taken as they are:
  * one published late (its thread preempted between stamp and publish) is
  * exactly what the recorder's pending frees account for. */
 #define SHM_EVENT_STAMP_REPEATED 1u

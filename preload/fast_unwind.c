@@ -320,8 +320,8 @@ void fast_unwind_keep_rules(const char *directory, const struct fast_unwind_obse
     owner_lock_release(&lookup_lock);
 }
 
-/* Without the lookup lock: a fork child has one thread, and a lock some
- * other thread of the parent held at the fork stays held. */
+/* Without the lookup lock: called from the fork child handler, where
+ * nothing else runs, and reports only what was complete before the fork. */
 void fast_unwind_announce_modules(void)
 {
     size_t count = __atomic_load_n(&module_count, __ATOMIC_ACQUIRE);

@@ -598,7 +598,6 @@ static void thread_exit_destructor(void *value)
 static void fork_child(void)
 {
     struct shim_thread *thread = &this_thread;
-    owner_lock_forked(); /* this thread's id is the child's own */
     if (__atomic_load_n(&record_state, __ATOMIC_ACQUIRE) != RECORD_ON)
         return;
     guard_begin(thread);
@@ -664,9 +663,9 @@ static inline uint64_t read_clock(void)
  * every STAMP_REUSE_EVENTS events and the others repeat the last reading
  * (flagged SHM_EVENT_STAMP_REPEATED): a TSC read costs 12.6 ns in a VM
  * here, a quarter of an event's cost. A repeated stamp is early, never
- * late, and the tracer places a flagged event no earlier than its previous
- * drain (shm_consumer.c), so its time is off by at most the time between
- * two drains (2 ms when the program is idle).
+ * late, and the tracer places a flagged event no earlier than it last
+ * looked at the thread's ring (shm_consumer.c), so its time is off by at
+ * most the time between two drains (2 ms when the program is idle).
  *
  * A reading is repeated only if it was itself taken while this thread was
  * the only producer: after another thread stops, the first event reads the

@@ -41,7 +41,9 @@ static uint64_t read_ticks(void)
 {
 #if defined(__x86_64__)
     _mm_lfence();
-    return __rdtsc();
+    uint64_t ticks = __rdtsc();
+    _mm_lfence(); /* read before the slots are looked at (see slot_floors) */
+    return ticks;
 #else
     return 0;
 #endif
@@ -252,6 +254,10 @@ static void refresh_active_slots(struct shm_consumer *consumer, uint64_t clock_n
         high_water = SHM_MAX_THREADS; /* the target's memory is not trusted */
     for (uint32_t i = consumer->seen_high_water; i < high_water; i++)
         consumer->slot_floors[i] = consumer->unclaimed_floor; /* claimed since the last look */
+    /* the mark only rises; one that seems to fall is the target's scribble,
+     * and slots under the old mark keep their floors */
+    if (high_water < consumer->seen_high_water)
+        high_water = consumer->seen_high_water;
     for (uint32_t i = 0; i < high_water; i++) {
         struct shm_thread_slot *slot = shm_slot(consumer->base, i);
         if (__atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) != SHM_SLOT_FREE ||

@@ -1,8 +1,10 @@
 /*
  * test_owner_lock.c - preload/owner_lock.h: mutual exclusion between
- * threads, a waiter that sleeps past the futex timeout, errno kept, and the
+ * threads, a waiter that sleeps until the release, errno kept, and the
  * point of it: a fork child whose parent's other thread held the lock takes
- * it over (and is told so) instead of waiting for ever.
+ * it over (and is told so) instead of waiting for ever, with or without
+ * fork handlers, while a vfork child, which shares the parent's memory,
+ * waits for the holder as another thread would.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -11,6 +13,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -69,14 +72,12 @@ struct holder {
     struct owner_lock *lock;
     long hold_ms;    /* how long it holds the lock; -1: until the process ends */
     volatile int taken;
-    uint32_t thread_id;
 };
 
 static void *hold_lock(void *arg)
 {
     struct holder *holder = arg;
     owner_lock_acquire(holder->lock);
-    holder->thread_id = owner_lock_thread_id();
     holder->taken = 1;
     if (holder->hold_ms < 0)
         for (;;)
@@ -93,57 +94,150 @@ static void start_holder(pthread_t *thread, struct holder *holder)
         sleep_ms(1);
 }
 
-/* A waiter sleeps on the futex, wakes at its 100 ms timeouts, finds the
- * holder alive and sleeps again until the release; errno is what it was. */
+/* A waiter sleeps on the futex until the release; errno is what it was. */
 static void test_waiter_outlasts_timeouts(void **state)
 {
     (void)state;
     struct owner_lock lock = OWNER_LOCK_INIT;
-    struct holder holder = {&lock, 350, 0, 0};
+    struct holder holder = {&lock, 350, 0};
     pthread_t thread;
     start_holder(&thread, &holder);
     uint64_t start = monotonic_ms();
     errno = EDOM;
     assert_int_equal(owner_lock_acquire(&lock), OWNER_LOCK_TAKEN);
     assert_int_equal(errno, EDOM);
-    assert_true(monotonic_ms() - start >= 250); /* it waited through the timeouts */
+    assert_true(monotonic_ms() - start >= 250); /* it waited for the holder */
     owner_lock_release(&lock);
     assert_int_equal(errno, EDOM);
     assert_int_equal(lock.word, 0);
     pthread_join(thread, NULL);
 }
 
+/* What a fork child finds (exit status 0: as expected). */
+static int child_takes_over(struct owner_lock *lock)
+{
+    if (owner_lock_acquire(lock) != OWNER_LOCK_TAKEN_OVER)
+        return 3;
+    owner_lock_release(lock);
+    if (owner_lock_acquire(lock) != OWNER_LOCK_TAKEN)
+        return 4;
+    owner_lock_release(lock);
+    return lock->word == 0 ? 0 : 5;
+}
+
+/* Waits for a child, killing it after 10 s: a child stuck on the lock
+ * fails the test instead of hanging it. */
+static int child_status(pid_t pid)
+{
+    assert_true(pid > 0);
+    int status = 0;
+    pid_t waited = 0;
+    for (int ms = 0; ms < 10000 && (waited = waitpid(pid, &status, WNOHANG)) == 0; ms++)
+        sleep_ms(1);
+    if (waited == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        fail_msg("the child waited 10 s for the lock and was killed");
+    }
+    if (WIFSIGNALED(status))
+        fail_msg("the child died of signal %d", WTERMSIG(status));
+    return WEXITSTATUS(status);
+}
+
 /* The child of a fork made while another thread holds the lock: that
  * thread is not in the child. Its acquire returns at once, "taken over",
- * and the lock then works as before. */
+ * and the lock then works as before; the parent's is untouched. */
 static void test_fork_child_takes_over(void **state)
 {
     (void)state;
     static struct owner_lock lock = OWNER_LOCK_INIT;
-    static struct holder holder = {&lock, -1, 0, 0};
+    static struct holder holder = {&lock, -1, 0};
     pthread_t thread;
     start_holder(&thread, &holder);
-    assert_int_equal(pthread_atfork(NULL, NULL, owner_lock_forked), 0); /* as the shim's child handler does */
     pid_t pid = fork();
-    if (pid == 0) {
-        alarm(10); /* a child that waits for the lock dies of SIGALRM */
-        if (owner_lock_acquire(&lock) != OWNER_LOCK_TAKEN_OVER)
-            _exit(3);
-        owner_lock_release(&lock);
-        if (owner_lock_acquire(&lock) != OWNER_LOCK_TAKEN)
-            _exit(4);
-        owner_lock_release(&lock);
-        if (owner_lock_thread_id() != (uint32_t)getpid())
-            _exit(6); /* the child's main thread's id is its pid */
-        _exit(lock.word == 0 ? 0 : 5);
+    if (pid == 0)
+        _exit(child_takes_over(&lock));
+    assert_int_equal(child_status(pid), 0);
+    assert_int_equal(lock.word, owner_lock_epoch());
+    /* a fork without handlers (a raw system call) too */
+    pid = (pid_t)syscall(SYS_fork);
+    if (pid == 0)
+        _exit(child_takes_over(&lock));
+    assert_int_equal(child_status(pid), 0);
+}
+
+static struct owner_lock child_lock = OWNER_LOCK_INIT;
+static uint64_t child_counter;
+
+static void *count_in_child(void *unused)
+{
+    (void)unused;
+    for (int i = 0; i < ROUNDS / 10; i++) {
+        if (owner_lock_acquire(&child_lock) != OWNER_LOCK_TAKEN)
+            return (void *)1;
+        uint64_t value = child_counter;
+        __asm__ volatile("" ::: "memory");
+        child_counter = value + 1;
+        owner_lock_release(&child_lock);
     }
-    assert_true(pid > 0);
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    if (WIFSIGNALED(status))
-        fail_msg("the child died of signal %d (SIGALRM: it waited for the lock)", WTERMSIG(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
-    assert_int_equal(lock.word, holder.thread_id); /* the parent's is untouched */
+    return NULL;
+}
+
+/* A child made by a raw fork (no handler runs) that took the lock and
+ * then starts threads: they wait for its main thread, take nothing over,
+ * and lose no update. */
+static int child_threads_exclude_each_other(void)
+{
+    if (owner_lock_acquire(&child_lock) != OWNER_LOCK_TAKEN)
+        return 3;
+    pthread_t threads[THREADS];
+    for (int i = 0; i < THREADS; i++)
+        if (pthread_create(&threads[i], NULL, count_in_child, NULL) != 0)
+            return 4;
+    sleep_ms(50);
+    if (child_counter != 0)
+        return 5; /* a thread got in while the main thread held it */
+    owner_lock_release(&child_lock);
+    for (int i = 0; i < THREADS; i++) {
+        void *result;
+        pthread_join(threads[i], &result);
+        if (result)
+            return 6;
+    }
+    return child_counter == (uint64_t)THREADS * (ROUNDS / 10) ? 0 : 7;
+}
+
+static void test_raw_fork_child_threads(void **state)
+{
+    (void)state;
+    assert_int_equal(owner_lock_acquire(&child_lock), OWNER_LOCK_TAKEN); /* the parent's epoch drawn */
+    owner_lock_release(&child_lock);
+    pid_t pid = (pid_t)syscall(SYS_fork);
+    if (pid == 0)
+        _exit(child_threads_exclude_each_other());
+    assert_int_equal(child_status(pid), 0);
+}
+
+/* A vfork child shares the parent's memory: the lock held by the parent's
+ * other thread is held by a live thread of its space, and it waits. */
+static void test_vfork_child_waits(void **state)
+{
+    (void)state;
+    static struct owner_lock lock = OWNER_LOCK_INIT;
+    static struct holder holder = {&lock, 300, 0};
+    static volatile int result = -1;
+    pthread_t thread;
+    start_holder(&thread, &holder);
+    pid_t pid = vfork();
+    if (pid == 0) {
+        result = owner_lock_acquire(&lock);
+        owner_lock_release(&lock);
+        _exit(0);
+    }
+    assert_int_equal(child_status(pid), 0);
+    pthread_join(thread, NULL);
+    assert_int_equal(result, OWNER_LOCK_TAKEN);
+    assert_int_equal(lock.word, 0);
 }
 
 int main(void)
@@ -152,6 +246,8 @@ int main(void)
         cmocka_unit_test(test_threads_exclude_each_other),
         cmocka_unit_test(test_waiter_outlasts_timeouts),
         cmocka_unit_test(test_fork_child_takes_over),
+        cmocka_unit_test(test_raw_fork_child_threads),
+        cmocka_unit_test(test_vfork_child_waits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
