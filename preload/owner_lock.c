@@ -2,6 +2,7 @@
 #include "owner_lock.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <linux/futex.h>
 #include <stddef.h>
 #include <sys/mman.h>
@@ -13,31 +14,46 @@
 
 /* The page that holds this address space's epoch (MADV_WIPEONFORK): the
  * shim's global state, as everything of a lock is. Set once, then only
- * read; the mapping is inherited, its contents wiped in a fork child. */
+ * read; the mapping is inherited, its contents wiped in a fork child.
+ * Nothing may unmap it or zero it (MADV_DONTNEED): the program has no
+ * reason to touch a page it did not map. */
 static uint32_t *epoch_page;
-
-/* A fallback epoch where no page could be mapped: never changes, so a
- * lock cut by a fork waits there, as a mutex would. */
-#define EPOCH_WITHOUT_PAGE 1u
+/* Where no page could be mapped, every thread's: an epoch that never
+ * changes, so a lock cut by a fork waits there, as a mutex would. */
+static uint32_t epoch_without_page = 1;
+/* The kernel refused MADV_WIPEONFORK (Linux before 4.14): the child
+ * handler of fork (owner_lock_forked) zeroes the epoch instead. */
+static bool epoch_not_wiped;
 
 static uint32_t *epoch_page_get(void)
 {
     uint32_t *page = __atomic_load_n(&epoch_page, __ATOMIC_ACQUIRE);
     if (page)
         return page;
-    void *mapped = mmap(NULL, EPOCH_PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mapped == MAP_FAILED)
-        return NULL;
     int saved_errno = errno;
-    madvise(mapped, EPOCH_PAGE_SIZE, MADV_WIPEONFORK); /* refused: the epoch stays (see the header) */
+    void *mapped = mmap(NULL, EPOCH_PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint32_t *chosen = &epoch_without_page; /* for good: threads must agree */
+    if (mapped != MAP_FAILED) {
+        if (madvise(mapped, EPOCH_PAGE_SIZE, MADV_WIPEONFORK) != 0)
+            __atomic_store_n(&epoch_not_wiped, true, __ATOMIC_RELAXED);
+        chosen = mapped;
+    }
     errno = saved_errno;
     uint32_t *expected = NULL;
-    if (!__atomic_compare_exchange_n(&epoch_page, &expected, (uint32_t *)mapped, 0, __ATOMIC_ACQ_REL,
-                                     __ATOMIC_ACQUIRE)) {
-        munmap(mapped, EPOCH_PAGE_SIZE); /* another thread's came first */
+    if (!__atomic_compare_exchange_n(&epoch_page, &expected, chosen, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        if (mapped != MAP_FAILED)
+            munmap(mapped, EPOCH_PAGE_SIZE); /* another thread's came first */
+        errno = saved_errno;
         return expected;
     }
-    return mapped;
+    return chosen;
+}
+
+void owner_lock_forked(void)
+{
+    uint32_t *page = __atomic_load_n(&epoch_page, __ATOMIC_ACQUIRE);
+    if (page && page != &epoch_without_page && __atomic_load_n(&epoch_not_wiped, __ATOMIC_RELAXED))
+        __atomic_store_n(page, 0, __ATOMIC_RELEASE);
 }
 
 /* A new epoch: differs from the parent's but by a chance of 2^-31. */
@@ -49,14 +65,12 @@ static uint32_t epoch_draw(void)
                      ((uint64_t)syscall(SYS_getpid) << 40);
     mixed *= 0x9e3779b97f4a7c15ull;
     uint32_t epoch = (uint32_t)(mixed >> 33) & ~OWNER_LOCK_WAITERS;
-    return epoch ? epoch : 1;
+    return epoch > 1 ? epoch : 2; /* 1 is epoch_without_page's */
 }
 
 uint32_t owner_lock_epoch(void)
 {
     uint32_t *page = epoch_page_get();
-    if (!page)
-        return EPOCH_WITHOUT_PAGE;
     uint32_t epoch = __atomic_load_n(page, __ATOMIC_ACQUIRE);
     if (__builtin_expect(epoch != 0, 1))
         return epoch;
@@ -109,7 +123,8 @@ void owner_lock_release(struct owner_lock *lock)
     uint32_t was = __atomic_exchange_n(&lock->word, 0, __ATOMIC_RELEASE);
     if (was & OWNER_LOCK_WAITERS) {
         int saved_errno = errno;
-        syscall(SYS_futex, &lock->word, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+        /* one: a woken waiter takes the lock with the bit set again */
+        syscall(SYS_futex, &lock->word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
         errno = saved_errno;
     }
 }

@@ -24,8 +24,11 @@
  * Waiting is a private futex on the word, with a waiters bit so that an
  * uncontended release makes no system call. Usable under the shim's guard
  * (signals blocked): it never allocates (the epoch page is an mmap), and
- * keeps errno. Where MADV_WIPEONFORK is refused (Linux before 4.14) no
- * epoch changes at a fork and the lock waits, as a mutex would.
+ * keeps errno. Where MADV_WIPEONFORK is refused (Linux before 4.14) the
+ * shim's fork child handler calls owner_lock_forked instead, which covers
+ * fork() but not a raw fork system call; where no page can be mapped at
+ * all, no epoch ever changes and a lock cut by a fork waits, as a mutex
+ * would.
  */
 #ifndef MEMSLOPE_OWNER_LOCK_H
 #define MEMSLOPE_OWNER_LOCK_H
@@ -44,6 +47,10 @@ enum owner_lock_taken { OWNER_LOCK_TAKEN = 0, OWNER_LOCK_TAKEN_OVER = 1 };
 /* This address space's epoch: nonzero, below OWNER_LOCK_WAITERS, and new
  * in each fork child. */
 uint32_t owner_lock_epoch(void);
+
+/* From a fork child handler: a new epoch where the kernel does not wipe
+ * the page (else nothing). */
+void owner_lock_forked(void);
 
 enum owner_lock_taken owner_lock_acquire(struct owner_lock *lock);
 void owner_lock_release(struct owner_lock *lock);

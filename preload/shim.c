@@ -598,6 +598,7 @@ static void thread_exit_destructor(void *value)
 static void fork_child(void)
 {
     struct shim_thread *thread = &this_thread;
+    owner_lock_forked(); /* where the kernel does not wipe the locks' epoch */
     if (__atomic_load_n(&record_state, __ATOMIC_ACQUIRE) != RECORD_ON)
         return;
     guard_begin(thread);
