@@ -183,9 +183,10 @@ static void *count_in_child(void *unused)
     return NULL;
 }
 
-/* A child made by a raw fork (no handler runs) that took the lock and
- * then starts threads: they wait for its main thread, take nothing over,
- * and lose no update. */
+/* A child made by _Fork (no handler runs; unlike a raw system call it
+ * leaves the child fit to start threads) that took the lock and then
+ * starts threads: they wait for its main thread, take nothing over, and
+ * lose no update. */
 static int child_threads_exclude_each_other(void)
 {
     if (owner_lock_acquire(&child_lock) != OWNER_LOCK_TAKEN)
@@ -212,7 +213,7 @@ static void test_raw_fork_child_threads(void **state)
     (void)state;
     assert_int_equal(owner_lock_acquire(&child_lock), OWNER_LOCK_TAKEN); /* the parent's epoch drawn */
     owner_lock_release(&child_lock);
-    pid_t pid = (pid_t)syscall(SYS_fork);
+    pid_t pid = _Fork();
     if (pid == 0)
         _exit(child_threads_exclude_each_other());
     assert_int_equal(child_status(pid), 0);
