@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "../../preload/owner_lock.h"
+#include "test_child.h"
 
 #define THREADS 4
 #define ROUNDS 200000
@@ -125,25 +126,6 @@ static int child_takes_over(struct owner_lock *lock)
     return lock->word == 0 ? 0 : 5;
 }
 
-/* Waits for a child, killing it after 10 s: a child stuck on the lock
- * fails the test instead of hanging it. */
-static int child_status(pid_t pid)
-{
-    assert_true(pid > 0);
-    int status = 0;
-    pid_t waited = 0;
-    for (int ms = 0; ms < 10000 && (waited = waitpid(pid, &status, WNOHANG)) == 0; ms++)
-        sleep_ms(1);
-    if (waited == 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-        fail_msg("the child waited 10 s for the lock and was killed");
-    }
-    if (WIFSIGNALED(status))
-        fail_msg("the child died of signal %d", WTERMSIG(status));
-    return WEXITSTATUS(status);
-}
-
 /* The child of a fork made while another thread holds the lock: that
  * thread is not in the child. Its acquire returns at once, "taken over",
  * and the lock then works as before; the parent's is untouched. */
@@ -157,13 +139,13 @@ static void test_fork_child_takes_over(void **state)
     pid_t pid = fork();
     if (pid == 0)
         _exit(child_takes_over(&lock));
-    assert_int_equal(child_status(pid), 0);
+    assert_int_equal(test_child_exit_status(pid), 0);
     assert_int_equal(lock.word, owner_lock_epoch());
     /* a fork without handlers (a raw system call) too */
     pid = (pid_t)syscall(SYS_fork);
     if (pid == 0)
         _exit(child_takes_over(&lock));
-    assert_int_equal(child_status(pid), 0);
+    assert_int_equal(test_child_exit_status(pid), 0);
 }
 
 static struct owner_lock child_lock = OWNER_LOCK_INIT;
@@ -216,7 +198,7 @@ static void test_raw_fork_child_threads(void **state)
     pid_t pid = _Fork();
     if (pid == 0)
         _exit(child_threads_exclude_each_other());
-    assert_int_equal(child_status(pid), 0);
+    assert_int_equal(test_child_exit_status(pid), 0);
 }
 
 /* A vfork child shares the parent's memory: the lock held by the parent's
@@ -235,7 +217,7 @@ static void test_vfork_child_waits(void **state)
         owner_lock_release(&lock);
         _exit(0);
     }
-    assert_int_equal(child_status(pid), 0);
+    assert_int_equal(test_child_exit_status(pid), 0);
     pthread_join(thread, NULL);
     assert_int_equal(result, OWNER_LOCK_TAKEN);
     assert_int_equal(lock.word, 0);
