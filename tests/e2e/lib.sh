@@ -270,18 +270,46 @@ record_no_ptrace() {
     _record "$FIXTURES/no_ptrace" "$@"
 }
 
+# hang_snapshot PATTERN: every task of the processes whose command line
+# holds PATTERN, and of their children: state, kernel wait channel, system
+# call (what a hung recording was doing, for the log).
+hang_snapshot() {
+    for _p in $(pgrep -f -- "$1"); do
+        for _q in "$_p" $(pgrep -P "$_p") $(for _c in $(pgrep -P "$_p"); do pgrep -P "$_c"; done); do
+            for _t in /proc/"$_q"/task/*; do
+                [ -r "$_t/stat" ] || continue
+                printf '%s %s state=%s wchan=%s syscall=%s\n' "$_q/$(basename "$_t")" \
+                    "$(cat "$_t/comm" 2>/dev/null)" "$(sed 's/^.*) //' "$_t/stat" | cut -d' ' -f1)" \
+                    "$(cat "$_t/wchan" 2>/dev/null)" "$(cut -d' ' -f1 "$_t/syscall" 2>/dev/null)"
+            done
+        done
+    done | sort -u
+}
+
 # _record WRAPPER TRACE ...: WRAPPER (a program that execs its arguments) or "".
 _record() {
     _wrapper=$1 _trace=$2
     shift 2
     log "\$ ${_wrapper:+$(basename "$_wrapper") }memslope record -o $_trace $*"
+    # a recording about to time out is looked at first (its tasks' states)
+    rm -f "$WORK/hang.txt"
+    (sleep $((RECORD_TIMEOUT - 2)) && hang_snapshot "record -o $_trace" >"$WORK/hang.txt") \
+        </dev/null >/dev/null 2>&1 &
+    _watch=$!
     timeout -k 5 "$RECORD_TIMEOUT" ${_wrapper:+"$_wrapper"} "$MEMSLOPE" record -o "$_trace" "$@" \
         >"$WORK/rec.out" 2>"$WORK/rec.err"
     REC_RC=$?
+    pkill -P "$_watch" 2>/dev/null
+    kill "$_watch" 2>/dev/null
+    wait "$_watch" 2>/dev/null
     log "  -> exit $REC_RC"
     if [ -s "$WORK/rec.err" ]; then
         log "  stderr:"
         sed 's/^/    | /' "$WORK/rec.err" | head -n 20
+    fi
+    if [ "$REC_RC" -eq 124 ] && [ -s "$WORK/hang.txt" ]; then
+        log "  its tasks $((RECORD_TIMEOUT - 2))s in (pid/tid comm state wchan syscall):"
+        sed 's/^/    | /' "$WORK/hang.txt" | head -n 40
     fi
     [ "$REC_RC" -ne 124 ] || fail "memslope record did not finish within ${RECORD_TIMEOUT}s: $*"
     return 0
