@@ -242,11 +242,7 @@ static inline const struct shm_event *ring_event(const struct shm_thread_slot *s
  * hold events published after it (their floor, see slot_floors). */
 static void refresh_active_slots(struct shm_consumer *consumer, uint64_t clock_now)
 {
-    free(consumer->active_slots);
-    consumer->active_slots = malloc(SHM_MAX_THREADS * sizeof *consumer->active_slots);
     consumer->active_count = 0;
-    if (!consumer->active_slots)
-        return;
     const struct shm_header *header = consumer->base;
     consumer->seen_producers = __atomic_load_n(&header->producers, __ATOMIC_ACQUIRE);
     uint32_t high_water = __atomic_load_n(&header->slots_high_water, __ATOMIC_ACQUIRE);
@@ -276,7 +272,7 @@ static void refresh_active_slots(struct shm_consumer *consumer, uint64_t clock_n
 static int slots_need_look(const struct shm_consumer *consumer, int full, uint64_t now)
 {
     const struct shm_header *header = consumer->base;
-    return full || !consumer->active_slots || now - consumer->last_full_scan_ns >= FULL_SCAN_INTERVAL_NS ||
+    return full || !consumer->last_full_scan_ns || now - consumer->last_full_scan_ns >= FULL_SCAN_INTERVAL_NS ||
            __atomic_load_n(&header->slots_high_water, __ATOMIC_RELAXED) != consumer->seen_high_water ||
            __atomic_load_n(&header->producers, __ATOMIC_RELAXED) != consumer->seen_producers;
 }
@@ -380,6 +376,9 @@ size_t shm_consumer_drain(struct shm_consumer *consumer, struct recorder *record
         return 0;
     if (!consumer->slot_floors && !(consumer->slot_floors = calloc(SHM_MAX_THREADS, sizeof *consumer->slot_floors)))
         return 0; /* out of memory: the events wait in their rings */
+    if (!consumer->active_slots &&
+        !(consumer->active_slots = malloc(SHM_MAX_THREADS * sizeof *consumer->active_slots)))
+        return 0;
     /* The clock is read before the slots and their write positions: see
      * slot_floors. Events published after that reading convert to times
      * after now_ns. */

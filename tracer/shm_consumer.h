@@ -19,7 +19,7 @@ struct shm_consumer {
     void *base;             /* the mapping, or NULL before the region is found */
     uint64_t size;
     uint64_t inode;         /* the memfd's inode: tells a new image's region from the old */
-    uint32_t *active_slots; /* slots seen in use, drained every time */
+    uint32_t *active_slots; /* slots seen in use, drained every time (room for all, from the first drain) */
     size_t active_count;
     uint64_t last_full_scan_ns;
     uint64_t events;        /* events consumed so far */
