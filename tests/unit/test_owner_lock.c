@@ -23,7 +23,7 @@
 #include "test_child.h"
 
 #define THREADS 4
-#define ROUNDS 200000
+#define ROUNDS 50000
 
 static struct owner_lock counter_lock = OWNER_LOCK_INIT;
 static uint64_t counter; /* a plain add under the lock: lost updates show */

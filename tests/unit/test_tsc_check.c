@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../tracer/tsc_check.h"
@@ -136,6 +137,15 @@ static void the_verdict_is_kept_for_the_boot(void **state)
     bool first = tsc_orders_events_cached(file);
     char line[1024];
     read_text(file, line, sizeof line);
+    /* A check that could not hand over often enough (this machine busy
+     * with other tests) keeps nothing, by design: ask again. */
+    for (int tries = 1; tries < 40 && line[0] == '\0' && !kernel_clock_is_tsc(); tries++) {
+        nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+        first = tsc_orders_events_cached(file);
+        read_text(file, line, sizeof line);
+    }
+    if (line[0] == '\0' && !kernel_clock_is_tsc())
+        skip(); /* 40 checks in 2 s, none conclusive: nothing to read back */
     char boot[64];
     read_text("/proc/sys/kernel/random/boot_id", boot, sizeof boot);
     boot[strcspn(boot, "\n")] = '\0';
@@ -160,7 +170,9 @@ static void the_verdict_is_kept_for_the_boot(void **state)
     char old[1024];
     snprintf(old, sizeof old, "%s %s %lld %s\n", boot_field, mask, checked - 700, first ? "monotonic" : "tsc");
     int rewritten = 0;
-    for (int attempt = 0; attempt < 3 && !rewritten; attempt++) { /* a check that cannot tell writes nothing */
+    for (int attempt = 0; attempt < 40 && !rewritten; attempt++) { /* a check that cannot tell writes nothing */
+        if (attempt)
+            nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
         write_text(file, old);
         (void)tsc_orders_events_cached(file);
         read_text(file, line, sizeof line);
