@@ -25,19 +25,27 @@
 #define THREADS 4
 #define ROUNDS 50000
 
-static struct owner_lock counter_lock = OWNER_LOCK_INIT;
-static uint64_t counter; /* a plain add under the lock: lost updates show */
+/* A counter that threads add to under a lock: a plain add, so that a lost
+ * update shows. */
+struct counted {
+    struct owner_lock lock;
+    uint64_t value;
+    int rounds; /* each thread's */
+};
 
-static void *count_up(void *unused)
+static struct counted counter = {OWNER_LOCK_INIT, 0, ROUNDS};
+
+/* A thread's adds; non-NULL when an acquire said "taken over". */
+static void *count_up(void *arg)
 {
-    (void)unused;
-    for (int i = 0; i < ROUNDS; i++) {
-        if (owner_lock_acquire(&counter_lock) != OWNER_LOCK_TAKEN)
+    struct counted *counted = arg;
+    for (int i = 0; i < counted->rounds; i++) {
+        if (owner_lock_acquire(&counted->lock) != OWNER_LOCK_TAKEN)
             return (void *)1;
-        uint64_t value = counter;
+        uint64_t value = counted->value;
         __asm__ volatile("" ::: "memory");
-        counter = value + 1;
-        owner_lock_release(&counter_lock);
+        counted->value = value + 1;
+        owner_lock_release(&counted->lock);
     }
     return NULL;
 }
@@ -47,14 +55,14 @@ static void test_threads_exclude_each_other(void **state)
     (void)state;
     pthread_t threads[THREADS];
     for (int i = 0; i < THREADS; i++)
-        assert_int_equal(pthread_create(&threads[i], NULL, count_up, NULL), 0);
+        assert_int_equal(pthread_create(&threads[i], NULL, count_up, &counter), 0);
     for (int i = 0; i < THREADS; i++) {
         void *result;
         pthread_join(threads[i], &result);
         assert_null(result); /* never "taken over" between live threads */
     }
-    assert_int_equal(counter, (uint64_t)THREADS * ROUNDS);
-    assert_int_equal(counter_lock.word, 0);
+    assert_int_equal(counter.value, (uint64_t)THREADS * ROUNDS);
+    assert_int_equal(counter.lock.word, 0);
 }
 
 static void sleep_ms(long ms)
@@ -148,22 +156,7 @@ static void test_fork_child_takes_over(void **state)
     assert_int_equal(test_child_exit_status(pid), 0);
 }
 
-static struct owner_lock child_lock = OWNER_LOCK_INIT;
-static uint64_t child_counter;
-
-static void *count_in_child(void *unused)
-{
-    (void)unused;
-    for (int i = 0; i < ROUNDS / 10; i++) {
-        if (owner_lock_acquire(&child_lock) != OWNER_LOCK_TAKEN)
-            return (void *)1;
-        uint64_t value = child_counter;
-        __asm__ volatile("" ::: "memory");
-        child_counter = value + 1;
-        owner_lock_release(&child_lock);
-    }
-    return NULL;
-}
+static struct counted child_counter = {OWNER_LOCK_INIT, 0, ROUNDS / 10};
 
 /* A child made by _Fork (no handler runs; unlike a raw system call it
  * leaves the child fit to start threads) that took the lock and then
@@ -171,30 +164,30 @@ static void *count_in_child(void *unused)
  * lose no update. */
 static int child_threads_exclude_each_other(void)
 {
-    if (owner_lock_acquire(&child_lock) != OWNER_LOCK_TAKEN)
+    if (owner_lock_acquire(&child_counter.lock) != OWNER_LOCK_TAKEN)
         return 3;
     pthread_t threads[THREADS];
     for (int i = 0; i < THREADS; i++)
-        if (pthread_create(&threads[i], NULL, count_in_child, NULL) != 0)
+        if (pthread_create(&threads[i], NULL, count_up, &child_counter) != 0)
             return 4;
     sleep_ms(50);
-    if (child_counter != 0)
+    if (child_counter.value != 0)
         return 5; /* a thread got in while the main thread held it */
-    owner_lock_release(&child_lock);
+    owner_lock_release(&child_counter.lock);
     for (int i = 0; i < THREADS; i++) {
         void *result;
         pthread_join(threads[i], &result);
         if (result)
             return 6;
     }
-    return child_counter == (uint64_t)THREADS * (ROUNDS / 10) ? 0 : 7;
+    return child_counter.value == (uint64_t)THREADS * (ROUNDS / 10) ? 0 : 7;
 }
 
 static void test_raw_fork_child_threads(void **state)
 {
     (void)state;
-    assert_int_equal(owner_lock_acquire(&child_lock), OWNER_LOCK_TAKEN); /* the parent's epoch drawn */
-    owner_lock_release(&child_lock);
+    assert_int_equal(owner_lock_acquire(&child_counter.lock), OWNER_LOCK_TAKEN); /* the parent's epoch drawn */
+    owner_lock_release(&child_counter.lock);
     pid_t pid = _Fork();
     if (pid == 0)
         _exit(child_threads_exclude_each_other());
