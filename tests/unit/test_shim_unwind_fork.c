@@ -5,8 +5,8 @@
  * that is not in the child. The child's lookups must neither wait for it
  * for ever (the bug: its first new call site hung) nor trust the CFI caches
  * of the module that lookup was in. The lookup is held open by the
- * observer, which runs under the lock: it sleeps there while the main
- * thread forks. A program of its own: the unwinder's state is the
+ * observer, which runs under the lock: it stays there until the main
+ * thread has forked (not a fixed time, which a busy machine can outlast). A program of its own: the unwinder's state is the
  * process's, and the tests run in order (the first meets the module).
  */
 #include <pthread.h>
@@ -29,6 +29,7 @@
 
 static volatile int sleep_in_module_added, sleep_in_rule_looked_up; /* armed by a test */
 static volatile int in_lookup;          /* set by the observer, under the lookup lock */
+static volatile int forked;             /* set by the parent once it forked: the observer returns */
 static volatile int rules_reported;     /* rule_looked_up calls (the child's own copy after a fork) */
 static volatile int handler_unwound;    /* frames the child handler's unwind found */
 
@@ -37,13 +38,20 @@ static void sleep_ms(long ms)
     nanosleep(&(struct timespec){0, ms * 1000 * 1000}, NULL);
 }
 
+/* Holds the lookup open until the parent has forked (10 s at most). */
+static void stay_in_lookup(void)
+{
+    in_lookup = 1;
+    for (int ms = 0; ms < 10000 && !forked; ms++)
+        sleep_ms(1);
+}
+
 static void module_added(const struct fast_unwind_module_info *module)
 {
     (void)module;
     if (sleep_in_module_added) {
         sleep_in_module_added = 0;
-        in_lookup = 1;
-        sleep_ms(300);
+        stay_in_lookup();
     }
 }
 
@@ -54,8 +62,7 @@ static void rule_looked_up(uint64_t ip, uint64_t rule)
     rules_reported++;
     if (sleep_in_rule_looked_up) {
         sleep_in_rule_looked_up = 0;
-        in_lookup = 1;
-        sleep_ms(300);
+        stay_in_lookup();
     }
 }
 
@@ -111,6 +118,7 @@ static void child_handler(void)
 static int fork_during_lookup(void *(*unwinding)(void *), int (*in_child)(void))
 {
     in_lookup = 0;
+    forked = 0;
     pthread_t thread;
     assert_int_equal(pthread_create(&thread, NULL, unwinding, NULL), 0);
     for (int waited = 0; !in_lookup; waited++) {
@@ -121,6 +129,7 @@ static int fork_during_lookup(void *(*unwinding)(void *), int (*in_child)(void))
     pid_t pid = fork();
     if (pid == 0)
         _exit(in_child());
+    forked = 1;
     assert_true(pid > 0);
     /* a child stuck on the lock (in the child handler, too) fails the test */
     int status = test_child_exit_status(pid);
