@@ -34,7 +34,6 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <link.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
