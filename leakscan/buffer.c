@@ -6,9 +6,11 @@
  * block) makes every page cost its first write again at its new address
  * in this VM (common/reservation.h). A buffer therefore holds address
  * space beyond its size and grows into it in place; what was written
- * stays written.
+ * stays written. The space is 2 MiB-aligned and in huge pages where the
+ * kernel has them free (common/huge_pages.h): the copy is read at random.
  */
 #include "leakscan_internal.h"
+#include "../common/huge_pages.h"
 #include "../common/reservation.h"
 
 #include <stdint.h>
@@ -18,6 +20,13 @@
 
 #define RESERVE_MIN (64ull << 20) /* address space, not memory: PROT_NONE until grown into */
 
+/* A size of 2 MiB or more in whole huge pages: a huge page is mapped only
+ * where the range committed and populated at once covers it whole. */
+static uint64_t huge_round(uint64_t size)
+{
+    return (size + HUGE_PAGE_BYTES - 1) & ~(uint64_t)(HUGE_PAGE_BYTES - 1);
+}
+
 /* A new reservation of at least size, twice it when it can, its first
  * size bytes mapped; the old one is unmapped, and what it held is not
  * kept. A buffer's users write what they read (a copy, a listing), a
@@ -26,11 +35,11 @@
  * a buffer outgrowing its reservation comes here. */
 static int move_to_reservation(struct leakscan_buffer *buffer, uint64_t size)
 {
-    uint64_t reserve = size > UINT64_MAX / 2 ? size : size * 2;
+    uint64_t reserve = size > UINT64_MAX / 4 ? size : huge_round(size * 2);
     reserve = reserve > RESERVE_MIN ? reserve : RESERVE_MIN;
     if (reserve > SIZE_MAX)
         return -1;
-    void *base = reservation_create((size_t)reserve);
+    void *base = huge_pages_reserve((size_t)reserve);
     if (!base)
         return -1;
     /* populated: a fault each page as it is written costs twice as much
@@ -46,9 +55,9 @@ static int move_to_reservation(struct leakscan_buffer *buffer, uint64_t size)
 
 int leakscan_buffer_grow(struct leakscan_buffer *buffer, uint64_t size)
 {
-    if (size > UINT64_MAX - LEAKSCAN_BUFFER_PAGE)
+    if (size > UINT64_MAX / 4)
         return -1;
-    size = LEAKSCAN_PAGE_ROUND(size);
+    size = size >= HUGE_PAGE_BYTES ? huge_round(size) : LEAKSCAN_PAGE_ROUND(size);
     if (size <= buffer->size)
         return 0;
     if (buffer->bytes && size <= buffer->reserved) {

@@ -13,6 +13,8 @@
 
 #include "../../common/error_buffer.h"
 #include "../../common/growable_array.h"
+#include "../../common/huge_pages.h"
+#include "../../common/reservation.h"
 #include "../../common/word_map.h"
 
 static void test_array_grows_and_keeps_items(void **state)
@@ -111,6 +113,41 @@ static void test_error_printf(void **state)
     assert_string_equal(err, "process 1234 is"); /* cut to the buffer */
 }
 
+/* /proc/buddyinfo's free blocks of 2 MiB and more, over every zone. */
+static void test_huge_pages_free_in_buddyinfo(void **state)
+{
+    (void)state;
+    const char *text = "Node 0, zone      DMA      0      0      0      0      0      0      0      0      1      1      3 \n"
+                       "Node 0, zone    DMA32      8      9      9      8      7      7     11     11      9      7    745 \n"
+                       "Node 0, zone   Normal   6564   4235   6756   5015   2230   1090    991    479    131     40   4427 \n";
+    uint64_t mib = 1ull << 20;
+    /* orders 9 and 10 of 4 KiB pages: 2 and 4 MiB */
+    uint64_t expected = (1 + 7 + 40) * 2 * mib + (3 + 745 + 4427) * 4 * mib;
+    assert_int_equal(huge_pages_free_in(text, 4096), expected);
+    /* no order reaches 2 MiB with 1 KiB pages and 11 orders */
+    assert_int_equal(huge_pages_free_in(text, 1024), 0);
+    assert_int_equal(huge_pages_free_in("", 4096), 0);
+    assert_int_equal(huge_pages_free_in("garbage\nNode 0, zone\n", 4096), 0);
+    /* a line cut short counts what it has */
+    assert_int_equal(huge_pages_free_in("Node 0, zone Normal 0 0 0 0 0 0 0 0 0 5", 4096), 5 * 2 * mib);
+}
+
+/* A reservation from huge_pages_reserve is 2 MiB-aligned and usable once
+ * committed, whether or not the kernel marked it. */
+static void test_huge_pages_reserve_is_aligned(void **state)
+{
+    (void)state;
+    size_t bytes = 8u << 20;
+    char *base = huge_pages_reserve(bytes);
+    assert_non_null(base);
+    assert_int_equal((uintptr_t)base % HUGE_PAGE_BYTES, 0);
+    assert_int_equal(reservation_commit(base, bytes, true), 0);
+    base[0] = 1;
+    base[bytes - 1] = 2;
+    assert_int_equal(base[0] + base[bytes - 1], 3);
+    assert_int_equal(munmap(base, bytes), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -119,6 +156,8 @@ int main(void)
         cmocka_unit_test(test_array_refuses_overflow_unchanged),
         cmocka_unit_test(test_word_map_finds_what_it_was_given),
         cmocka_unit_test(test_error_printf),
+        cmocka_unit_test(test_huge_pages_free_in_buddyinfo),
+        cmocka_unit_test(test_huge_pages_reserve_is_aligned),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
