@@ -11,11 +11,13 @@
 #include <unistd.h>
 
 #include "../common/options.h"
+#include "../common/output_file.h"
 #include "../common/shm_layout.h"
 #include "../common/trace_format.h"
 #include "../common/units.h"
 #include "../tracer/session.h"
 #include "../tracer/tsc_check.h"
+#include "../tracer/wrappers/external_tool.h"
 #include "commands.h"
 
 /* [MODULE:]QUALNAME as --iteration py: takes it: a dotted module name and a
@@ -253,12 +255,28 @@ static int parse_options(int argc, char **argv, struct record_options *options)
     return OPTIONS_RUN;
 }
 
+/* -o naming the program to run: the trace would replace it before it
+ * starts, the exec then fail, and the trace begun be removed, leaving
+ * neither. */
+static int output_replaces_command(const struct record_options *options)
+{
+    char *program = tool_find_in_path(options->command[0]);
+    int replaces = program && output_file_replaces(options->output, program);
+    if (replaces)
+        fprintf(stderr, "memslope: -o %s names the program to record (%s): the trace would replace it; give "
+                        "another file\n", options->output, program);
+    free(program);
+    return replaces;
+}
+
 int cmd_record(int argc, char **argv)
 {
     struct record_options options = {0};
     int rc = parse_options(argc, argv, &options);
     if (rc != OPTIONS_RUN)
         return rc;
+    if (output_replaces_command(&options))
+        return 1;
     char shim[PATH_MAX];
     if (find_shim(shim, sizeof shim) < 0) {
         fprintf(stderr, "memslope: cannot find the shim libmemslope.so at %s (run memslope from its build tree or "

@@ -170,6 +170,11 @@ static int report_trace(const struct report_options *options, const struct suppr
 {
     struct trace_model model;
     char err[512];
+    if (output_file_replaces(options->output_path, options->trace_path)) {
+        fprintf(stderr, "memslope report: -o %s names the trace being read: the report would replace it; give "
+                        "another file\n", options->output_path);
+        return 1;
+    }
     if (trace_read_file(options->trace_path, &model, err, sizeof err) != 0) {
         fprintf(stderr, "memslope report: %s\n", err);
         return 1;

@@ -102,6 +102,14 @@ static int classify(const char *path, enum output_kind *kind, char **final_path,
     return 0;
 }
 
+int output_file_replaces(const char *path, const char *other)
+{
+    struct stat written, input;
+    if (!path || !other || strcmp(path, "-") == 0 || stat(path, &written) != 0 || stat(other, &input) != 0)
+        return 0;
+    return S_ISREG(written.st_mode) && written.st_dev == input.st_dev && written.st_ino == input.st_ino;
+}
+
 int output_file_classify(const char *path, enum output_kind *kind, char *err, size_t err_size)
 {
     char *final_path;

@@ -56,6 +56,11 @@ struct output_file {
  * command that hands the path to another program (`instruments`). */
 int output_file_classify(const char *path, enum output_kind *kind, char *err, size_t err_size);
 
+/* Whether writing path would replace the file other names (a program to
+ * run, a trace to read): both name one regular file, through the links
+ * a new file is written through. 1 or 0. */
+int output_file_replaces(const char *path, const char *other);
+
 /* Opens path as above. 0, or -1 with one line in err naming the path, the
  * reason and what to do. */
 int output_file_open(struct output_file *output, const char *path, unsigned flags, char *err, size_t err_size);

@@ -80,6 +80,22 @@ expect_eq "a trace replaced while written: exit" 1 "$?"
 expect_match "... says what happened" 'another program replaced or removed this file' "$WORK/moved.err"
 expect_no_match "... does not say written" 'trace written' "$WORK/moved.err"
 
+# -o naming the program to record, or report -o naming the trace it
+# reads: refused, both files left as they were (the program was once
+# replaced by the trace, the exec failed and the trace was removed).
+cp "$FIXTURES/demo_leak" "$WORK/program"
+"$MEMSLOPE" record -o "$WORK/program" -- "$WORK/program" >/dev/null 2>"$WORK/program.err"
+expect_eq "-o the program itself: exit" 1 "$?"
+expect_match "... says why" 'names the program to record' "$WORK/program.err"
+expect_eq "... the program is left" 0 "$(cmp -s "$FIXTURES/demo_leak" "$WORK/program"; echo $?)"
+(cd "$WORK" && PATH="$WORK:$PATH" "$MEMSLOPE" record -o program -- program >/dev/null 2>&1)
+expect_eq "... found on PATH: refused too" 1 "$?"
+cp "$WORK/regular.trace" "$WORK/input.trace"
+"$MEMSLOPE" report "$WORK/input.trace" -o "$WORK/input.trace" 2>"$WORK/input.err"
+expect_eq "report -o its own trace: exit" 1 "$?"
+expect_match "... says why" 'names the trace being read' "$WORK/input.err"
+expect_eq "... the trace is left" 0 "$(cmp -s "$WORK/regular.trace" "$WORK/input.trace"; echo $?)"
+
 # A full disk: said once (it was said twice), the trace cut where it filled.
 mkdir "$WORK/small"
 if mount -t tmpfs -o size=12k tmpfs "$WORK/small" 2>/dev/null; then
