@@ -212,6 +212,10 @@ static const struct option_entry record_entries[] = {
     OPT_FLAG(0, "no-freeres", struct record_options, no_freeres,
              "skip glibc's and libstdc++'s freeres at exit (memcheck runs them by default)"),
     OPT_ACTION(0, "no-follow", NULL, no_follow, "do not trace child processes"),
+    OPT_FLAG(0, "wait-all", struct record_options, wait_all,
+             "record the processes the command started until they end, even\n"
+             "after it has ended (default: when it ends, those still running\n"
+             "are let go of, recorded until then)"),
     OPT_FLAG(0, "no-symbol-cache", struct record_options, no_symbol_cache,
              "resolve every frame from debug info, look every unwind rule up;\n"
              "neither read nor add to the symbol cache ($XDG_CACHE_HOME/memslope,\n"

@@ -161,6 +161,10 @@ enum trace_process_flags {
      * stood at end_ns; a later PROCESS replaces it (the next checkpoint,
      * or the image's end) */
     TRACE_PROC_CHECKPOINT = 1u << 5,
+    /* still running when the launched command's own process ended: its
+     * figures as they stood at end_ns, when memslope let it go (record
+     * without --wait-all) */
+    TRACE_PROC_LET_GO = 1u << 6,
 };
 
 enum trace_snapshot_kind {

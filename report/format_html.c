@@ -186,6 +186,9 @@ static const char *exit_text(const struct trace_model_process *process, char *bu
     else if (process->info.flags & TRACE_PROC_CHECKPOINT)
         snprintf(buffer, size, "still running at memslope's last checkpoint, %.1f s in",
                  (double)(process->info.end_ns - process->info.start_ns) / 1e9);
+    else if (process->info.flags & TRACE_PROC_LET_GO)
+        snprintf(buffer, size, "still running when the command ended, %.1f s in (let go of)",
+                 (double)(process->info.end_ns - process->info.start_ns) / 1e9);
     else
         snprintf(buffer, size, "did not finish");
     return buffer;

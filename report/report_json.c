@@ -318,6 +318,8 @@ static void write_process(struct json_writer *json, const struct report *report,
     write_exit(json, p);
     if (p->info.flags & TRACE_PROC_CHECKPOINT) /* the figures stood so at memslope's last checkpoint */
         json_member_double(json, "checkpoint_seconds", (double)(p->info.end_ns - p->info.start_ns) / 1e9);
+    if (p->info.flags & TRACE_PROC_LET_GO) /* still running when the command ended: the figures stood so then */
+        json_member_double(json, "let_go_seconds", (double)(p->info.end_ns - p->info.start_ns) / 1e9);
     write_totals(json, p);
     write_amount(json, "live_at_exit", p->info.live_bytes, p->info.live_blocks);
     /* Never filtered by --case: a process's own check at exit. */

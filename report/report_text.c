@@ -91,6 +91,9 @@ static void write_exit(FILE *out, const struct trace_model_process *process)
     else if (process->info.flags & TRACE_PROC_CHECKPOINT)
         fprintf(out, "still running at memslope's last checkpoint, %.1f s in",
                 (double)(process->info.end_ns - process->info.start_ns) / 1e9);
+    else if (process->info.flags & TRACE_PROC_LET_GO)
+        fprintf(out, "still running when the command ended, %.1f s in (let go of)",
+                (double)(process->info.end_ns - process->info.start_ns) / 1e9);
     else
         fputs("did not finish", out);
 }
@@ -109,7 +112,7 @@ static void write_summary(FILE *out, const struct report *report)
             units_format_bytes((double)info->allocated_bytes, allocated, sizeof allocated),
             units_format_bytes((double)info->peak_bytes, peak, sizeof peak),
             units_format_bytes((double)info->live_bytes, live, sizeof live),
-            info->flags & TRACE_PROC_CHECKPOINT ? "then" : "at exit");
+            info->flags & (TRACE_PROC_CHECKPOINT | TRACE_PROC_LET_GO) ? "then" : "at exit");
 }
 
 /* One line on the interpreter, for a process that ran CPython. */

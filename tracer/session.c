@@ -889,6 +889,12 @@ void warn_iterations_missed(struct session *session)
 
 void forward_signal(struct session *session, int signal)
 {
+    /* Once the command has ended, a signal to memslope (timeout's SIGTERM,
+     * a Ctrl-C) ends the wait for what it left running (--wait-all). */
+    if (session->initial_ended) {
+        session->let_go_asked = 1;
+        return;
+    }
     /* SIGINT and SIGQUIT from the terminal reach the target directly (same
      * process group); other signals sent to memslope are meant for it. */
     if (signal == SIGINT || signal == SIGQUIT)
@@ -971,6 +977,7 @@ int session_run(struct session *session)
                 break;
             last_reap_ns = now;
         }
+        let_go_of_the_rest(session);
         events = drain_all(session);
         progress_update(&session->progress, session, now);
         checkpoint_running_images(session, now);
@@ -1092,6 +1099,12 @@ int session_finish(struct session *session, int exit_code)
         fprintf(stderr, "memslope: trace written to %s (memslope report %s)\n", session->output_path,
                 session->output_path);
     }
+    if (session->let_go_count)
+        fprintf(stderr,
+                "memslope: the command ended with %u process%s it started still running: recorded until then, "
+                "then let go of, %s (record --wait-all records them to their end)\n",
+                session->let_go_count, session->let_go_count == 1 ? "" : "es",
+                session->let_go_count == 1 ? "it runs on" : "they run on");
     if (session->preload_lost > 1)
         fprintf(stderr, "memslope: warning: %u more processes ran without the shim, their LD_PRELOAD removed or "
                         "replaced the same way (memslope report lists each)\n",

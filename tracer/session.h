@@ -18,6 +18,7 @@ struct record_options {
     uint32_t leak_check;      /* enum trace_leak_check */
     uint32_t clock;           /* --clock: enum event_clock (tsc_check.h) */
     int follow_children;
+    int wait_all;             /* --wait-all: record what the command left running to its end */
     int quiet;                /* --quiet: no status line */
     int no_freeres;           /* --no-freeres: the shims skip freeres at exit */
     int no_symbol_cache;      /* --no-symbol-cache: resolve every frame from debug info */
@@ -41,8 +42,10 @@ struct session *session_create(const struct record_options *options);
  * printing one clear message. */
 int session_launch(struct session *session, const char *shim_path);
 
-/* Runs until every traced process has ended, then writes the remaining
- * sections. Returns record's exit status. */
+/* Runs until the command's own process has ended, and the processes it
+ * started with it (--wait-all: until every one has; else those still
+ * running are let go of, their records ending there), then writes the
+ * remaining sections. Returns record's exit status. */
 int session_run(struct session *session);
 
 /* Completes the trace file and says where it is (unless --quiet), or why

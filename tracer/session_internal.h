@@ -132,6 +132,12 @@ struct session {
     uint32_t preload_lost; /* images that ran without the shim because a command removed or replaced LD_PRELOAD */
     struct pending_detach *detach_pending; /* --no-follow: children to let go */
     size_t detach_count;
+    /* The launched command's own process has ended; what it left running
+     * is let go of (let_go_of_the_rest) unless --wait-all, or until a
+     * signal to memslope asks for it (let_go_asked). let_go_count: images
+     * let go of, said once at the end. */
+    int initial_ended, let_go_asked;
+    uint32_t let_go_count;
     int warmups_running;           /* images with a symbolizer warm-up not yet ended (at most 1) */
     struct symbol_store *symbols;  /* shared by every image's symbolizer (symbolize.h); the caller's */
     struct kept_rules *kept_rules; /* the unwind rules the shims looked up (kept_rules.h); NULL: no cache */
@@ -209,6 +215,11 @@ void wait_after_drain(struct session *session, const sigset_t *wait_set, size_t 
 void resume_thread(pid_t tid, int signal);
 void process_set_exit(struct traced_process *process, int status);
 void handle_wait_status(struct session *session, pid_t tid, int status);
+/* Once the command's own process has ended, and unless --wait-all (or a
+ * signal to memslope asked for it): every image still running is let go
+ * of, its record ending as it stands ("still running when the command
+ * ended"), its threads detached to run on untraced. */
+void let_go_of_the_rest(struct session *session);
 
 /* session_world_stop.c: a stop of the world, every other thread of an
  * image interrupted and held so that a leak check sees its heap, registers
@@ -225,6 +236,12 @@ struct world_stop {
     struct deferred_status *deferred;
     size_t deferred_count;
 };
+/* How long a stop of a thread is waited for (one in an uninterruptible
+ * sleep, or being killed, may not stop): then it is let run. */
+#define THREAD_STOP_TIMEOUT_NS 2000000000ull
+/* Waits for tid's next stop or exit until the deadline: 1 when it came
+ * (*status), 0 at the deadline, -1 when tid is gone (reaped elsewhere). */
+int wait_for_stop(pid_t tid, int *status, uint64_t deadline_ns);
 /* -1 when out of memory: nothing stopped, nothing for world_stop_end to do. */
 int world_stop_begin(struct world_stop *world, struct session *session, struct traced_process *process,
                      pid_t stopped_tid);

@@ -7,6 +7,7 @@
 #include "session_internal.h"
 
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
@@ -125,6 +126,87 @@ static int detach_if_pending(struct session *session, pid_t tid, int status)
         return 1;
     }
     return 0;
+}
+
+/* ---- the command's end: what it left running ----------------------------- */
+
+/* A thread of an image being let go of, stopped: the signal to deliver as
+ * it is detached (a signal-delivery stop's; 0 for an interrupt or event). */
+struct stopped_task {
+    pid_t tid;
+    int signal;
+};
+
+/* Interrupts tid and waits for its stop. 1 with *task filled; 0 when it is
+ * gone or exited; a thread that does not stop in time is let go of when
+ * its stop comes. A fork or clone it was making is let go of too, at its
+ * first stop (a fork child with the breakpoints of its copy of memory). */
+static int interrupt_for_letting_go(struct session *session, struct traced_process *process, pid_t tid,
+                                    uint64_t deadline, struct stopped_task *task)
+{
+    if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) < 0)
+        return 0;
+    int status;
+    int came = wait_for_stop(tid, &status, deadline);
+    if (came == 0)
+        let_go_of_child(session, process, tid, 1); /* its stop, when it comes; the breakpoints are out by then */
+    if (came <= 0 || !WIFSTOPPED(status))
+        return 0;
+    int event = status >> 16;
+    if (event == PTRACE_EVENT_FORK || event == PTRACE_EVENT_VFORK || event == PTRACE_EVENT_CLONE) {
+        unsigned long child = 0;
+        if (ptrace(PTRACE_GETEVENTMSG, tid, 0, &child) == 0 && child)
+            let_go_of_child(session, process, (pid_t)child, event != PTRACE_EVENT_FORK);
+    }
+    *task = (struct stopped_task){tid, event == 0 ? WSTOPSIG(status) : 0};
+    return 1;
+}
+
+/* Every thread stopped, its record ended with all it wrote until then,
+ * the breakpoints taken out of the memory the threads share, then each
+ * detached: none runs into an int3 untraced. */
+static void let_go_of_running_process(struct session *session, struct traced_process *process)
+{
+    size_t count = 0;
+    struct traced_thread *thread, *tmp;
+    HASH_ITER(hh, session->threads, thread, tmp)
+        count += thread->process == process;
+    struct stopped_task *stopped = calloc(count + 1, sizeof *stopped);
+    size_t n = 0;
+    uint64_t deadline = session_now_ns() + THREAD_STOP_TIMEOUT_NS;
+    HASH_ITER(hh, session->threads, thread, tmp) {
+        if (thread->process != process)
+            continue;
+        pid_t tid = thread->tid;
+        thread_remove(session, thread);
+        struct stopped_task task;
+        if (interrupt_for_letting_go(session, process, tid, deadline, &task) && stopped)
+            stopped[n++] = task;
+    }
+    process->flags |= TRACE_PROC_LET_GO;
+    if (session->options.leak_check != TRACE_LEAK_CHECK_OFF && (process->flags & TRACE_PROC_SHIM_SEEN) &&
+        !process->leak_check_note &&
+        asprintf(&process->leak_check_note,
+                 "no leak check for process %d: it was still running when the command ended, and was let go of "
+                 "(record --wait-all records it to its end)",
+                 (int)process->pid) < 0)
+        process->leak_check_note = NULL;
+    session->let_go_count++;
+    process_end(session, process); /* drains what its stopped threads wrote */
+    if (n)
+        breakpoint_remove_all(stopped[0].tid, &process->breakpoints);
+    for (size_t i = 0; i < n; i++)
+        ptrace(PTRACE_DETACH, stopped[i].tid, 0, (void *)(long)stopped[i].signal);
+    free(stopped);
+}
+
+void let_go_of_the_rest(struct session *session)
+{
+    if (!session->initial_ended || (session->options.wait_all && !session->let_go_asked))
+        return;
+    for (size_t i = 0; i < session->process_count; i++)
+        if (session->processes[i]->state != PROCESS_ENDED)
+            let_go_of_running_process(session, session->processes[i]);
 }
 
 static void on_new_task(struct session *session, struct traced_thread *thread, int event)
@@ -328,6 +410,7 @@ static void on_task_gone(struct session *session, pid_t tid, int status)
     process_set_exit(process, status);
     if (tid == session->initial_pid) {
         session->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        session->initial_ended = 1;
     }
     process_end(session, process);
 }

@@ -19,14 +19,10 @@
 
 /* ---- stopping the world for a leak check ------------------------------- */
 
-/* How long a stop of the world waits for one thread (a thread in an
- * uninterruptible sleep, or one the kernel is killing): then the check goes
- * on without it, and says so, rather than hang. */
-#define THREAD_STOP_TIMEOUT_NS 2000000000ull
+/* A stop of the world waits THREAD_STOP_TIMEOUT_NS for each thread: then
+ * the check goes on without it, and says so, rather than hang. */
 
-/* Waits for tid's next stop or exit until the deadline: 1 when it came,
- * 0 at the deadline, -1 when tid is gone (reaped elsewhere). */
-static int wait_for_stop(pid_t tid, int *status, uint64_t deadline_ns)
+int wait_for_stop(pid_t tid, int *status, uint64_t deadline_ns)
 {
     long pause_ns = 10000;
     for (;;) {

@@ -745,7 +745,8 @@ static void shim_absent_reason(const struct trace_image *image, char *reason, si
 
 int trace_image_shim_absent(const struct trace_image *image, char *message, size_t size)
 {
-    if ((image->flags & TRACE_PROC_SHIM_SEEN) || image->vfork_child)
+    /* let go of young: its shim may not have loaded yet */
+    if ((image->flags & (TRACE_PROC_SHIM_SEEN | TRACE_PROC_LET_GO)) || image->vfork_child)
         return 0;
     char reason[400];
     shim_absent_reason(image, reason, sizeof reason);
