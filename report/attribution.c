@@ -105,17 +105,32 @@ int attribution_user_frame(const struct trace_model *model, const struct trace_m
     return first;
 }
 
+/* What is shortened of a function's name that does not fit beside where it
+ * is: the middle (a C++ template's arguments), the start and the end kept. */
+#define NAME_ELISION "..."
+
 const char *attribution_frame_name(const struct trace_model_frame *frame, char *buffer, size_t size)
 {
-    const char *file = base_name(frame->file);
-    if (*frame->function && *file && frame->line)
-        snprintf(buffer, size, "%s (%s:%u)", frame->function, file, frame->line);
-    else if (*frame->function && *file)
-        snprintf(buffer, size, "%s (%s)", frame->function, file);
-    else if (*frame->function)
-        snprintf(buffer, size, "%s", frame->function);
-    else
+    if (!*frame->function) {
         snprintf(buffer, size, "0x%" PRIx64 " (%s+0x%" PRIx64 ")", frame->address,
                  frame->module ? base_name(frame->module->path) : "?", frame->module_offset);
+        return buffer;
+    }
+    const char *file = base_name(frame->file);
+    char where[512] = "";
+    if (*file && frame->line)
+        snprintf(where, sizeof where, " (%s:%u)", file, frame->line);
+    else if (*file)
+        snprintf(where, sizeof where, " (%s)", file);
+    size_t function = strlen(frame->function), suffix = strlen(where), elision = strlen(NAME_ELISION);
+    if (function + suffix < size || size < suffix + elision + 16) {
+        snprintf(buffer, size, "%s%s", frame->function, where);
+        return buffer;
+    }
+    /* shortened, so that the file and line stay (a C++ name can run to
+     * 2,000 characters: std::thread's constructor's) */
+    size_t keep = size - 1 - suffix - elision, tail = keep / 3, head = keep - tail;
+    snprintf(buffer, size, "%.*s%s%s%s", (int)head, frame->function, NAME_ELISION,
+             frame->function + function - tail, where);
     return buffer;
 }

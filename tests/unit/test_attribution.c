@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -86,12 +87,37 @@ static void test_frame_name(void **state)
     assert_string_equal(attribution_frame_name(&frames[F_UNNAMED], buffer, sizeof buffer), "0x401000 (app+0x1000)");
 }
 
+/* A name longer than the buffer is shortened in its middle: its start, its
+ * end and where it is stay (labels of std::thread's constructor, 2,000
+ * characters, lost their file and line). */
+static void test_long_frame_name_keeps_where(void **state)
+{
+    (void)state;
+    char name[2200];
+    memset(name, 'x', sizeof name - 1);
+    memcpy(name, "std::thread::thread<", 20);
+    memcpy(name + sizeof name - 1 - 7, ">(&&)ok", 7);
+    name[sizeof name - 1] = '\0';
+    struct trace_model_frame frame = {&module_app, name, "/usr/include/c++/12/bits/std_thread.h", 142, 0, 0, 0};
+    char buffer[1024];
+    const char *label = attribution_frame_name(&frame, buffer, sizeof buffer);
+    assert_int_equal(strlen(label), sizeof buffer - 1);
+    assert_memory_equal(label, "std::thread::thread<", 20);
+    assert_non_null(strstr(label, "..."));
+    const char *end = ">(&&)ok (std_thread.h:142)";
+    assert_string_equal(label + strlen(label) - strlen(end), end);
+    /* a buffer too small for the elision: cut as before */
+    char small[24];
+    assert_string_equal(attribution_frame_name(&frame, small, sizeof small), "std::thread::thread<xxx");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_module_owner),
         cmocka_unit_test(test_user_frame),
         cmocka_unit_test(test_frame_name),
+        cmocka_unit_test(test_long_frame_name_keeps_where),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
