@@ -13,9 +13,12 @@
 #include "formats.h"
 
 #include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/growable_array.h"
 #include "attribution.h"
 #include "suppressions.h"
 
@@ -47,21 +50,50 @@ static void write_location(FILE *out, const struct trace_model_frame *frame)
     fputc('\n', out);
 }
 
-static void write_entry(FILE *out, const struct report *report, const struct trace_loss_record *record, size_t number,
+/* A loss record to write, and the process image whose stacks it names. */
+struct lost_record {
+    const struct trace_model_process *process;
+    const struct trace_loss_record *record;
+    char *body; /* the entry from its '{' on, to tell two images' equal entries apart */
+};
+
+/* The entry's comment line, then its body. */
+static void write_entry(FILE *out, const struct report *report, const struct lost_record *lost, size_t number,
                         size_t count)
 {
-    const struct trace_model_stack *stack = trace_model_stack(report->primary, record->stack_id);
+    const struct trace_model_stack *stack = trace_model_stack(lost->process, lost->record->stack_id);
     const struct trace_model_frame *user;
     char where[512];
     attribution_user_frame(report->model, stack, &user);
     const char *name = user ? attribution_frame_name(user, where, sizeof where) : "an unknown site";
     fprintf(out, "# loss record %zu of %zu: %s%" PRIu64 " bytes in %s%" PRIu64 " blocks, %s, at ", number, count,
-            report_estimate_mark(report), record->bytes, report_estimate_mark(report), record->blocks,
-            category_names[record->category]);
+            report_estimate_mark(report), lost->record->bytes, report_estimate_mark(report), lost->record->blocks,
+            category_names[lost->record->category]);
     write_name(out, name);
-    fputs("\n{\n   memslope:", out);
+    if (lost->process != report->primary)
+        fprintf(out, " (process %u, %s)", lost->process->info.pid,
+                lost->process->info.exe ? lost->process->info.exe : "?");
+    fputc('\n', out);
+    fputs(lost->body, out);
+}
+
+/* An entry's body: the name of the site it suppresses, the kind of leak,
+ * then the allocator and the frames. NULL when out of memory. */
+static char *entry_body(const struct report *report, const struct lost_record *lost)
+{
+    const struct trace_model_stack *stack = trace_model_stack(lost->process, lost->record->stack_id);
+    const struct trace_model_frame *user;
+    char where[512];
+    attribution_user_frame(report->model, stack, &user);
+    const char *name = user ? attribution_frame_name(user, where, sizeof where) : "an unknown site";
+    char *body = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream(&body, &size);
+    if (!out)
+        return NULL;
+    fputs("{\n   memslope:", out);
     write_name(out, name);
-    fprintf(out, "\n   Memcheck:Leak\n   match-leak-kinds: %s\n", kind_words[record->category]);
+    fprintf(out, "\n   Memcheck:Leak\n   match-leak-kinds: %s\n", kind_words[lost->record->category]);
     const struct trace_model_frame *top = stack && stack->depth ? &report->model->frames[stack->frame_ids[0]] : NULL;
     const char *mangled = top && (top->flags & TRACE_FRAME_ALLOCATOR) ? suppressions_mangled_allocator(top->function)
                                                                         : NULL;
@@ -74,56 +106,93 @@ static void write_entry(FILE *out, const struct report *report, const struct tra
             break;
     }
     fputs("}\n", out);
-}
-
-static bool already_listed(const struct trace_loss_record **records, size_t count, const struct trace_loss_record *r)
-{
-    for (size_t i = 0; i < count; i++)
-        if (records[i]->stack_id == r->stack_id && records[i]->category == r->category)
-            return true;
-    return false;
-}
-
-/* The lost (not still reachable) records at exit; without a check at exit,
- * those of every case, each stack and kind once. */
-static const struct trace_loss_record **lost_records(const struct report *report, size_t *count)
-{
-    size_t capacity = 1;
-    for (size_t c = 0; c < report->case_count; c++)
-        capacity += report->cases[c].leaks ? report->cases[c].leaks->count : 0;
-    capacity += report->exit_leaks ? report->exit_leaks->count : 0;
-    const struct trace_loss_record **records = calloc(capacity, sizeof *records);
-    *count = 0;
-    for (size_t c = 0; records && c <= report->case_count; c++) {
-        const struct trace_leaks *leaks = report->exit_leaks ? (c == 0 ? report->exit_leaks : NULL)
-                                          : c < report->case_count ? report->cases[c].leaks
-                                                                   : NULL;
-        for (uint32_t i = 0; leaks && i < leaks->count; i++)
-            if (leaks->records[i].category < TRACE_LEAK_REACHABLE &&
-                !already_listed(records, *count, &leaks->records[i]))
-                records[(*count)++] = &leaks->records[i];
+    if (fclose(out) != 0) {
+        free(body);
+        return NULL;
     }
-    if (records)
-        qsort(records, *count, sizeof *records, report_compare_loss_records);
-    return records;
+    return body;
+}
+
+struct lost_list {
+    struct lost_record *items;
+    size_t count, capacity;
+};
+
+/* Adds leaks' lost records (not still reachable) of process; an entry
+ * equal to one listed (the same stack and kind in another image of one
+ * program) is listed once. -1 when out of memory. */
+static int add_lost(struct lost_list *list, const struct report *report, const struct trace_model_process *process,
+                    const struct trace_leaks *leaks)
+{
+    for (uint32_t i = 0; leaks && i < leaks->count; i++) {
+        const struct trace_loss_record *record = &leaks->records[i];
+        if (record->category >= TRACE_LEAK_REACHABLE)
+            continue;
+        struct lost_record lost = {process, record, NULL};
+        if (!(lost.body = entry_body(report, &lost)))
+            return -1;
+        bool listed = false;
+        for (size_t k = 0; k < list->count && !listed; k++)
+            listed = strcmp(list->items[k].body, lost.body) == 0;
+        if (listed) {
+            free(lost.body);
+            continue;
+        }
+        if (growable_array_reserve(&list->items, &list->capacity, list->count + 1, sizeof *list->items) < 0) {
+            free(lost.body);
+            return -1;
+        }
+        list->items[list->count++] = lost;
+    }
+    return 0;
+}
+
+static int compare_lost(const void *left, const void *right)
+{
+    const struct lost_record *a = left, *b = right;
+    return report_compare_loss_records(&a->record, &b->record);
+}
+
+/* The primary's lost records at exit (without a check at exit, those of
+ * every case), then every other image's at its exit: gate checks them all. */
+static int lost_records(const struct report *report, struct lost_list *list)
+{
+    int rc = 0;
+    if (report->exit_leaks)
+        rc = add_lost(list, report, report->primary, report->exit_leaks);
+    for (size_t c = 0; rc == 0 && !report->exit_leaks && c < report->case_count; c++)
+        rc = add_lost(list, report, report->primary, report->cases[c].leaks);
+    for (size_t p = 0; rc == 0 && p < report->process_count; p++)
+        if (report->processes[p].process != report->primary)
+            rc = add_lost(list, report, report->processes[p].process, report->processes[p].exit_leaks);
+    if (rc == 0)
+        qsort(list->items, list->count, sizeof *list->items, compare_lost);
+    return rc;
+}
+
+static void free_lost(struct lost_list *list)
+{
+    for (size_t i = 0; i < list->count; i++)
+        free(list->items[i].body);
+    free(list->items);
 }
 
 int report_write_suppressions(const struct report *report, FILE *out, char *err, size_t err_size)
 {
-    size_t count;
-    const struct trace_loss_record **records = lost_records(report, &count);
-    if (!records) {
+    struct lost_list list = {0};
+    if (lost_records(report, &list) < 0) {
+        free_lost(&list);
         snprintf(err, err_size, "out of memory");
         return -1;
     }
     fprintf(out, "# memslope suppressions for the loss records of %s (Valgrind's format; memslope report and\n"
                  "# gate read them with --suppressions FILE)\n", report->trace_name);
-    if (count == 0)
+    if (list.count == 0)
         fputs("# no loss record to suppress: every block left at exit was reachable, or suppressed already\n", out);
-    for (size_t i = 0; i < count; i++) {
+    for (size_t i = 0; i < list.count; i++) {
         fputc('\n', out);
-        write_entry(out, report, records[i], i + 1, count);
+        write_entry(out, report, &list.items[i], i + 1, list.count);
     }
-    free((void *)records);
+    free_lost(&list);
     return 0;
 }

@@ -10,7 +10,7 @@
 # as memcheck does with the same file.
 . "$(dirname "$0")/lib.sh"
 need_memslope
-need_fixture leak_cycle demo_leak growth_cases leak_threads
+need_fixture leak_cycle demo_leak growth_cases leak_threads fork_leak_child
 need_python
 
 DEFAULT_SUPP=$(dirname "$MEMSLOPE")/../share/memslope/default.supp
@@ -197,6 +197,19 @@ d = json.loads(re.search(r'<script type="application/json" id="memslope-data">(.
 print(d["leaks_at_exit"]["suppressed"])
 EOF
 )"
+# A child process's leak: gate checks every process, so --format
+# suppressions writes its loss records too (it wrote the primary's only,
+# and the file it gave could not make the gate pass).
+record "$WORK/child.trace" -- "$FIXTURES/fork_leak_child"
+"$MEMSLOPE" report "$WORK/child.trace" --format suppressions -o "$WORK/child.supp"
+# (its three blocks' records, of one site called from three lines, make
+# one entry: the frames are named by function)
+expect_eq "a child's leak: one entry" 1 "$(grep -c '^{' "$WORK/child.supp")"
+expect_match "... named with the child's process" '^# loss record 1 of 1: 1000 bytes in 1 blocks, definitely lost, at child_loses .*\(process [0-9]+, ' "$WORK/child.supp"
+"$MEMSLOPE" gate "$WORK/child.trace" --max-leaked 0 >/dev/null 2>&1
+expect_eq "... gate without them: fails" 1 "$?"
+"$MEMSLOPE" gate "$WORK/child.trace" --max-leaked 0 --suppressions "$WORK/child.supp" >"$WORK/child.gate" 2>&1
+expect_eq "... gate with them: passes" 0 "$?"
 if command -v valgrind >/dev/null 2>&1; then
     vg_run threads --run-libc-freeres=no --run-cxx-freeres=no --suppressions="$DEFAULT_SUPP" -- "$FIXTURES/leak_threads"
     vg_totals "$(vg_log threads)"
