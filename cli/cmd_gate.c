@@ -258,20 +258,6 @@ static int check_growth(const struct gate_context *g, const struct report_case *
     return 1;
 }
 
-/* Why a process has no leak results: the note the tracer wrote, else what
- * the trace tells. */
-static const char *missing_leaks_reason(const struct report *report, const struct trace_model_process *process)
-{
-    if (report->model->has_info && report->model->info.leak_check == TRACE_LEAK_CHECK_OFF)
-        return "recorded with --leak-check off";
-    if (process && !(process->info.flags & TRACE_PROC_SHIM_SEEN))
-        return "memslope's shim was not loaded into it, so nothing was recorded; memslope report says why";
-    for (size_t i = 0; process && i < process->warning_count; i++)
-        if (strncmp(process->warnings[i], "no leak check", 13) == 0)
-            return process->warnings[i];
-    return "the trace holds no leak check for it";
-}
-
 static int check_leaks(const struct gate_context *g, const struct report_case *c)
 {
     const struct gate_limits *limits = g->limits;
@@ -282,7 +268,7 @@ static int check_leaks(const struct gate_context *g, const struct report_case *c
     if (!c->leaks) {
         fprintf(stderr, "memslope gate: %scase '%s': no leak results (%s); --max-leaked%s cannot be checked; "
                         "process %s\n",
-                g->primary ? "" : "warning: ", g->case_name, missing_leaks_reason(g->report, g->model_process),
+                g->primary ? "" : "warning: ", g->case_name, report_missing_leaks_reason(g->report, g->model_process),
                 limits->has_leaked_blocks ? "-blocks" : "", g->process);
         *g->unknown += (size_t)g->primary;
         return 0;

@@ -956,6 +956,20 @@ int report_compare_loss_records(const void *left, const void *right)
     return a->stack_id < b->stack_id ? -1 : a->stack_id > b->stack_id;
 }
 
+const char *report_missing_leaks_reason(const struct report *report, const struct trace_model_process *process)
+{
+    if (report->model->has_info && report->model->info.leak_check == TRACE_LEAK_CHECK_OFF)
+        return "recorded with --leak-check off";
+    if (process && !(process->info.flags & TRACE_PROC_SHIM_SEEN))
+        return "memslope's shim was not loaded into it, so nothing was recorded (its warnings in memslope report say why)";
+    for (size_t i = 0; process && i < process->warning_count; i++)
+        if (strncmp(process->warnings[i], "no leak check", 13) == 0)
+            return process->warnings[i];
+    if (report->model->incomplete)
+        return "no leak check in what the trace holds: it was cut short";
+    return "the trace holds no leak check for it";
+}
+
 const char *report_iteration_hint(const struct report *report)
 {
     return report->primary && report->primary->has_python ? REPORT_ITERATION_HINT_PYTHON

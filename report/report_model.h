@@ -143,6 +143,11 @@ void report_free(struct report *report);
  * otherwise. */
 const char *report_iteration_hint(const struct report *report);
 
+/* Why process (an image of the report's trace) has no leak results: the
+ * note the tracer wrote, else what the trace tells (--leak-check off, no
+ * shim, a trace cut short). */
+const char *report_missing_leaks_reason(const struct report *report, const struct trace_model_process *process);
+
 /* qsort order of pointers to loss records: largest first, then by
  * category and stack, so equal sizes come out the same in every run. */
 int report_compare_loss_records(const void *left, const void *right);

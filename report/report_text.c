@@ -302,11 +302,7 @@ static void write_case_figures(FILE *out, const struct report *report, const str
     else if (c->setup_known)
         fputs("  growth: not estimated (fewer than 3 iteration snapshots)\n", out);
     if (!c->leaks) {
-        fputs(report->model->incomplete
-                  ? "  leaked: not checked (no leak check in what the trace holds: it was cut short, or recorded "
-                    "with --leak-check off)\n"
-                  : "  leaked: not checked (no leak check covers this case: recorded with --leak-check off?)\n",
-              out);
+        fprintf(out, "  leaked: not checked (%s)\n", report_missing_leaks_reason(report, report->primary));
         return;
     }
     uint64_t bytes = c->leaks->bytes[TRACE_LEAK_DEFINITE] + c->leaks->bytes[TRACE_LEAK_INDIRECT];
