@@ -80,10 +80,30 @@ static void write_site(FILE *out, const struct diff_site *site)
                 change_text(o->allocated_bytes, n->allocated_bytes, b, sizeof b));
 }
 
+/* Each trace's image whose cases are compared, and the others left out
+ * (a compiler driver's cc1 and as): gate --baseline compares them all. */
+static void write_compared_processes(FILE *out, const struct report_diff *diff)
+{
+    const struct report *sides[2] = {diff->old_report, diff->new_report};
+    const char *names[2] = {"OLD", "NEW"};
+    for (int i = 0; i < 2; i++) {
+        const struct trace_model_process *primary = sides[i]->primary;
+        size_t others = sides[i]->process_count ? sides[i]->process_count - (primary != NULL) : 0;
+        if (!others)
+            continue;
+        fprintf(out, "%s: the cases of pid %u (", names[i], primary ? primary->info.pid : 0);
+        text_put(out, primary && primary->info.exe ? primary->info.exe : "?");
+        fprintf(out, "); its %zu other process image%s not compared (gate --baseline compares every one)\n", others,
+                others == 1 ? " is" : "s are");
+    }
+}
+
 void report_diff_write_text(const struct report_diff *diff, FILE *out)
 {
     fprintf(out, "memslope diff: OLD %s -> NEW %s\n", diff->old_report->trace_name, diff->new_report->trace_name);
-    fputs("Sites are matched by their function stack; figures read OLD -> NEW (change).\n\n", out);
+    fputs("Sites are matched by their function stack; figures read OLD -> NEW (change).\n", out);
+    write_compared_processes(out, diff);
+    fputc('\n', out);
     for (size_t i = 0; i < diff->case_count; i++) {
         const struct diff_case *c = &diff->cases[i];
         write_case_figures(out, c);

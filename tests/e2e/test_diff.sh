@@ -8,7 +8,7 @@
 . "$(dirname "$0")/lib.sh"
 need_memslope
 need_python
-need_fixture session_leak
+need_fixture session_leak fork_leak_child
 
 MAKE=$(fixture_line session_leak.c SL-MAKE)
 record "$WORK/v1.trace" -- "$FIXTURES/session_leak" 1
@@ -81,4 +81,11 @@ run_diff "$WORK/v1.trace" "$WORK/v2.trace" --format xml
 expect_eq "--format xml: usage" 2 "$RC"
 run_diff "$WORK/v1.trace" "$WORK/missing.trace"
 expect_eq "missing trace: exit 1" 1 "$RC"
+
+# Traces of several processes: diff compares the primary's cases and says
+# that the others are left out (it said nothing).
+record "$WORK/forks.trace" -- "$FIXTURES/fork_leak_child"
+run_diff "$WORK/forks.trace" "$WORK/forks.trace"
+expect_eq "several processes: exit" 0 "$RC"
+expect_match "... the child not compared, said" '^OLD: the cases of pid [0-9]+ \(.*fork_leak_child\); its 1 other process image is not compared' "$WORK/out"
 finish
