@@ -96,7 +96,12 @@ static int parse_options(int argc, char **argv, struct report_options *options)
 
 static void warn_if_incomplete(const struct trace_model *model, const char *path)
 {
-    if (model->incomplete)
+    if (model->incomplete && output_file_being_written(path))
+        fprintf(stderr,
+                "memslope report: warning: %s is still being written by a memslope record that has not finished: "
+                "reporting the %llu sections it holds so far\n",
+                path, (unsigned long long)model->section_count);
+    else if (model->incomplete)
         fprintf(stderr,
                 "memslope report: warning: %s is incomplete (%s): recording was cut short; "
                 "reporting the %llu complete sections before the cut\n",

@@ -155,6 +155,11 @@ static int locked_by_another_writer(const char *path)
     return locked;
 }
 
+int output_file_being_written(const char *path)
+{
+    return locked_by_another_writer(path);
+}
+
 /* A fresh file next to the path, under a name nobody else can have made. */
 static int create_beside(struct output_file *output)
 {

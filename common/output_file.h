@@ -61,6 +61,10 @@ int output_file_classify(const char *path, enum output_kind *kind, char *err, si
  * a new file is written through. 1 or 0. */
 int output_file_replaces(const char *path, const char *other);
 
+/* Whether a writer that asked for OUTPUT_EXCLUSIVE (a recording that has
+ * not ended) holds the regular file at path: 1 or 0. */
+int output_file_being_written(const char *path);
+
 /* Opens path as above. 0, or -1 with one line in err naming the path, the
  * reason and what to do. */
 int output_file_open(struct output_file *output, const char *path, unsigned flags, char *err, size_t err_size);

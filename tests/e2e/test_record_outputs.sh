@@ -69,6 +69,15 @@ expect_eq "the first: exit" 0 "$?"
 report_json "$WORK/shared.trace" "$WORK/shared.json"
 expect_eq "the first's trace is the one left" sleep "$(jget "$WORK/shared.json" 'd["command"][0]')"
 
+# A trace read while it is still written: said so, not "cut short".
+"$MEMSLOPE" record -o "$WORK/live.trace" -- sleep 2 >/dev/null 2>&1 &
+recording=$!
+for _ in 1 2 3 4 5 6 7 8 9 10; do [ -s "$WORK/live.trace" ] && break; sleep 0.1; done
+"$MEMSLOPE" report "$WORK/live.trace" >/dev/null 2>"$WORK/live.err"
+expect_match "a trace still written: said" 'is still being written by a memslope record that has not finished' "$WORK/live.err"
+expect_no_match "... not 'cut short'" 'cut short' "$WORK/live.err"
+wait $recording
+
 # A trace replaced while it is written: said, not "written".
 "$MEMSLOPE" record -o "$WORK/moved.trace" -- sleep 2 >/dev/null 2>"$WORK/moved.err" &
 first=$!
