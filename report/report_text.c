@@ -19,17 +19,32 @@ static const char *const category_names[TRACE_LEAK_CATEGORIES] = {"definitely lo
 
 /* An argument vector on one line, a long program path cut to its base name,
  * the whole cut at COMMAND_WIDTH. */
+/* An argument a shell would split or expand is shown quoted: `sh -c 'ls |
+ * sort'` read as a pipeline unquoted. */
+static int needs_quotes(const char *arg)
+{
+    return !*arg || strpbrk(arg, " \t\n|&;<>()$`\\\"'*?[#~") != NULL;
+}
+
 static void write_argv(FILE *out, uint32_t argc, const char *const *argv)
 {
     const char *program = argv[0], *slash = strrchr(program, '/');
     if (strlen(program) > COMMAND_WIDTH / 2 && slash)
         program = slash + 1;
-    int width = text_put_width(out, program, COMMAND_WIDTH);
-    for (uint32_t i = 1; i < argc && width < COMMAND_WIDTH; i++) {
-        fputc(' ', out);
-        width += 1 + text_put_width(out, argv[i], COMMAND_WIDTH - width - 1);
+    int width = text_put_width(out, program, COMMAND_WIDTH), cut = 0;
+    for (uint32_t i = 1; i < argc && width < COMMAND_WIDTH && !cut; i++) {
+        int quoted = needs_quotes(argv[i]);
+        fputs(quoted ? " '" : " ", out);
+        width += 1 + quoted;
+        int written = text_put_width(out, argv[i], COMMAND_WIDTH - width - quoted);
+        width += written;
+        cut = (size_t)written < strlen(argv[i]);
+        if (quoted && !cut) { /* a cut one stays open: the "..." follows */
+            fputc('\'', out);
+            width++;
+        }
     }
-    if (width >= COMMAND_WIDTH)
+    if (cut || width >= COMMAND_WIDTH)
         fputs("...", out);
 }
 

@@ -121,4 +121,13 @@ expect_match "gate names the child process" \
     "^memslope gate: FAIL case 'fork_leak_child': leaked 1.4 KiB > limit 0 B; top site child_loses \(fork_leak_child.c:$CHILD\) .*; process fork_leak_child \(pid $child_pid, forked by pid [0-9]+\)$" \
     "$WORK/gate.out"
 expect_match "gate: both processes checked" "^memslope gate: FAIL: 2 cases checked in 2 processes, 1 limit exceeded$" "$WORK/gate.out"
+
+# The command's arguments that a shell would split are shown quoted (sh -c
+# 'ls | sort' read as a pipeline), one cut short left open before "...".
+record "$WORK/quoted.trace" -- sh -c 'true; true'
+"$MEMSLOPE" report "$WORK/quoted.trace" >"$WORK/quoted.txt"
+expect_match "an argument with spaces: quoted" "^sh -c 'true; true': exited 0" "$WORK/quoted.txt"
+record "$WORK/long.trace" -- sh -c 'true; true; true; true; true'
+"$MEMSLOPE" report "$WORK/long.trace" >"$WORK/long.txt"
+expect_match "... cut short: left open" "^sh -c 'true; true; true\\.\\.\\.: exited 0" "$WORK/long.txt"
 finish
