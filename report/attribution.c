@@ -34,6 +34,9 @@ static const struct owner_pattern owner_patterns[] = {
     {"libgcc_s.so*", MODULE_OWNER_CXX_RUNTIME},
     {"libc++.so*", MODULE_OWNER_CXX_RUNTIME},
     {"libc++abi.so*", MODULE_OWNER_CXX_RUNTIME},
+    /* the call trampoline of ctypes and cffi: the site is what called through it
+     * (a ctypes leak was named '??? (libffi.so.8.1.2+0x6f7a)') */
+    {"libffi.so*", MODULE_OWNER_INTERPRETER},
     {"libmemslope.so", MODULE_OWNER_ALLOCATOR},
     {"libtcmalloc*", MODULE_OWNER_ALLOCATOR},
     {"libjemalloc*", MODULE_OWNER_ALLOCATOR},

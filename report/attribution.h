@@ -17,7 +17,7 @@
 
 enum module_owner {
     MODULE_OWNER_USER,        /* anything not listed below, and code in no known module */
-    MODULE_OWNER_INTERPRETER, /* python3*, libpython3*.so*, CPython's own lib-dynload extensions */
+    MODULE_OWNER_INTERPRETER, /* python3*, libpython3*.so*, CPython's own lib-dynload extensions, libffi */
     MODULE_OWNER_LIBC,        /* libc, ld.so, libm, libpthread, libdl, librt */
     MODULE_OWNER_CXX_RUNTIME, /* libstdc++, libgcc_s */
     MODULE_OWNER_ALLOCATOR,   /* libmemslope.so, tcmalloc, jemalloc, mimalloc */

@@ -19,6 +19,7 @@ static void test_module_owner(void **state)
     (void)state;
     assert_int_equal(attribution_module_owner("/usr/bin/python3.11"), MODULE_OWNER_INTERPRETER);
     assert_int_equal(attribution_module_owner("/opt/py/lib/libpython3.12.so.1.0"), MODULE_OWNER_INTERPRETER);
+    assert_int_equal(attribution_module_owner("/usr/lib/x86_64-linux-gnu/libffi.so.8.1.2"), MODULE_OWNER_INTERPRETER);
     assert_int_equal(attribution_module_owner("/usr/lib/python3.11/lib-dynload/_decimal.cpython-311-x86_64-linux-gnu.so"),
                      MODULE_OWNER_INTERPRETER);
     assert_int_equal(attribution_module_owner(module_ext.path), MODULE_OWNER_USER);
