@@ -3,6 +3,7 @@
  * slot, waiting for the consumer when the ring is full.
  */
 #include "ring_writer.h"
+#include "shm_region.h"
 
 #include <errno.h>
 #if defined(__x86_64__)
@@ -18,8 +19,14 @@
 
 bool ring_prefetch_for_write;
 
-void ring_writer_init(void)
+/* Whether the consumer traces this process (ptrace mode): a full ring
+ * then also gives up once it no longer does. Set once by ring_writer_init
+ * before any thread records: global state, as the shim's must be. */
+static bool consumer_traces;
+
+void ring_writer_init(bool traced)
 {
+    consumer_traces = traced;
 #if defined(__x86_64__)
     /* PREFETCHW: CPUID 0x80000001, ECX bit 8 (3DNowPrefetch / PRFCHW) */
     unsigned int eax, ebx, ecx, edx;
@@ -102,7 +109,9 @@ bool ring_wait_for_space(struct shm_thread_slot *slot, uint64_t index, pid_t con
         struct timespec timeout = {0, RING_WAIT_TIMEOUT_NS};
         long rc = syscall(SYS_futex, &slot->read_seq, FUTEX_WAIT, seq, &timeout, NULL, 0);
         if (rc == -1 && errno == ETIMEDOUT) {
-            if (kill(consumer_pid, 0) == -1 && errno == ESRCH) {
+            /* Gone, or no longer tracing this process: memslope let it go
+             * when the command ended (and its pid may be another's now). */
+            if ((kill(consumer_pid, 0) == -1 && errno == ESRCH) || (consumer_traces && !shm_traced_by(consumer_pid))) {
                 __atomic_store_n(&slot->producer_waiting, 0, __ATOMIC_RELAXED);
                 errno = saved_errno;
                 return false;

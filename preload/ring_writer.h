@@ -56,7 +56,8 @@ bool ring_claim_slot(void *base, struct ring_producer *producer, uint32_t tid);
 void ring_retire_slot(void *base, struct ring_producer *producer);
 
 /* Sleeps until event `index` fits in the ring. Returns false if the consumer
- * process `consumer_pid` no longer exists (then the caller stops recording). */
+ * process `consumer_pid` no longer exists, or, traced (ring_writer_init), no
+ * longer traces this process (then the caller stops recording). */
 bool ring_wait_for_space(struct shm_thread_slot *slot, uint64_t index, pid_t consumer_pid);
 
 static inline uint64_t ring_take_index(uint64_t *reserve)
@@ -98,8 +99,10 @@ static inline void ring_publish(struct ring_producer *producer)
  * the shim's constructor, before any event; the shim's state). */
 extern bool ring_prefetch_for_write;
 
-/* Reads the processor's features ring_reserve uses. */
-void ring_writer_init(void);
+/* Reads the processor's features ring_reserve uses; traced: the consumer
+ * traces this process (ptrace mode), so that a full ring stops waiting
+ * once it no longer does (ring_wait_for_space). */
+void ring_writer_init(bool traced);
 
 /* Takes the next event's place in the producer's ring (a slot must be
  * claimed) for the caller to fill in place, then ring_commit. Filling the

@@ -385,7 +385,7 @@ static bool start_recording(void)
     if (pthread_key_create(&thread_exit_key, thread_exit_destructor) != 0)
         return false;
     clock_is_tsc = tracer_says_tsc();
-    ring_writer_init();
+    ring_writer_init(!(no_ptrace && no_ptrace[0] == '1'));
     if (!create_region())
         return false;
     keep_unwind_rules();

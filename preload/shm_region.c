@@ -184,7 +184,12 @@ int shm_traced_by(pid_t tracer)
 {
     char status[4096];
     int saved_errno = errno;
-    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    /* The calling thread's: one let go of runs untraced beside a main thread
+     * that ended and stays traced (a zombie can be neither stopped nor
+     * detached). /proc/thread-self is Linux 3.17's. */
+    int fd = open("/proc/thread-self/status", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
     ssize_t length = fd < 0 ? -1 : read(fd, status, sizeof status);
     if (fd >= 0)
         close(fd);

@@ -41,10 +41,11 @@ uint64_t shm_parse_u64(const char *text, uint64_t fallback);
 /* The TracerPid line of a /proc/PID/status text; -1 when absent. */
 long shm_status_tracer_pid(const char *status, size_t length);
 
-/* Whether this process is traced by tracer (its /proc/self/status names
- * it): a fork child or an exec'd program that memslope does not follow is
- * not, and must not record, since nobody would drain its rings. Uses only
- * system calls. */
+/* Whether the calling thread is traced by tracer (its status in
+ * /proc/thread-self names it): a fork child or an exec'd program that
+ * memslope does not follow is not, nor a thread memslope let go of, and
+ * must not record, since nobody would drain its rings. Uses only system
+ * calls. */
 int shm_traced_by(pid_t tracer);
 
 /* Most descriptors one message carries. */

@@ -1099,7 +1099,7 @@ int session_finish(struct session *session, int exit_code)
         fprintf(stderr, "memslope: trace written to %s (memslope report %s)\n", session->output_path,
                 session->output_path);
     }
-    if (session->let_go_count)
+    if (session->let_go_count && !session->options.quiet)
         fprintf(stderr,
                 "memslope: the command ended with %u process%s it started still running: recorded until then, "
                 "then let go of, %s (record --wait-all records them to their end)\n",

@@ -132,73 +132,148 @@ static int detach_if_pending(struct session *session, pid_t tid, int status)
 /* ---- the command's end: what it left running ----------------------------- */
 
 /* A thread of an image being let go of, stopped: the signal to deliver as
- * it is detached (a signal-delivery stop's; 0 for an interrupt or event). */
+ * it is detached (a signal-delivery stop's; 0 for an interrupt or event),
+ * and whether it stopped at the exec of a new image. */
 struct stopped_task {
     pid_t tid;
     int signal;
+    int exec;
 };
 
-/* Interrupts tid and waits for its stop. 1 with *task filled; 0 when it is
- * gone or exited; a thread that does not stop in time is let go of when
- * its stop comes. A fork or clone it was making is let go of too, at its
- * first stop (a fork child with the breakpoints of its copy of memory). */
-static int interrupt_for_letting_go(struct session *session, struct traced_process *process, pid_t tid,
-                                    uint64_t deadline, struct stopped_task *task)
+/* What letting go of an image's threads found. */
+struct letting_go {
+    struct stopped_task *stopped;
+    size_t stopped_count;
+    pid_t *late; /* did not stop in time: let go of at their stop */
+    size_t late_count;
+    int exited;  /* the image ended meanwhile: its status is the process's */
+};
+
+/* Whether tid is a zombie: a main thread that ended while others run on.
+ * It never stops again, nor can it be detached. */
+static int thread_is_zombie(pid_t tid)
+{
+    char *stat = read_proc_file(tid, "stat", NULL);
+    const char *end = stat ? strrchr(stat, ')') : NULL;
+    int zombie = end && end[1] == ' ' && end[2] == 'Z';
+    free(stat);
+    return zombie;
+}
+
+/* A SIGTRAP stop at one of our int3s: rip back on the instruction the
+ * breakpoint replaced (taken out before the detach), and no signal: the
+ * program never sees the trap (it was killed by it). */
+static int undo_breakpoint_trap(pid_t tid, struct traced_process *process)
+{
+    struct breakpoint *hit = breakpoint_hit(tid, &process->breakpoints);
+    struct user_regs_struct regs;
+    if (!hit || ptrace(PTRACE_GETREGS, tid, 0, &regs) < 0)
+        return 0;
+    regs.rip = hit->address;
+    return ptrace(PTRACE_SETREGS, tid, 0, &regs) == 0;
+}
+
+/* Interrupts tid and sorts out what its stop means. A thread stopping to
+ * exit is let go of at once (an exec in another thread waits for it); a
+ * fork or clone it was making is let go of at the child's first stop (a
+ * fork child with the breakpoints of its copy of memory). */
+static void interrupt_for_letting_go(struct session *session, struct traced_process *process, pid_t tid,
+                                     uint64_t deadline, struct letting_go *going)
 {
     if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) < 0)
-        return 0;
+        return;
     int status;
     int came = wait_for_stop(tid, &status, deadline);
-    if (came == 0)
-        let_go_of_child(session, process, tid, 1); /* its stop, when it comes; the breakpoints are out by then */
-    if (came <= 0 || !WIFSTOPPED(status))
-        return 0;
+    if (came == 0) {
+        going->late[going->late_count++] = tid;
+        return;
+    }
+    if (came < 0)
+        return;
+    if (!WIFSTOPPED(status)) {
+        if (tid == process->pid) { /* the image's end, not to be lost */
+            process_set_exit(process, status);
+            going->exited = 1;
+        }
+        return;
+    }
     int event = status >> 16;
+    if (event == PTRACE_EVENT_EXIT) {
+        ptrace(PTRACE_DETACH, tid, 0, 0);
+        return;
+    }
     if (event == PTRACE_EVENT_FORK || event == PTRACE_EVENT_VFORK || event == PTRACE_EVENT_CLONE) {
         unsigned long child = 0;
         if (ptrace(PTRACE_GETEVENTMSG, tid, 0, &child) == 0 && child)
             let_go_of_child(session, process, (pid_t)child, event != PTRACE_EVENT_FORK);
     }
-    *task = (struct stopped_task){tid, event == 0 ? WSTOPSIG(status) : 0};
-    return 1;
+    int signal = event == 0 ? WSTOPSIG(status) : 0;
+    if (signal == SIGTRAP && undo_breakpoint_trap(tid, process))
+        signal = 0;
+    going->stopped[going->stopped_count++] = (struct stopped_task){tid, signal, event == PTRACE_EVENT_EXEC};
 }
 
-/* Every thread stopped, its record ended with all it wrote until then,
- * the breakpoints taken out of the memory the threads share, then each
- * detached: none runs into an int3 untraced. */
+/* Every thread stopped, the image's record ended with all it wrote until
+ * then, the breakpoints taken out of the memory the threads share (not
+ * after an exec: that memory is the new image's), then each detached: none
+ * runs into an int3 untraced. A thread that did not stop in time is let go
+ * of at its stop, the breakpoints taken out then if they are still in. */
 static void let_go_of_running_process(struct session *session, struct traced_process *process)
 {
     size_t count = 0;
     struct traced_thread *thread, *tmp;
     HASH_ITER(hh, session->threads, thread, tmp)
         count += thread->process == process;
-    struct stopped_task *stopped = calloc(count + 1, sizeof *stopped);
-    size_t n = 0;
+    struct letting_go going = {calloc(count + 1, sizeof *going.stopped), 0, calloc(count + 1, sizeof *going.late),
+                               0, 0};
+    if (!going.stopped || !going.late) { /* tried again at the next turn of the loop */
+        free(going.stopped);
+        free(going.late);
+        return;
+    }
     uint64_t deadline = session_now_ns() + THREAD_STOP_TIMEOUT_NS;
     HASH_ITER(hh, session->threads, thread, tmp) {
         if (thread->process != process)
             continue;
         pid_t tid = thread->tid;
+        if (tid == process->pid && (thread->reached_exit || thread_is_zombie(tid))) {
+            /* It cannot stop or be detached, and memslope's exit would kill
+             * the process (PTRACE_O_EXITKILL): traced until the others end. */
+            fprintf(stderr,
+                    "memslope: process %d's main thread has ended while its other threads run on: it cannot be "
+                    "let go of, and memslope waits for it to end\n",
+                    (int)tid);
+            continue;
+        }
+        if (thread->reached_exit)
+            continue; /* on its way out: its end comes to the loop */
         thread_remove(session, thread);
-        struct stopped_task task;
-        if (interrupt_for_letting_go(session, process, tid, deadline, &task) && stopped)
-            stopped[n++] = task;
+        interrupt_for_letting_go(session, process, tid, deadline, &going);
     }
-    process->flags |= TRACE_PROC_LET_GO;
-    if (session->options.leak_check != TRACE_LEAK_CHECK_OFF && (process->flags & TRACE_PROC_SHIM_SEEN) &&
-        !process->leak_check_note &&
-        asprintf(&process->leak_check_note,
-                 "no leak check for process %d: it was still running when the command ended, and was let go of "
-                 "(record --wait-all records it to its end)",
-                 (int)process->pid) < 0)
-        process->leak_check_note = NULL;
-    session->let_go_count++;
+    int exec_seen = 0;
+    for (size_t i = 0; i < going.stopped_count; i++)
+        exec_seen |= going.stopped[i].exec;
+    int removed = going.stopped_count && !exec_seen;
+    if (removed)
+        breakpoint_remove_all(going.stopped[0].tid, &process->breakpoints);
+    if (!going.exited) {
+        process->flags |= TRACE_PROC_LET_GO;
+        if (session->options.leak_check != TRACE_LEAK_CHECK_OFF && (process->flags & TRACE_PROC_SHIM_SEEN) &&
+            !process->leak_check_note &&
+            asprintf(&process->leak_check_note,
+                     "no leak check for process %d: it was still running when the command ended, and was let go "
+                     "of (record --wait-all records it to its end)",
+                     (int)process->pid) < 0)
+            process->leak_check_note = NULL;
+        session->let_go_count++;
+    }
     process_end(session, process); /* drains what its stopped threads wrote */
-    if (n)
-        breakpoint_remove_all(stopped[0].tid, &process->breakpoints);
-    for (size_t i = 0; i < n; i++)
-        ptrace(PTRACE_DETACH, stopped[i].tid, 0, (void *)(long)stopped[i].signal);
-    free(stopped);
+    for (size_t i = 0; i < going.stopped_count; i++)
+        ptrace(PTRACE_DETACH, going.stopped[i].tid, 0, (void *)(long)going.stopped[i].signal);
+    for (size_t i = 0; i < going.late_count; i++)
+        let_go_of_child(session, process, going.late[i], removed || exec_seen);
+    free(going.stopped);
+    free(going.late);
 }
 
 void let_go_of_the_rest(struct session *session)
@@ -206,7 +281,7 @@ void let_go_of_the_rest(struct session *session)
     if (!session->initial_ended || (session->options.wait_all && !session->let_go_asked))
         return;
     for (size_t i = 0; i < session->process_count; i++)
-        if (session->processes[i]->state != PROCESS_ENDED)
+        if (session->processes[i]->state == PROCESS_RUNNING)
             let_go_of_running_process(session, session->processes[i]);
 }
 
@@ -417,7 +492,9 @@ static void on_task_gone(struct session *session, pid_t tid, int status)
     struct traced_process *process = thread ? thread->process : process_by_pid(session, tid);
     if (thread)
         thread_remove(session, thread);
-    if (!process || tid != process->pid)
+    /* An image let go of ended its record already (its main thread a
+     * zombie, still traced, until the others end). */
+    if (!process || tid != process->pid || process->state == PROCESS_ENDED)
         return;
     process_set_exit(process, status);
     if (tid == session->initial_pid) {

@@ -41,13 +41,19 @@ expect_eq "... every allocation of it" 1 \
 
 # --wait-all, and a SIGTERM to memslope once the command has ended: the
 # wait ends, the child is let go of and runs on.
-timeout -s TERM 1 "$MEMSLOPE" record --wait-all -o "$WORK/term.trace" -- "$FIXTURES/leave_running" \
-    "$WORK/term.done" 4 >/dev/null 2>"$WORK/term.err"
-expect_eq "--wait-all, SIGTERM: timeout's exit" 124 "$?"
+# (the child marks iterations all the time: a thread stopped at the
+# marker's breakpoint as it is let go of must not get our SIGTRAP)
+"$MEMSLOPE" record --wait-all -o "$WORK/term.trace" -- "$FIXTURES/leave_running" "$WORK/term.done" 5 \
+    >/dev/null 2>"$WORK/term.err" &
+recording=$!
+sleep 1.5 # the command has ended (it forks and exits at once); the child runs 5 s
+kill -TERM "$recording"
+wait "$recording"
+expect_eq "--wait-all, SIGTERM: exit (the command's)" 0 "$?"
 expect_match "... the child let go of" 'the command ended with 1 process it started still running' "$WORK/term.err"
 report_json "$WORK/term.trace" "$WORK/term.json"
 expect_eq "... its record: let go of" true \
-    "$(jget "$WORK/term.json" '[p for p in d["processes"] if not p["primary"]][0].get("let_go_seconds", -1) >= 0.5')"
-for _ in $(seq 1 60); do [ -s "$WORK/term.done" ] && break; sleep 0.1; done
+    "$(jget "$WORK/term.json" '[p for p in d["processes"] if not p["primary"]][0].get("let_go_seconds", -1) > 0')"
+for _ in $(seq 1 80); do [ -s "$WORK/term.done" ] && break; sleep 0.1; done
 expect_match "... and ran on to its end" '^done [0-9]+$' "$WORK/term.done"
 finish

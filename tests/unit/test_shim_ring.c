@@ -329,6 +329,26 @@ static void test_full_ring_with_consumer_gone(void **state)
     assert_int_equal(producer.slot->write_pos, SHM_RING_EVENTS);
 }
 
+/* Traced (ptrace mode): a consumer alive but no longer tracing this
+ * process (memslope let it go when the command ended, or its pid is
+ * another's now) is given up on too, at the first timeout. */
+static void test_full_ring_with_consumer_not_tracing(void **state)
+{
+    void *base = *state;
+    pid_t alive = getppid(); /* exists, and does not trace this test */
+    ring_writer_init(true);
+    struct ring_producer producer = {0};
+    assert_true(ring_claim_slot(base, &producer, 1));
+    for (uint64_t n = 0; n < SHM_RING_EVENTS; n++) {
+        struct shm_event event = event_numbered(n);
+        assert_true(ring_write(&producer, &event, alive));
+    }
+    struct shm_event one_more = event_numbered(SHM_RING_EVENTS);
+    assert_false(ring_write(&producer, &one_more, alive));
+    ring_writer_init(false);
+    assert_int_equal(producer.nesting, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -342,6 +362,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_signal_nesting_stress, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_full_ring_waits_for_slow_consumer, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_full_ring_with_consumer_gone, setup_region, teardown_region),
+        cmocka_unit_test_setup_teardown(test_full_ring_with_consumer_not_tracing, setup_region, teardown_region),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
