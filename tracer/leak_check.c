@@ -11,6 +11,7 @@
 
 #include <uthash.h>
 
+#include "../common/huge_pages.h"
 #include "../leakscan/leakscan.h"
 
 /* A loss record being summed: the blocks of one stack and category in
@@ -369,7 +370,10 @@ static int ready_copy(struct leak_check_spare *spare, const struct recorder *rec
         uint64_t size = expected + expected / 4;
         uint64_t step = spare->copy.size + READY_COPY_STEP_PAGES * (uint64_t)pages * LEAKSCAN_BUFFER_PAGE;
         size = size < step ? size : step;
-        size = size < copy_limit ? size : copy_limit;
+        /* growth rounds to whole huge pages (leakscan/buffer.c): a size
+         * rounded past the limit would be let go of at the check */
+        uint64_t cap = copy_limit >= HUGE_PAGE_BYTES ? copy_limit & ~(uint64_t)(HUGE_PAGE_BYTES - 1) : copy_limit;
+        size = size < cap ? size : cap;
         if ((spare->copy.bytes && size > spare->copy.reserved) || leakscan_buffer_grow(&spare->copy, size) < 0)
             return 0;
     }
