@@ -111,7 +111,7 @@ bool ring_wait_for_space(struct shm_thread_slot *slot, uint64_t index, pid_t con
         if (rc == -1 && errno == ETIMEDOUT) {
             /* Gone, or no longer tracing this process: memslope let it go
              * when the command ended (and its pid may be another's now). */
-            if ((kill(consumer_pid, 0) == -1 && errno == ESRCH) || (consumer_traces && !shm_traced_by(consumer_pid))) {
+            if ((kill(consumer_pid, 0) == -1 && errno == ESRCH) || (consumer_traces && shm_thread_let_go(consumer_pid))) {
                 __atomic_store_n(&slot->producer_waiting, 0, __ATOMIC_RELAXED);
                 errno = saved_errno;
                 return false;

@@ -180,21 +180,39 @@ long shm_status_tracer_pid(const char *status, size_t length)
     return -1;
 }
 
-int shm_traced_by(pid_t tracer)
+/* The TracerPid of status_path's thread or process; -1 when it cannot be
+ * read (a failed open or read, interrupted or not: nothing to conclude). */
+static long tracer_pid_in(const char *status_path)
 {
     char status[4096];
-    int saved_errno = errno;
-    /* The calling thread's: one let go of runs untraced beside a main thread
-     * that ended and stays traced (a zombie can be neither stopped nor
-     * detached). /proc/thread-self is Linux 3.17's. */
-    int fd = open("/proc/thread-self/status", O_RDONLY | O_CLOEXEC);
+    int fd;
+    do
+        fd = open(status_path, O_RDONLY | O_CLOEXEC);
+    while (fd < 0 && errno == EINTR);
     if (fd < 0)
-        fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-    ssize_t length = fd < 0 ? -1 : read(fd, status, sizeof status);
-    if (fd >= 0)
-        close(fd);
+        return -1;
+    ssize_t length;
+    do
+        length = read(fd, status, sizeof status);
+    while (length < 0 && errno == EINTR);
+    close(fd);
+    return length > 0 ? shm_status_tracer_pid(status, (size_t)length) : -1;
+}
+
+int shm_traced_by(pid_t tracer)
+{
+    int saved_errno = errno;
+    long traced_by = tracer_pid_in("/proc/self/status");
     errno = saved_errno;
-    return length > 0 && shm_status_tracer_pid(status, (size_t)length) == (long)tracer;
+    return traced_by == (long)tracer;
+}
+
+int shm_thread_let_go(pid_t tracer)
+{
+    int saved_errno = errno;
+    long traced_by = tracer_pid_in("/proc/thread-self/status");
+    errno = saved_errno;
+    return traced_by >= 0 && traced_by != (long)tracer;
 }
 
 int shm_send_fds(int socket_fd, const void *data, size_t length, const int *fds, size_t fd_count)

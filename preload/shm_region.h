@@ -41,12 +41,18 @@ uint64_t shm_parse_u64(const char *text, uint64_t fallback);
 /* The TracerPid line of a /proc/PID/status text; -1 when absent. */
 long shm_status_tracer_pid(const char *status, size_t length);
 
-/* Whether the calling thread is traced by tracer (its status in
- * /proc/thread-self names it): a fork child or an exec'd program that
- * memslope does not follow is not, nor a thread memslope let go of, and
- * must not record, since nobody would drain its rings. Uses only system
- * calls. */
+/* Whether this process is traced by tracer (its /proc/self/status names
+ * it): a fork child or an exec'd program that memslope does not follow is
+ * not, and must not record, since nobody would drain its rings. Uses only
+ * system calls. */
 int shm_traced_by(pid_t tracer);
+
+/* Whether the calling thread is known to be traced by another than tracer
+ * (its /proc/thread-self/status, read, names another or none): memslope
+ * let it go when the command ended (a thread beside a main thread that
+ * ended stays in a process still traced). 0 when it cannot tell. Uses
+ * only system calls; errno kept. */
+int shm_thread_let_go(pid_t tracer);
 
 /* Most descriptors one message carries. */
 #define SHM_SEND_FDS_MAX 4u
