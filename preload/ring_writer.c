@@ -95,9 +95,15 @@ static bool ring_has_space(struct shm_thread_slot *slot, uint64_t index)
     return index - __atomic_load_n(&slot->read_pos, __ATOMIC_ACQUIRE) < SHM_RING_EVENTS;
 }
 
+/* Timeouts a full ring waits before it asks whether the thread was let go
+ * of (1 s): a thread memslope still traces is drained within
+ * milliseconds, and the question reads /proc. */
+#define RING_WAITS_BEFORE_LET_GO_CHECK 100
+
 bool ring_wait_for_space(struct shm_thread_slot *slot, uint64_t index, pid_t consumer_pid)
 {
     int saved_errno = errno; /* malloc must not change errno when it succeeds */
+    unsigned timeouts = 0;
     while (!ring_has_space(slot, index)) {
         /* Dekker-style with the consumer, which advances read_pos, bumps
          * read_seq, then reads producer_waiting: either it sees our flag
@@ -111,7 +117,9 @@ bool ring_wait_for_space(struct shm_thread_slot *slot, uint64_t index, pid_t con
         if (rc == -1 && errno == ETIMEDOUT) {
             /* Gone, or no longer tracing this process: memslope let it go
              * when the command ended (and its pid may be another's now). */
-            if ((kill(consumer_pid, 0) == -1 && errno == ESRCH) || (consumer_traces && shm_thread_let_go(consumer_pid))) {
+            timeouts++;
+            if ((kill(consumer_pid, 0) == -1 && errno == ESRCH) ||
+                (consumer_traces && timeouts >= RING_WAITS_BEFORE_LET_GO_CHECK && shm_thread_let_go(consumer_pid))) {
                 __atomic_store_n(&slot->producer_waiting, 0, __ATOMIC_RELAXED);
                 errno = saved_errno;
                 return false;
