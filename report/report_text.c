@@ -34,11 +34,16 @@ static void write_argv(FILE *out, uint32_t argc, const char *const *argv)
     int width = text_put_width(out, program, COMMAND_WIDTH), cut = 0;
     for (uint32_t i = 1; i < argc && width < COMMAND_WIDTH && !cut; i++) {
         int quoted = needs_quotes(argv[i]);
+        int budget = COMMAND_WIDTH - width - 1 - 2 * quoted; /* room for the quotes too */
+        if (budget < 1) {
+            cut = 1;
+            break;
+        }
         fputs(quoted ? " '" : " ", out);
         width += 1 + quoted;
-        int written = text_put_width(out, argv[i], COMMAND_WIDTH - width - quoted);
+        int written = text_put_width(out, argv[i], budget);
         width += written;
-        cut = (size_t)written < strlen(argv[i]);
+        cut = written < text_escaped_width(argv[i]);
         if (quoted && !cut) { /* a cut one stays open: the "..." follows */
             fputc('\'', out);
             width++;

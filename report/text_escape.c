@@ -66,6 +66,20 @@ int text_put_width(FILE *out, const char *text, int width)
     return written;
 }
 
+int text_escaped_width(const char *text)
+{
+    if (!text_needs_escape(text))
+        return (int)strlen(text);
+    int width = 0;
+    for (const unsigned char *c = (const unsigned char *)text; *c;) {
+        char piece[9];
+        size_t consumed;
+        width += (int)escape_one(c, 1, piece, &consumed);
+        c += consumed;
+    }
+    return width;
+}
+
 int text_put(FILE *out, const char *text)
 {
     return text_put_width(out, text, 1 << 30);

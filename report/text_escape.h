@@ -25,6 +25,9 @@ int text_put(FILE *out, const char *text);
  * the bytes written. For "%.*s"-style columns. */
 int text_put_width(FILE *out, const char *text, int width);
 
+/* The bytes text_put would write for text. */
+int text_escaped_width(const char *text);
+
 /* text escaped into buffer (cut to fit); returns buffer. */
 char *text_escape(const char *text, char *buffer, size_t size);
 
