@@ -162,7 +162,9 @@ static int thread_is_zombie(pid_t tid)
 
 /* A SIGTRAP stop at one of our int3s: rip back on the instruction the
  * breakpoint replaced (taken out before the detach), and no signal: the
- * program never sees the trap (it was killed by it). */
+ * program never sees the trap (it was killed by it). A trap inside the
+ * program's own SIGTRAP handler reset that handler: it is put back, as
+ * after any of our breakpoints (sigtrap_guard.h). */
 static int undo_breakpoint_trap(pid_t tid, struct traced_process *process)
 {
     struct breakpoint *hit = breakpoint_hit(tid, &process->breakpoints);
@@ -170,7 +172,31 @@ static int undo_breakpoint_trap(pid_t tid, struct traced_process *process)
     if (!hit || ptrace(PTRACE_GETREGS, tid, 0, &regs) < 0)
         return 0;
     regs.rip = hit->address;
-    return ptrace(PTRACE_SETREGS, tid, 0, &regs) == 0;
+    if (ptrace(PTRACE_SETREGS, tid, 0, &regs) != 0)
+        return 0;
+    int pending_signal = 0;
+    sigtrap_guard_repair(&process->sigtrap, process->pid, tid, &pending_signal);
+    return 1;
+}
+
+/* Whether SIGTRAP waits in tid's own pending set (/proc's SigPnd): an int3
+ * run just as the interrupt came is reported after the interrupt stop. */
+static int trap_pending(pid_t tid)
+{
+    char *status = read_proc_file(tid, "status", NULL);
+    const char *line = status ? strstr(status, "\nSigPnd:") : NULL;
+    unsigned long long pending = line ? strtoull(line + 8, NULL, 16) : 0;
+    free(status);
+    return (pending >> (SIGTRAP - 1)) & 1;
+}
+
+/* The queued trap taken as a stop of its own (the thread resumed, it stops
+ * at once to deliver it): 1 with *status, else 0 (gone, or no stop). */
+static int take_pending_trap(pid_t tid, uint64_t deadline, int *status)
+{
+    if (ptrace(PTRACE_CONT, tid, 0, 0) < 0)
+        return 0;
+    return wait_for_stop(tid, status, deadline) == 1 && WIFSTOPPED(*status);
 }
 
 /* Interrupts tid and sorts out what its stop means. A thread stopping to
@@ -198,6 +224,13 @@ static void interrupt_for_letting_go(struct session *session, struct traced_proc
         return;
     }
     int event = status >> 16;
+    if (event == PTRACE_EVENT_STOP && trap_pending(tid)) {
+        if (!take_pending_trap(tid, deadline, &status)) {
+            going->late[going->late_count++] = tid; /* running: let go of at its stop */
+            return;
+        }
+        event = status >> 16;
+    }
     if (event == PTRACE_EVENT_EXIT) {
         ptrace(PTRACE_DETACH, tid, 0, 0);
         return;
