@@ -23,6 +23,14 @@ void resume_thread(pid_t tid, int signal)
     ptrace(PTRACE_CONT, tid, 0, (void *)(long)signal);
 }
 
+/* A signal set of /proc/PID/status (key: "\nSigIgn:", "\nSigPnd:", ...);
+ * empty when the line is missing. */
+static unsigned long long status_signal_set(const char *status, const char *key)
+{
+    const char *line = strstr(status, key);
+    return line ? strtoull(line + strlen(key), NULL, 16) : 0;
+}
+
 /* Whether delivering signal will kill the process: not caught, not ignored,
  * and terminating by default. */
 static int signal_is_fatal(pid_t tid, int signal)
@@ -39,13 +47,8 @@ static int signal_is_fatal(pid_t tid, int signal)
     char *status = read_proc_file(tid, "status", NULL);
     if (!status)
         return 0;
-    unsigned long long caught = 0, ignored = 0;
-    const char *line = strstr(status, "\nSigIgn:");
-    if (line)
-        ignored = strtoull(line + 8, NULL, 16);
-    line = strstr(status, "\nSigCgt:");
-    if (line)
-        caught = strtoull(line + 8, NULL, 16);
+    unsigned long long ignored = status_signal_set(status, "\nSigIgn:");
+    unsigned long long caught = status_signal_set(status, "\nSigCgt:");
     free(status);
     unsigned long long bit = 1ull << (signal - 1);
     return !(caught & bit) && !(ignored & bit);
@@ -184,8 +187,7 @@ static int undo_breakpoint_trap(pid_t tid, struct traced_process *process)
 static int trap_pending(pid_t tid)
 {
     char *status = read_proc_file(tid, "status", NULL);
-    const char *line = status ? strstr(status, "\nSigPnd:") : NULL;
-    unsigned long long pending = line ? strtoull(line + 8, NULL, 16) : 0;
+    unsigned long long pending = status ? status_signal_set(status, "\nSigPnd:") : 0;
     free(status);
     return (pending >> (SIGTRAP - 1)) & 1;
 }
@@ -461,8 +463,6 @@ static void on_stopped(struct session *session, struct traced_thread *thread, in
     resume_thread(thread->tid, 0);
 }
 
-/* A tid we have not seen: a new task whose first stop came before its
- * parent's clone/fork event. Attribute it through /proc. */
 /* Whether child runs in parent's address space (a vfork or CLONE_VM child):
  * kcmp(2); 0 where it cannot tell. A vfork child taken for a fork child
  * had the parent's heap copied into its record (171 KiB live in one of
@@ -472,6 +472,8 @@ static int shares_memory(pid_t parent, pid_t child)
     return syscall(SYS_kcmp, parent, child, KCMP_VM, 0, 0) == 0;
 }
 
+/* A tid we have not seen: a new task whose first stop came before its
+ * parent's clone/fork event. Attribute it through /proc. */
 static struct traced_thread *thread_discover(struct session *session, pid_t tid)
 {
     char *status = read_proc_file(tid, "status", NULL);
