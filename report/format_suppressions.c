@@ -55,21 +55,17 @@ struct lost_record {
     const struct trace_model_process *process;
     const struct trace_loss_record *record;
     char *body; /* the entry from its '{' on, to tell two images' equal entries apart */
+    char name[512]; /* the site's, by its user frame (entry_body) */
 };
 
 /* The entry's comment line, then its body. */
 static void write_entry(FILE *out, const struct report *report, const struct lost_record *lost, size_t number,
                         size_t count)
 {
-    const struct trace_model_stack *stack = trace_model_stack(lost->process, lost->record->stack_id);
-    const struct trace_model_frame *user;
-    char where[512];
-    attribution_user_frame(report->model, stack, &user);
-    const char *name = user ? attribution_frame_name(user, where, sizeof where) : "an unknown site";
     fprintf(out, "# loss record %zu of %zu: %s%" PRIu64 " bytes in %s%" PRIu64 " blocks, %s, at ", number, count,
             report_estimate_mark(report), lost->record->bytes, report_estimate_mark(report), lost->record->blocks,
             category_names[lost->record->category]);
-    write_name(out, name);
+    write_name(out, lost->name);
     if (lost->process != report->primary)
         fprintf(out, " (process %u, %s)", lost->process->info.pid,
                 lost->process->info.exe ? lost->process->info.exe : "?");
@@ -77,15 +73,19 @@ static void write_entry(FILE *out, const struct report *report, const struct los
     fputs(lost->body, out);
 }
 
-/* An entry's body: the name of the site it suppresses, the kind of leak,
- * then the allocator and the frames. NULL when out of memory. */
-static char *entry_body(const struct report *report, const struct lost_record *lost)
+/* An entry's body: the name of the site it suppresses (kept in
+ * lost->name), the kind of leak, then the allocator and the frames. NULL
+ * when out of memory. */
+static char *entry_body(const struct report *report, struct lost_record *lost)
 {
     const struct trace_model_stack *stack = trace_model_stack(lost->process, lost->record->stack_id);
     const struct trace_model_frame *user;
-    char where[512];
     attribution_user_frame(report->model, stack, &user);
-    const char *name = user ? attribution_frame_name(user, where, sizeof where) : "an unknown site";
+    if (user)
+        attribution_frame_name(user, lost->name, sizeof lost->name);
+    else
+        snprintf(lost->name, sizeof lost->name, "an unknown site");
+    const char *name = lost->name;
     char *body = NULL;
     size_t size = 0;
     FILE *out = open_memstream(&body, &size);
@@ -128,7 +128,7 @@ static int add_lost(struct lost_list *list, const struct report *report, const s
         const struct trace_loss_record *record = &leaks->records[i];
         if (record->category >= TRACE_LEAK_REACHABLE)
             continue;
-        struct lost_record lost = {process, record, NULL};
+        struct lost_record lost = {process, record, NULL, ""};
         if (!(lost.body = entry_body(report, &lost)))
             return -1;
         bool listed = false;
