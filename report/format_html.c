@@ -172,27 +172,6 @@ static void write_growth(struct json_writer *json, const char *key, const struct
 
 /* --- the process ------------------------------------------------------------------------ */
 
-static const char *exit_text(const struct trace_model_process *process, char *buffer, size_t size)
-{
-    if (!process || !process->has_info)
-        snprintf(buffer, size, "exit unknown");
-    else if (process->info.flags & TRACE_PROC_SIGNALED)
-        snprintf(buffer, size, "killed by signal %d (%s)", process->info.exit_signal,
-                 strsignal(process->info.exit_signal));
-    else if (process->info.flags & TRACE_PROC_EXITED)
-        snprintf(buffer, size, "exited %d", process->info.exit_status);
-    else if (process->info.flags & TRACE_PROC_EXECED)
-        snprintf(buffer, size, "replaced by exec");
-    else if (process->info.flags & TRACE_PROC_CHECKPOINT)
-        snprintf(buffer, size, "still running at memslope's last checkpoint, %.1f s in",
-                 (double)(process->info.end_ns - process->info.start_ns) / 1e9);
-    else if (process->info.flags & TRACE_PROC_LET_GO)
-        snprintf(buffer, size, "still running when the command ended, %.1f s in (let go of)",
-                 (double)(process->info.end_ns - process->info.start_ns) / 1e9);
-    else
-        snprintf(buffer, size, "did not finish");
-    return buffer;
-}
 
 static void write_command(struct json_writer *json, const struct report *report)
 {
@@ -493,7 +472,7 @@ static void write_other_processes(struct json_writer *json, struct html_frames *
         json_object_begin(json);
         json_member_uint(json, "pid", p->info.pid);
         json_member_string(json, "exe", p->info.exe);
-        json_member_string(json, "exit", exit_text(p, exit_buffer, sizeof exit_buffer));
+        json_member_string(json, "exit", report_exit_text(p, exit_buffer, sizeof exit_buffer));
         json_member_uint(json, "allocations", p->info.allocations);
         json_member_uint(json, "allocated_bytes", p->info.allocated_bytes);
         json_member_uint(json, "peak_bytes", p->info.peak_bytes);
@@ -524,7 +503,7 @@ static void write_data(struct json_writer *json, struct html_frames *frames, con
     json_member_string(json, "version", MEMSLOPE_VERSION);
     json_member_string(json, "trace", report->trace_name);
     write_command(json, report);
-    json_member_string(json, "exit", exit_text(report->primary, exit_buffer, sizeof exit_buffer));
+    json_member_string(json, "exit", report_exit_text(report->primary, exit_buffer, sizeof exit_buffer));
     write_totals(json, report);
     if (report->case_filter)
         json_member_string(json, "case_filter", report->case_filter);

@@ -956,6 +956,28 @@ int report_compare_loss_records(const void *left, const void *right)
     return a->stack_id < b->stack_id ? -1 : a->stack_id > b->stack_id;
 }
 
+const char *report_exit_text(const struct trace_model_process *process, char *buffer, size_t size)
+{
+    if (!process || !process->has_info)
+        snprintf(buffer, size, "exit unknown");
+    else if (process->info.flags & TRACE_PROC_SIGNALED)
+        snprintf(buffer, size, "killed by signal %d (%s)", process->info.exit_signal,
+                 strsignal(process->info.exit_signal));
+    else if (process->info.flags & TRACE_PROC_EXITED)
+        snprintf(buffer, size, "exited %d", process->info.exit_status);
+    else if (process->info.flags & TRACE_PROC_EXECED)
+        snprintf(buffer, size, "replaced by exec");
+    else if (process->info.flags & TRACE_PROC_CHECKPOINT)
+        snprintf(buffer, size, "still running at memslope's last checkpoint, %.1f s in",
+                 (double)(process->info.end_ns - process->info.start_ns) / 1e9);
+    else if (process->info.flags & TRACE_PROC_LET_GO)
+        snprintf(buffer, size, "still running when the command ended, %.1f s in (let go of)",
+                 (double)(process->info.end_ns - process->info.start_ns) / 1e9);
+    else
+        snprintf(buffer, size, "did not finish");
+    return buffer;
+}
+
 const char *report_missing_leaks_reason(const struct report *report, const struct trace_model_process *process)
 {
     if (report->model->has_info && report->model->info.leak_check == TRACE_LEAK_CHECK_OFF)

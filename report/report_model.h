@@ -143,6 +143,11 @@ void report_free(struct report *report);
  * otherwise. */
 const char *report_iteration_hint(const struct report *report);
 
+/* How process ended, as the text and HTML reports say it ("exited 0",
+ * "killed by signal 9 (Killed)", "still running when the command ended,
+ * 0.2 s in (let go of)", ...), into buffer. */
+const char *report_exit_text(const struct trace_model_process *process, char *buffer, size_t size);
+
 /* Why process (an image of the report's trace) has no leak results: the
  * note the tracer wrote, else what the trace tells (--leak-check off, no
  * shim, a trace cut short). */

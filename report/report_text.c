@@ -100,22 +100,8 @@ static const char *plural(uint64_t count, const char *word, char *buffer, size_t
 
 static void write_exit(FILE *out, const struct trace_model_process *process)
 {
-    if (!process || !process->has_info)
-        fputs("exit unknown", out);
-    else if (process->info.flags & TRACE_PROC_SIGNALED)
-        fprintf(out, "killed by signal %d (%s)", process->info.exit_signal, strsignal(process->info.exit_signal));
-    else if (process->info.flags & TRACE_PROC_EXITED)
-        fprintf(out, "exited %d", process->info.exit_status);
-    else if (process->info.flags & TRACE_PROC_EXECED)
-        fputs("replaced by exec", out);
-    else if (process->info.flags & TRACE_PROC_CHECKPOINT)
-        fprintf(out, "still running at memslope's last checkpoint, %.1f s in",
-                (double)(process->info.end_ns - process->info.start_ns) / 1e9);
-    else if (process->info.flags & TRACE_PROC_LET_GO)
-        fprintf(out, "still running when the command ended, %.1f s in (let go of)",
-                (double)(process->info.end_ns - process->info.start_ns) / 1e9);
-    else
-        fputs("did not finish", out);
+    char text[160];
+    fputs(report_exit_text(process, text, sizeof text), out);
 }
 
 static void write_summary(FILE *out, const struct report *report)
