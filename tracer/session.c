@@ -818,6 +818,42 @@ void checkpoint_running_images(struct session *session, uint64_t now)
     session->next_checkpoint_ns = now + session->checkpoint_gap_ns;
 }
 
+/* While the loop has time to spare, the stacks of an image's new sites are
+ * written ahead of its end (trace_output_new_stacks), once this many are new. The
+ * end's own output was then python3 -c pass's longest step after its exit
+ * (sorting, resolving and writing ten thousand stacks), while the tracer
+ * had been idle most of the run. */
+#define STACKS_AHEAD_MIN_SITES 1024
+
+/* Only once the image's symbolizer warm-up has ended (the two would resolve
+ * the same addresses on the tracer's one processor), and one image a turn:
+ * events may be waiting again. */
+static void write_stacks_ahead(struct session *session)
+{
+    if (session->write_failure_reported)
+        return;
+    for (size_t i = 0; i < session->process_count; i++) {
+        struct traced_process *process = session->processes[i];
+        if (process->state == PROCESS_ENDED || process->vfork_child || !(process->flags & TRACE_PROC_SHIM_SEEN) ||
+            !process->warmup_tried || !symbolizer_warmup_done(process->warmup))
+            continue;
+        if (process->warmup) {
+            symbolizer_warmup_finish(process->warmup);
+            process->warmup = NULL;
+            session->warmups_running--;
+        }
+        uint32_t stacks_dropped, slots_exhausted;
+        shm_consumer_counters(&process->shm, &stacks_dropped, &slots_exhausted);
+        struct trace_image image = image_view(process, stacks_dropped, slots_exhausted);
+        int written = trace_output_new_stacks(session->writer, session->symbols, &image, &session->modules_written,
+                                              session_now_ns(), STACKS_AHEAD_MIN_SITES);
+        if (written < 0)
+            report_write_failure(session);
+        if (written)
+            return;
+    }
+}
+
 /* An exec replaced the image: the old one ends (its heap with it: no leak
  * check at exec, as memcheck) and the new one, same pid, begins. The old
  * image keeps the mappings read while it ran: the pid's maps are the new
@@ -931,14 +967,19 @@ static uint32_t producing_threads(const struct session *session)
  * be given back (the C benchmark with two threads: 1.12 with the pause),
  * and their rings filled meanwhile.
  */
+static long wait_ns_after_drain(struct session *session, size_t events)
+{
+    if (!events)
+        return IDLE_WAIT_NS;
+    if (events < BUSY_PAUSE_EVENTS && producing_threads(session) < session->processors)
+        return BUSY_PAUSE_NS;
+    return 0;
+}
+
 void wait_after_drain(struct session *session, const sigset_t *wait_set, size_t events)
 {
-    long wait_ns;
-    if (!events)
-        wait_ns = IDLE_WAIT_NS;
-    else if (events < BUSY_PAUSE_EVENTS && producing_threads(session) < session->processors)
-        wait_ns = BUSY_PAUSE_NS;
-    else
+    long wait_ns = wait_ns_after_drain(session, events);
+    if (!wait_ns)
         return;
     struct timespec timeout = {0, wait_ns};
     int signal = sigtimedwait(wait_set, NULL, &timeout);
@@ -983,6 +1024,8 @@ int session_run(struct session *session)
         checkpoint_running_images(session, now);
         if (reaped)
             continue;
+        if (wait_ns_after_drain(session, events))
+            write_stacks_ahead(session); /* in time the loop would wait */
         wait_after_drain(session, &wait_set, events);
     }
     /* Images whose end we did not see (cannot happen with ptrace, but a

@@ -856,6 +856,24 @@ int trace_output_process(struct trace_writer *writer, struct symbol_store *symbo
     return 0;
 }
 
+int trace_output_new_stacks(struct trace_writer *writer, struct symbol_store *symbols, const struct trace_image *image,
+                            uint32_t *module_base, uint64_t now_ns, size_t at_least)
+{
+    struct trace_output_state *state = *image->output;
+    if (image->recorder->site_count - (state ? state->stacks_written : 0) < at_least)
+        return 0;
+    if (!state) {
+        /* the image named first, as a checkpoint does: a trace cut after
+         * its stacks still says whose they are */
+        struct trace_image as_now = *image;
+        as_now.flags |= TRACE_PROC_CHECKPOINT;
+        as_now.end_ns = now_ns;
+        if (!(state = *image->output = calloc(1, sizeof *state)) || write_process_record(writer, &as_now) < 0)
+            return -1;
+    }
+    return write_new_symbols(writer, symbols, image, state, module_base, 1) < 0 ? -1 : 1;
+}
+
 void trace_output_state_free(struct trace_output_state *state)
 {
     if (!state)

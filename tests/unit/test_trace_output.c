@@ -189,6 +189,51 @@ static void checkpoint_then_end(void **state)
     assert_true(has_warning(process, "no leak check for process 4242: a reason"));
 }
 
+/* Stacks written ahead of the image's end: nothing while fewer sites than
+ * asked are new; then the image named (as at a checkpoint) and its stacks,
+ * written once though the end comes after; a site new since then gets its
+ * stack at the end. */
+static void stacks_ahead_then_end(void **state)
+{
+    struct image_fixture *f = *state;
+    recorder_alloc(&f->recorder, 200, 0x1000, 48, 1, lookup, NULL);
+    recorder_alloc(&f->recorder, 210, 0x2000, 16, 2, lookup, NULL);
+    assert_int_equal(trace_output_new_stacks(f->writer, f->symbols, &f->image, &f->modules_written, 300, 3), 0);
+    assert_null(f->output); /* nothing written: not even the image */
+    assert_int_equal(trace_output_new_stacks(f->writer, f->symbols, &f->image, &f->modules_written, 300, 2), 1);
+    assert_int_equal(trace_output_new_stacks(f->writer, f->symbols, &f->image, &f->modules_written, 310, 1), 0);
+    recorder_alloc(&f->recorder, 400, 0x3000, 32, 3, lookup, NULL);
+    f->image.end_ns = 900;
+    f->image.flags |= TRACE_PROC_EXITED;
+    assert_int_equal(trace_output_process(f->writer, f->symbols, &f->image, &f->modules_written), 0);
+    finish_and_read(f);
+    const struct trace_model_process *process = trace_model_process(&f->model, 0);
+    assert_non_null(process);
+    assert_int_equal(process->info.flags, TRACE_PROC_SHIM_SEEN | TRACE_PROC_PRIMARY | TRACE_PROC_EXITED);
+    assert_int_equal(process->site_count, 3);
+    assert_int_equal(trace_model_stack(process, 1)->depth, 2);
+    assert_int_equal(trace_model_stack(process, 2)->depth, 1);
+    assert_int_equal(trace_model_stack(process, 3)->depth, 3);
+    assert_int_equal(f->model.frames[trace_model_stack(process, 3)->frame_ids[0]].address, 0x403000);
+    assert_int_equal(trace_model_site(process, 1)->site.allocated_bytes, 48);
+}
+
+/* A memslope killed after stacks were written ahead: the image is named,
+ * as it stood when they were. */
+static void stacks_ahead_alone(void **state)
+{
+    struct image_fixture *f = *state;
+    recorder_alloc(&f->recorder, 200, 0x1000, 48, 1, lookup, NULL);
+    assert_int_equal(trace_output_new_stacks(f->writer, f->symbols, &f->image, &f->modules_written, 300, 1), 1);
+    finish_and_read(f);
+    const struct trace_model_process *process = trace_model_process(&f->model, 0);
+    assert_non_null(process);
+    assert_int_equal(process->info.pid, 4242);
+    assert_int_equal(process->info.flags, TRACE_PROC_SHIM_SEEN | TRACE_PROC_PRIMARY | TRACE_PROC_CHECKPOINT);
+    assert_int_equal(process->info.end_ns, 300);
+    assert_int_equal(trace_model_stack(process, 1)->depth, 2);
+}
+
 /* Why the shim never ran, from what the engine knows of the image. */
 static void shim_never_loaded(void **state)
 {
@@ -208,6 +253,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(checkpoint_alone, setup, teardown),
         cmocka_unit_test_setup_teardown(checkpoint_then_end, setup, teardown),
         cmocka_unit_test_setup_teardown(frames_in_two_spans, setup, teardown),
+        cmocka_unit_test_setup_teardown(stacks_ahead_then_end, setup, teardown),
+        cmocka_unit_test_setup_teardown(stacks_ahead_alone, setup, teardown),
         cmocka_unit_test_setup_teardown(shim_never_loaded, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -301,6 +301,7 @@ struct symbolizer_warmup {
     uint64_t *addresses;
     size_t address_count;
     int stop; /* set by symbolizer_warmup_stop: the addresses left are someone else's to resolve */
+    int done; /* set by the thread as it ends */
 };
 
 static void *warm_up(void *argument)
@@ -312,6 +313,7 @@ static void *warm_up(void *argument)
          i++)
         symbolizer_resolve(symbolizer, warmup->addresses[i], 1, frames, 1);
     symbolizer_destroy(symbolizer);
+    __atomic_store_n(&warmup->done, 1, __ATOMIC_RELEASE);
     return NULL;
 }
 
@@ -347,6 +349,11 @@ void symbolizer_warmup_stop(struct symbolizer_warmup *warmup)
 {
     if (warmup)
         __atomic_store_n(&warmup->stop, 1, __ATOMIC_RELAXED);
+}
+
+int symbolizer_warmup_done(const struct symbolizer_warmup *warmup)
+{
+    return !warmup || __atomic_load_n(&warmup->done, __ATOMIC_ACQUIRE);
 }
 
 void symbolizer_warmup_finish(struct symbolizer_warmup *warmup)

@@ -131,6 +131,9 @@ struct symbolizer_warmup *symbolizer_warmup_start(struct symbol_store *store, co
  * held the end for up to 34 ms, to resolve what the end then found. */
 void symbolizer_warmup_stop(struct symbolizer_warmup *warmup);
 
+/* Whether the warm-up's thread has ended (NULL: 1), without waiting. */
+int symbolizer_warmup_done(const struct symbolizer_warmup *warmup);
+
 /* Waits for the warm-up and ends it (NULL: nothing to do). */
 void symbolizer_warmup_finish(struct symbolizer_warmup *warmup);
 
