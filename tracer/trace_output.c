@@ -391,11 +391,12 @@ static int write_new_run(struct trace_writer *writer, struct symbolizer *symboli
 
 /* Modules, frames and stacks of the sites new since the last output, in
  * runs of about STACKS_SECTION_FRAMES frames, each sorted by its frames
- * from the outermost; the new frames' ids are kept for the image's next
- * output unless this is its last (keep_frames 0). */
+ * from the outermost (at most max_runs of them; 0: all); the new frames'
+ * ids are kept for the image's next output unless this is its last
+ * (keep_frames 0). */
 static int write_new_symbols(struct trace_writer *writer, struct symbol_store *symbols,
                              const struct trace_image *image, struct trace_output_state *state,
-                             uint32_t *module_base, int keep_frames)
+                             uint32_t *module_base, int keep_frames, size_t max_runs)
 {
     const struct recorder *recorder = image->recorder;
     if (state->stacks_written == recorder->site_count)
@@ -409,7 +410,8 @@ static int write_new_symbols(struct trace_writer *writer, struct symbol_store *s
     stacks.starts = malloc((most + 1) * sizeof *stacks.starts);
     stacks.records = malloc(most * sizeof *stacks.records);
     int rc = symbolizer && items && stacks.starts && stacks.records ? 0 : -1;
-    while (rc == 0 && state->stacks_written < recorder->site_count) {
+    for (size_t runs = 0; rc == 0 && state->stacks_written < recorder->site_count && (!max_runs || runs < max_runs);
+         runs++) {
         size_t first = state->stacks_written, end = run_end(recorder, first), count = end - first;
         order_outermost_first(recorder, first, end, items);
         found.batch.count = 0;
@@ -830,7 +832,7 @@ static int write_changes(struct trace_writer *writer, struct symbol_store *symbo
     struct trace_output_state *state = *image->output;
     if (!state && !(state = *image->output = calloc(1, sizeof *state)))
         return -1;
-    if (write_new_symbols(writer, symbols, image, state, module_base, !last) < 0 ||
+    if (write_new_symbols(writer, symbols, image, state, module_base, !last, 0) < 0 ||
         write_sites(writer, image, state, last) < 0 ||
         write_cases(writer, image, state, until_ns) < 0 || write_history(writer, image, state) < 0)
         return -1;
@@ -874,7 +876,9 @@ int trace_output_new_stacks(struct trace_writer *writer, struct symbol_store *sy
         if (!(state = *image->output = calloc(1, sizeof *state)) || write_process_record(writer, &as_now) < 0)
             return -1;
     }
-    return write_new_symbols(writer, symbols, image, state, module_base, 1) < 0 ? -1 : 1;
+    /* one run: the loop goes back to the rings between runs (a program
+     * that imports every module has 700,000 sites) */
+    return write_new_symbols(writer, symbols, image, state, module_base, 1, 1) < 0 ? -1 : 1;
 }
 
 void trace_output_state_free(struct trace_output_state *state)
