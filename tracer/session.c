@@ -1126,6 +1126,24 @@ static void finish_symbols(struct symbol_store *symbols, const struct record_opt
         fprintf(stderr, "memslope: symbol cache not used%s\n", options->no_symbol_cache ? " (--no-symbol-cache)" : "");
 }
 
+/* The closing note on the images let go of (let_go_of_the_rest): those
+ * still running, and those memslope had to wait for, now ended. */
+static void say_let_go(uint32_t count, uint32_t waited)
+{
+    uint32_t running = count - waited;
+    fprintf(stderr, "memslope: the command ended with %u process%s it started still running: recorded until then, "
+                    "then let go of",
+            count, count == 1 ? "" : "es");
+    if (!waited)
+        fprintf(stderr, ", %s", count == 1 ? "it runs on" : "they run on");
+    else if (count == 1)
+        fprintf(stderr, "; memslope waited for it to end, its main thread having ended first");
+    else
+        fprintf(stderr, "; %u run%s on, and memslope waited for %u to end, %s main thread having ended first",
+                running, running == 1 ? "s" : "", waited, waited == 1 ? "its" : "their");
+    fprintf(stderr, " (record --wait-all records them to their end)\n");
+}
+
 int session_finish(struct session *session, int exit_code)
 {
     progress_clear(&session->progress);
@@ -1143,11 +1161,7 @@ int session_finish(struct session *session, int exit_code)
                 session->output_path);
     }
     if (session->let_go_count && !session->options.quiet)
-        fprintf(stderr,
-                "memslope: the command ended with %u process%s it started still running: recorded until then, "
-                "then let go of, %s (record --wait-all records them to their end)\n",
-                session->let_go_count, session->let_go_count == 1 ? "" : "es",
-                session->let_go_count == 1 ? "it runs on" : "they run on");
+        say_let_go(session->let_go_count, session->let_go_waited);
     if (session->preload_lost > 1)
         fprintf(stderr, "memslope: warning: %u more processes ran without the shim, their LD_PRELOAD removed or "
                         "replaced the same way (memslope report lists each)\n",

@@ -135,9 +135,11 @@ struct session {
     /* The launched command's own process has ended; what it left running
      * is let go of (let_go_of_the_rest) unless --wait-all, or until a
      * signal to memslope asks for it (let_go_asked). let_go_count: images
-     * let go of, said once at the end. */
+     * let go of, said once at the end; let_go_waited: of them, those whose
+     * main thread had ended (a zombie, kept traced until the others end:
+     * memslope's exit would kill them). */
     int initial_ended, let_go_asked;
-    uint32_t let_go_count;
+    uint32_t let_go_count, let_go_waited;
     int warmups_running;           /* images with a symbolizer warm-up not yet ended (at most 1) */
     struct symbol_store *symbols;  /* shared by every image's symbolizer (symbolize.h); the caller's */
     struct kept_rules *kept_rules; /* the unwind rules the shims looked up (kept_rules.h); NULL: no cache */

@@ -267,17 +267,20 @@ static void let_go_of_running_process(struct session *session, struct traced_pro
         return;
     }
     uint64_t deadline = session_now_ns() + THREAD_STOP_TIMEOUT_NS;
+    int leader_kept = 0;
     HASH_ITER(hh, session->threads, thread, tmp) {
         if (thread->process != process)
             continue;
         pid_t tid = thread->tid;
         if (tid == process->pid && (thread->reached_exit || thread_is_zombie(tid))) {
             /* It cannot stop or be detached, and memslope's exit would kill
-             * the process (PTRACE_O_EXITKILL): traced until the others end. */
+             * the process (PTRACE_O_EXITKILL): traced until the others end.
+             * Said now, --quiet or not: memslope waits, and this is why. */
             fprintf(stderr,
-                    "memslope: process %d's main thread has ended while its other threads run on: it cannot be "
-                    "let go of, and memslope waits for it to end\n",
+                    "memslope: process %d's main thread has ended while its other threads run on: its record "
+                    "ends here, and memslope waits for it to end (leaving it would kill it)\n",
                     (int)tid);
+            leader_kept = 1;
             continue;
         }
         if (thread->reached_exit)
@@ -301,6 +304,7 @@ static void let_go_of_running_process(struct session *session, struct traced_pro
                      (int)process->pid) < 0)
             process->leak_check_note = NULL;
         session->let_go_count++;
+        session->let_go_waited += leader_kept;
     }
     process_end(session, process); /* drains what its stopped threads wrote */
     for (size_t i = 0; i < going.stopped_count; i++)

@@ -56,4 +56,18 @@ expect_eq "... its record: let go of" true \
     "$(jget "$WORK/term.json" '[p for p in d["processes"] if not p["primary"]][0].get("let_go_seconds", -1) > 0')"
 for _ in $(seq 1 80); do [ -s "$WORK/term.done" ] && break; sleep 0.1; done
 expect_match "... and ran on to its end" '^done [0-9]+$' "$WORK/term.done"
+
+# A child whose main thread has ended while its other thread runs on: a
+# zombie leader cannot be detached, and memslope's exit would kill the
+# process (PTRACE_O_EXITKILL). Its record ends, memslope says why it waits,
+# waits for it to end, and the closing note says it waited (not "runs on").
+record "$WORK/leader.trace" -- "$FIXTURES/leave_running" "$WORK/leader.done" 2 leader-exits
+expect_eq "leader ended first: exit" 0 "$REC_RC"
+expect_match "... the child ran to its end before memslope returned" '^done [0-9]+$' "$WORK/leader.done"
+expect_match "... why memslope waits" "main thread has ended while its other threads run on: its record ends here, and memslope waits for it to end" "$WORK/rec.err"
+expect_match "... the closing note" 'then let go of; memslope waited for it to end, its main thread having ended first' "$WORK/rec.err"
+expect_no_match "... not said to run on" 'it runs on' "$WORK/rec.err"
+report_json "$WORK/leader.trace" "$WORK/leader.json"
+expect_eq "... its record: let go of, no exit" "True None" \
+    "$(jget "$WORK/leader.json" '" ".join(str(x) for x in [[p for p in d["processes"] if not p["primary"]][0].get("let_go_seconds", -1) >= 0, [p for p in d["processes"] if not p["primary"]][0]["exit"]])')"
 finish
