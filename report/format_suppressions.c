@@ -13,7 +13,6 @@
 #include "formats.h"
 
 #include <inttypes.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +55,9 @@ struct lost_record {
     const struct trace_loss_record *record;
     char *body; /* the entry from its '{' on, to tell two images' equal entries apart */
     char name[512]; /* the site's, by its user frame (entry_body) */
+    uint64_t bytes, blocks; /* the record's, with those of equal entries (other images', other sites') */
+    uint32_t images;        /* how many images' records the entry stands for */
+    const struct trace_model_process *last; /* the last of them (add_lost adds one image's records at a time) */
 };
 
 /* The entry's comment line, then its body. */
@@ -63,10 +65,12 @@ static void write_entry(FILE *out, const struct report *report, const struct los
                         size_t count)
 {
     fprintf(out, "# loss record %zu of %zu: %s%" PRIu64 " bytes in %s%" PRIu64 " blocks, %s, at ", number, count,
-            report_estimate_mark(report), lost->record->bytes, report_estimate_mark(report), lost->record->blocks,
+            report_estimate_mark(report), lost->bytes, report_estimate_mark(report), lost->blocks,
             category_names[lost->record->category]);
     write_name(out, lost->name);
-    if (lost->process != report->primary)
+    if (lost->images > 1)
+        fprintf(out, " (in %u processes)", lost->images);
+    else if (lost->process != report->primary)
         fprintf(out, " (process %u, %s)", lost->process->info.pid,
                 lost->process->info.exe ? lost->process->info.exe : "?");
     fputc('\n', out);
@@ -120,7 +124,8 @@ struct lost_list {
 
 /* Adds leaks' lost records (not still reachable) of process; an entry
  * equal to one listed (the same stack and kind in another image of one
- * program) is listed once. -1 when out of memory. */
+ * program) is listed once, its comment counting the bytes and blocks of
+ * both. -1 when out of memory. */
 static int add_lost(struct lost_list *list, const struct report *report, const struct trace_model_process *process,
                     const struct trace_leaks *leaks)
 {
@@ -128,13 +133,18 @@ static int add_lost(struct lost_list *list, const struct report *report, const s
         const struct trace_loss_record *record = &leaks->records[i];
         if (record->category >= TRACE_LEAK_REACHABLE)
             continue;
-        struct lost_record lost = {process, record, NULL, ""};
+        struct lost_record lost = {process, record, NULL, "", record->bytes, record->blocks, 1, process};
         if (!(lost.body = entry_body(report, &lost)))
             return -1;
-        bool listed = false;
+        struct lost_record *listed = NULL;
         for (size_t k = 0; k < list->count && !listed; k++)
-            listed = strcmp(list->items[k].body, lost.body) == 0;
+            if (strcmp(list->items[k].body, lost.body) == 0)
+                listed = &list->items[k];
         if (listed) {
+            listed->bytes += record->bytes;
+            listed->blocks += record->blocks;
+            listed->images += listed->last != process;
+            listed->last = process;
             free(lost.body);
             continue;
         }

@@ -203,9 +203,16 @@ EOF
 record "$WORK/child.trace" -- "$FIXTURES/fork_leak_child"
 "$MEMSLOPE" report "$WORK/child.trace" --format suppressions -o "$WORK/child.supp"
 # (its three blocks' records, of one site called from three lines, make
-# one entry: the frames are named by function)
+# one entry: the frames are named by function; its comment counts all
+# three, 1000 + 300 + 91 bytes)
 expect_eq "a child's leak: one entry" 1 "$(grep -c '^{' "$WORK/child.supp")"
-expect_match "... named with the child's process" '^# loss record 1 of 1: 1000 bytes in 1 blocks, definitely lost, at child_loses .*\(process [0-9]+, ' "$WORK/child.supp"
+expect_match "... named with the child's process" '^# loss record 1 of 1: 1391 bytes in 3 blocks, definitely lost, at child_loses .*\(process [0-9]+, ' "$WORK/child.supp"
+# The same program run twice: one entry for both children's records, its
+# comment counting the six blocks of both.
+record "$WORK/twice.trace" -- sh -c '"$1"; "$1"' sh "$FIXTURES/fork_leak_child"
+"$MEMSLOPE" report "$WORK/twice.trace" --format suppressions -o "$WORK/twice.supp"
+expect_eq "the program twice: one entry" 1 "$(grep -c '^{' "$WORK/twice.supp")"
+expect_match "... counting both" '^# loss record 1 of 1: 2782 bytes in 6 blocks, definitely lost, at child_loses .*\(in 2 processes\)$' "$WORK/twice.supp"
 "$MEMSLOPE" gate "$WORK/child.trace" --max-leaked 0 >/dev/null 2>&1
 expect_eq "... gate without them: fails" 1 "$?"
 "$MEMSLOPE" gate "$WORK/child.trace" --max-leaked 0 --suppressions "$WORK/child.supp" >"$WORK/child.gate" 2>&1
