@@ -818,11 +818,11 @@ void checkpoint_running_images(struct session *session, uint64_t now)
     session->next_checkpoint_ns = now + session->checkpoint_gap_ns;
 }
 
-/* While the loop has time to spare, the stacks of an image's new sites are
- * written ahead of its end (trace_output_new_stacks), once this many are new. The
- * end's own output was then python3 -c pass's longest step after its exit
- * (sorting, resolving and writing ten thousand stacks), while the tracer
- * had been idle most of the run. */
+/* While the loop has time to spare, the stacks of an image's new sites
+ * are written ahead of its end (trace_output_new_stacks), once this many
+ * are new. The end's own output was python3 -c pass's longest step after
+ * its exit (sorting, resolving and writing ten thousand stacks), while the
+ * tracer had been idle most of the run. */
 #define STACKS_AHEAD_MIN_SITES 1024
 
 /* Only once the image's symbolizer warm-up has ended (the two would resolve
