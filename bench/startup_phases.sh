@@ -12,7 +12,7 @@ set -eu
 M=$(realpath "${1:-build/bin/memslope}")
 N=${2:-15}
 DATA=$(mktemp /tmp/startup_phases.XXXXXX)
-trap 'rm -f "$DATA" "$DATA.trace" "$DATA.old"' EXIT
+trap 'rm -f "$DATA" "$DATA.trace" "$DATA.old" "$DATA.runs"' EXIT
 for _ in $(seq "$N"); do
     perf record -q -o "$DATA" -e sched:sched_process_exec,sched:sched_process_exit -- \
         "$M" record --quiet -o "$DATA.trace" -- /usr/bin/python3 -c pass 2>/dev/null
@@ -22,13 +22,8 @@ for _ in $(seq "$N"); do
         /sched_process_exit/ && $1 == "python3" {gone = $3 + 0}
         /sched_process_exit/ && $1 == "memslope" && $2 == tracer {end = $3 + 0}
         END {printf "%.2f %.2f %.2f %.2f\n", (exec - start) * 1000, (gone - exec) * 1000, (end - gone) * 1000, (end - start) * 1000}'
-done | awk '{for (i = 1; i <= 4; i++) v[i, NR] = $i}
-    END {
-        m = int((NR + 1) / 2)
-        for (i = 1; i <= 4; i++) {
-            for (r = 1; r <= NR; r++) col[r] = v[i, r]
-            asort(col)
-            med[i] = col[m]
-        }
-        printf "to exec %.1f  run %.1f  after exit %.1f  total %.1f ms (medians of %d)\n", med[1], med[2], med[3], med[4], NR
-    }'
+done >"$DATA.runs"
+# medians (mawk, Debian's awk, has no asort): each column sorted on its own
+median() { cut -d' ' -f"$1" "$DATA.runs" | sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
+printf 'to exec %s  run %s  after exit %s  total %s ms (medians of %s)\n' "$(median 1)" "$(median 2)" "$(median 3)" \
+    "$(median 4)" "$(wc -l <"$DATA.runs")"

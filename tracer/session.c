@@ -825,23 +825,20 @@ void checkpoint_running_images(struct session *session, uint64_t now)
  * tracer had been idle most of the run. */
 #define STACKS_AHEAD_MIN_SITES 1024
 
-/* Only once the image's symbolizer warm-up has ended (the two would resolve
- * the same addresses on the tracer's one processor), and one image a turn:
- * events may be waiting again. */
-static void write_stacks_ahead(struct session *session)
+/* Only once the image's symbolizer warm-up has ended (the two would
+ * compete for the tracer's processor and the symbol store's lock; its
+ * thread is joined at the image's end, as before, so that one image's
+ * warm-up at a time still runs), and one image a turn. Returns whether
+ * anything was written. */
+static int write_stacks_ahead(struct session *session)
 {
     if (session->write_failure_reported)
-        return;
+        return 0;
     for (size_t i = 0; i < session->process_count; i++) {
         struct traced_process *process = session->processes[i];
         if (process->state == PROCESS_ENDED || process->vfork_child || !(process->flags & TRACE_PROC_SHIM_SEEN) ||
             !process->warmup_tried || !symbolizer_warmup_done(process->warmup))
             continue;
-        if (process->warmup) {
-            symbolizer_warmup_finish(process->warmup);
-            process->warmup = NULL;
-            session->warmups_running--;
-        }
         uint32_t stacks_dropped, slots_exhausted;
         shm_consumer_counters(&process->shm, &stacks_dropped, &slots_exhausted);
         struct trace_image image = image_view(process, stacks_dropped, slots_exhausted);
@@ -850,8 +847,9 @@ static void write_stacks_ahead(struct session *session)
         if (written < 0)
             report_write_failure(session);
         if (written)
-            return;
+            return 1;
     }
+    return 0;
 }
 
 /* An exec replaced the image: the old one ends (its heap with it: no leak
@@ -976,15 +974,19 @@ static long wait_ns_after_drain(struct session *session, size_t events)
     return 0;
 }
 
-void wait_after_drain(struct session *session, const sigset_t *wait_set, size_t events)
+static void wait_for(struct session *session, const sigset_t *wait_set, long wait_ns)
 {
-    long wait_ns = wait_ns_after_drain(session, events);
     if (!wait_ns)
         return;
     struct timespec timeout = {0, wait_ns};
     int signal = sigtimedwait(wait_set, NULL, &timeout);
     if (signal > 0 && signal != SIGCHLD)
         forward_signal(session, signal);
+}
+
+void wait_after_drain(struct session *session, const sigset_t *wait_set, size_t events)
+{
+    wait_for(session, wait_set, wait_ns_after_drain(session, events));
 }
 
 int session_run(struct session *session)
@@ -1024,9 +1026,11 @@ int session_run(struct session *session)
         checkpoint_running_images(session, now);
         if (reaped)
             continue;
-        if (wait_ns_after_drain(session, events))
-            write_stacks_ahead(session); /* in time the loop would wait */
-        wait_after_drain(session, &wait_set, events);
+        long wait_ns = wait_ns_after_drain(session, events);
+        /* in time the loop would have waited; then events may be waiting */
+        if (wait_ns && write_stacks_ahead(session))
+            continue;
+        wait_for(session, &wait_set, wait_ns);
     }
     /* Images whose end we did not see (cannot happen with ptrace, but a
      * trace must never lose what was recorded). */

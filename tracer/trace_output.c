@@ -46,6 +46,7 @@ struct trace_output_state {
     struct word_map by_address;        /* every frame word written: its frames (frames_value) */
     struct written_module *modules;
     size_t stacks_written;             /* sites [0, stacks_written) have their STACKS */
+    int checkpointed;                  /* a checkpoint wrote the image's figures */
     struct trace_site *sites_written;  /* each site's last SITES record (stack_id 0 and no allocation: none) */
     size_t sites_capacity;
     uint8_t *site_written;             /* whether sites_written[i] was written */
@@ -389,6 +390,17 @@ static int write_new_run(struct trace_writer *writer, struct symbolizer *symboli
     return write_new_stacks(writer, image, count, laid_out);
 }
 
+/* The end of at most max_runs runs of sites from first on (0: all). */
+static size_t runs_end(const struct recorder *recorder, size_t first, size_t max_runs)
+{
+    if (!max_runs)
+        return recorder->site_count;
+    size_t end = first;
+    for (size_t run = 0; run < max_runs && end < recorder->site_count; run++)
+        end = run_end(recorder, end);
+    return end;
+}
+
 /* Modules, frames and stacks of the sites new since the last output, in
  * runs of about STACKS_SECTION_FRAMES frames, each sorted by its frames
  * from the outermost (at most max_runs of them; 0: all); the new frames'
@@ -405,13 +417,12 @@ static int write_new_symbols(struct trace_writer *writer, struct symbol_store *s
     struct new_frames found = {{0}, {0}, 0};
     struct new_stacks stacks = {0};
     struct outer_frames outer = {0};
-    size_t most = recorder->site_count - state->stacks_written;
+    size_t last = runs_end(recorder, state->stacks_written, max_runs), most = last - state->stacks_written;
     struct sort_item *items = malloc(most * sizeof *items);
     stacks.starts = malloc((most + 1) * sizeof *stacks.starts);
     stacks.records = malloc(most * sizeof *stacks.records);
     int rc = symbolizer && items && stacks.starts && stacks.records ? 0 : -1;
-    for (size_t runs = 0; rc == 0 && state->stacks_written < recorder->site_count && (!max_runs || runs < max_runs);
-         runs++) {
+    while (rc == 0 && state->stacks_written < last) {
         size_t first = state->stacks_written, end = run_end(recorder, first), count = end - first;
         order_outermost_first(recorder, first, end, items);
         found.batch.count = 0;
@@ -848,6 +859,7 @@ int trace_output_checkpoint(struct trace_writer *writer, struct symbol_store *sy
     if (write_process_record(writer, &as_now) < 0 ||
         write_changes(writer, symbols, image, module_base, now_ns, 0) < 0)
         return -1;
+    (*image->output)->checkpointed = 1;
     return 0;
 }
 
@@ -867,15 +879,17 @@ int trace_output_new_stacks(struct trace_writer *writer, struct symbol_store *sy
     struct trace_output_state *state = *image->output;
     if (image->recorder->site_count - (state ? state->stacks_written : 0) < at_least)
         return 0;
-    if (!state) {
-        /* the image named first, as a checkpoint does: a trace cut after
-         * its stacks still says whose they are */
-        struct trace_image as_now = *image;
-        as_now.flags |= TRACE_PROC_CHECKPOINT;
-        as_now.end_ns = now_ns;
-        if (!(state = *image->output = calloc(1, sizeof *state)) || write_process_record(writer, &as_now) < 0)
-            return -1;
-    }
+    if (!state && !(state = *image->output = calloc(1, sizeof *state)))
+        return -1;
+    /* The image as it stands first, as a checkpoint has it: a trace cut
+     * after these stacks says whose they are and its totals until then.
+     * Not once a checkpoint wrote its sites: totals newer than those
+     * would not add up. */
+    struct trace_image as_now = *image;
+    as_now.flags |= TRACE_PROC_CHECKPOINT;
+    as_now.end_ns = now_ns;
+    if (!state->checkpointed && write_process_record(writer, &as_now) < 0)
+        return -1;
     /* one run: the loop goes back to the rings between runs (a program
      * that imports every module has 700,000 sites) */
     return write_new_symbols(writer, symbols, image, state, module_base, 1, 1) < 0 ? -1 : 1;

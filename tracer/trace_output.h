@@ -83,10 +83,11 @@ int trace_output_checkpoint(struct trace_writer *writer, struct symbol_store *sy
  * image's last output, once there are at least at_least of them (a run of
  * about a million frames a call), written while it runs so that its end
  * has less to do; the image's process record first (as at a checkpoint,
- * at now_ns) if the trace has none yet. 1 when written, 0 when there were
- * fewer, -1 when a write failed. */
+ * at now_ns) unless a checkpoint wrote its figures. 1 when written, 0 when
+ * there were fewer, -1 when a write failed. */
 int trace_output_new_stacks(struct trace_writer *writer, struct symbol_store *symbols, const struct trace_image *image,
                             uint32_t *module_base, uint64_t now_ns, size_t at_least);
+
 void trace_output_state_free(struct trace_output_state *state);
 
 #endif

@@ -219,19 +219,41 @@ static void stacks_ahead_then_end(void **state)
 }
 
 /* A memslope killed after stacks were written ahead: the image is named,
- * as it stood when they were. */
+ * with its totals as they stood when the last of them were. */
 static void stacks_ahead_alone(void **state)
 {
     struct image_fixture *f = *state;
     recorder_alloc(&f->recorder, 200, 0x1000, 48, 1, lookup, NULL);
     assert_int_equal(trace_output_new_stacks(f->writer, f->symbols, &f->image, &f->modules_written, 300, 1), 1);
+    recorder_alloc(&f->recorder, 350, 0x2000, 16, 2, lookup, NULL);
+    assert_int_equal(trace_output_new_stacks(f->writer, f->symbols, &f->image, &f->modules_written, 400, 1), 1);
     finish_and_read(f);
     const struct trace_model_process *process = trace_model_process(&f->model, 0);
     assert_non_null(process);
     assert_int_equal(process->info.pid, 4242);
     assert_int_equal(process->info.flags, TRACE_PROC_SHIM_SEEN | TRACE_PROC_PRIMARY | TRACE_PROC_CHECKPOINT);
-    assert_int_equal(process->info.end_ns, 300);
+    assert_int_equal(process->info.end_ns, 400);
+    assert_int_equal(process->info.allocations, 2);
     assert_int_equal(trace_model_stack(process, 1)->depth, 2);
+    assert_int_equal(trace_model_stack(process, 2)->depth, 1);
+}
+
+/* After a checkpoint (figures with their sites), stacks written ahead do
+ * not write newer totals over it, which its sites would not add up to. */
+static void stacks_ahead_after_checkpoint(void **state)
+{
+    struct image_fixture *f = *state;
+    recorder_alloc(&f->recorder, 200, 0x1000, 48, 1, lookup, NULL);
+    assert_int_equal(trace_output_checkpoint(f->writer, f->symbols, &f->image, &f->modules_written, 500), 0);
+    recorder_alloc(&f->recorder, 550, 0x2000, 16, 2, lookup, NULL);
+    assert_int_equal(trace_output_new_stacks(f->writer, f->symbols, &f->image, &f->modules_written, 600, 1), 1);
+    finish_and_read(f);
+    const struct trace_model_process *process = trace_model_process(&f->model, 0);
+    assert_non_null(process);
+    assert_int_equal(process->info.end_ns, 500);
+    assert_int_equal(process->info.allocations, 1);
+    assert_int_equal(process->site_count, 1);
+    assert_int_equal(trace_model_stack(process, 2)->depth, 1); /* the new stack is there all the same */
 }
 
 /* Why the shim never ran, from what the engine knows of the image. */
@@ -255,6 +277,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(frames_in_two_spans, setup, teardown),
         cmocka_unit_test_setup_teardown(stacks_ahead_then_end, setup, teardown),
         cmocka_unit_test_setup_teardown(stacks_ahead_alone, setup, teardown),
+        cmocka_unit_test_setup_teardown(stacks_ahead_after_checkpoint, setup, teardown),
         cmocka_unit_test_setup_teardown(shim_never_loaded, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
