@@ -238,6 +238,26 @@ static void stacks_ahead_alone(void **state)
     assert_int_equal(trace_model_stack(process, 2)->depth, 1);
 }
 
+/* More new sites than one run holds (a run is about a million frames,
+ * trace_output.c's STACKS_SECTION_FRAMES): a call writes one run, the
+ * next the rest, and every stack is in the trace once. */
+static void stacks_ahead_a_run_a_call(void **state)
+{
+    struct image_fixture *f = *state;
+    const uint32_t sites = 400000; /* three frames each: 1.2 M frames */
+    for (uint32_t stack = 5; stack < 5 + sites; stack++)
+        recorder_alloc(&f->recorder, stack, 0x1000 * (uint64_t)stack, 16, stack, lookup, NULL);
+    assert_int_equal(trace_output_new_stacks(f->writer, f->symbols, &f->image, &f->modules_written, 300, 1), 1);
+    assert_int_equal(trace_output_new_stacks(f->writer, f->symbols, &f->image, &f->modules_written, 310, 1), 1);
+    assert_int_equal(trace_output_new_stacks(f->writer, f->symbols, &f->image, &f->modules_written, 320, 1), 0);
+    finish_and_read(f);
+    const struct trace_model_process *process = trace_model_process(&f->model, 0);
+    assert_non_null(process);
+    assert_non_null(trace_model_stack(process, 5));
+    assert_non_null(trace_model_stack(process, 5 + sites - 1));
+    assert_int_equal(trace_model_stack(process, 5 + sites - 1)->depth, 3);
+}
+
 /* After a checkpoint (figures with their sites), stacks written ahead do
  * not write newer totals over it, which its sites would not add up to. */
 static void stacks_ahead_after_checkpoint(void **state)
@@ -278,6 +298,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(stacks_ahead_then_end, setup, teardown),
         cmocka_unit_test_setup_teardown(stacks_ahead_alone, setup, teardown),
         cmocka_unit_test_setup_teardown(stacks_ahead_after_checkpoint, setup, teardown),
+        cmocka_unit_test_setup_teardown(stacks_ahead_a_run_a_call, setup, teardown),
         cmocka_unit_test_setup_teardown(shim_never_loaded, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
