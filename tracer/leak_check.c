@@ -276,6 +276,7 @@ static void free_lists(struct check_lists *lists)
 {
     leakscan_buffer_free(&lists->blocks);
     leakscan_buffer_free(&lists->open);
+    leakscan_buffer_free(&lists->scratch);
     lists->capacity = 0;
 }
 
@@ -294,7 +295,8 @@ static int grow_lists(struct check_lists *lists, size_t capacity)
     if (capacity > SIZE_MAX / sizeof(struct leakscan_block) || capacity > SIZE_MAX / sizeof(struct pending_block))
         return -1;
     if (leakscan_buffer_grow(&lists->blocks, capacity * sizeof(struct leakscan_block)) < 0 ||
-        leakscan_buffer_grow(&lists->open, capacity * sizeof(struct pending_block)) < 0)
+        leakscan_buffer_grow(&lists->open, capacity * sizeof(struct pending_block)) < 0 ||
+        leakscan_buffer_grow(&lists->scratch, capacity * sizeof(struct leakscan_block)) < 0)
         return -1;
     lists->capacity = capacity;
     return 0;
@@ -335,6 +337,11 @@ static struct leakscan_block *list_of_blocks(const struct check_lists *lists)
 static struct pending_block *list_of_open(const struct check_lists *lists)
 {
     return (struct pending_block *)lists->open.bytes;
+}
+
+static struct leakscan_block *list_of_scratch(const struct check_lists *lists)
+{
+    return (struct leakscan_block *)lists->scratch.bytes;
 }
 
 /* The copy's buffer, for a copy of the heap as the recorder has it: its
@@ -398,6 +405,9 @@ int leak_check_spare_ready(struct leak_check_spare *spare, const struct recorder
     before = spare->lists.open.written / LEAKSCAN_BUFFER_PAGE;
     left |= leakscan_buffer_write_ahead(&spare->lists.open, wrote < pages ? pages - wrote : 0);
     wrote += spare->lists.open.written / LEAKSCAN_BUFFER_PAGE - before;
+    before = spare->lists.scratch.written / LEAKSCAN_BUFFER_PAGE;
+    left |= leakscan_buffer_write_ahead(&spare->lists.scratch, wrote < pages ? pages - wrote : 0);
+    wrote += spare->lists.scratch.written / LEAKSCAN_BUFFER_PAGE - before;
     return ready_copy(spare, recorder, copy_limit, wrote < pages ? pages - wrote : 0) || left;
 }
 
@@ -412,7 +422,7 @@ int leak_check_spare_ready(struct leak_check_spare *spare, const struct recorder
  * is sorted by the waiter: a thread costs more than its sort. */
 struct block_sort {
     pthread_t thread;
-    struct leakscan_block *blocks;
+    struct leakscan_block *blocks, *scratch; /* scratch: the lists' (NULL: sorted in place) */
     size_t count;
     int running;
 };
@@ -420,15 +430,22 @@ struct block_sort {
 static void *sort_blocks(void *arg)
 {
     struct block_sort *sort = arg;
-    leakscan_sort_blocks(sort->blocks, sort->count);
+    leakscan_sort_blocks_through(sort->blocks, sort->count, sort->scratch);
     return NULL;
 }
 
 #define SORT_THREAD_MIN_BLOCKS 16384u /* sorted in ~0.3 ms: less than a thread's start */
 
-static void block_sort_start(struct block_sort *sort, struct leakscan_block *blocks, size_t count)
+/* The scratch of lists if it holds count blocks, else NULL. */
+static struct leakscan_block *scratch_for(const struct check_lists *lists, size_t count)
 {
-    *sort = (struct block_sort){.blocks = blocks, .count = count};
+    return lists->scratch.size >= count * sizeof(struct leakscan_block) ? list_of_scratch(lists) : NULL;
+}
+
+static void block_sort_start(struct block_sort *sort, struct leakscan_block *blocks, size_t count,
+                             struct leakscan_block *scratch)
+{
+    *sort = (struct block_sort){.blocks = blocks, .scratch = scratch, .count = count};
     sort->running = count >= SORT_THREAD_MIN_BLOCKS && pthread_create(&sort->thread, NULL, sort_blocks, sort) == 0;
 }
 
@@ -438,7 +455,7 @@ static void block_sort_wait(void *arg)
     if (sort->running)
         pthread_join(sort->thread, NULL);
     else
-        leakscan_sort_blocks(sort->blocks, sort->count);
+        leakscan_sort_blocks_through(sort->blocks, sort->count, sort->scratch);
     sort->running = 0;
     sort->count = 0; /* sorted: nothing left to do */
 }
@@ -448,11 +465,11 @@ static void block_sort_wait(void *arg)
  * exit check: medians 89 against 108 ms in place). 1: the copy would
  * exceed the limit. */
 static int scan_copy(const struct scan_source *source, struct leakscan_block *blocks, size_t count,
-                     struct leakscan_totals *totals, char *err, size_t err_size)
+                     struct leakscan_block *scratch, struct leakscan_totals *totals, char *err, size_t err_size)
 {
     struct leakscan_snapshot *snapshot;
     struct block_sort sort;
-    block_sort_start(&sort, blocks, count);
+    block_sort_start(&sort, blocks, count, scratch);
     int rc = leakscan_snapshot_take(source->pid, source->tids, source->tid_count, source->shim, blocks, count,
                                     block_sort_wait, &sort, source->copy_limit,
                                     source->spare ? &source->spare->copy : NULL, &snapshot, err, err_size);
@@ -466,8 +483,9 @@ static int scan_copy(const struct scan_source *source, struct leakscan_block *bl
     return rc;
 }
 
+/* scratch: NULL, or room for count blocks that their sort may write over. */
 static int scan(const struct scan_source *source, struct leakscan_block *blocks, size_t count,
-                struct leakscan_totals *totals, char *err, size_t err_size)
+                struct leakscan_block *scratch, struct leakscan_totals *totals, char *err, size_t err_size)
 {
     /* No live block, nothing to lose: the scan's reading of maps, smaps,
      * registers and roots (3-4 ms for python3 -c pass, whose heap is empty
@@ -478,7 +496,7 @@ static int scan(const struct scan_source *source, struct leakscan_block *blocks,
     }
     if (source->handover)
         return leakscan_process_handover(source->pid, source->handover, blocks, count, totals, NULL, err, err_size);
-    int rc = source->copy_limit ? scan_copy(source, blocks, count, totals, err, err_size) : 1;
+    int rc = source->copy_limit ? scan_copy(source, blocks, count, scratch, totals, err, err_size) : 1;
     if (rc != 1)
         return rc;
     return leakscan_process_ex(source->pid, source->tids, source->tid_count, source->shim, blocks, count, totals,
@@ -566,7 +584,7 @@ static int run_check(const struct scan_source *source, const struct recorder *re
     struct leakscan_block *blocks = list_of_blocks(&lists);
     size_t n = list_blocks(recorder, blocks, lists.capacity, NULL, NULL);
     struct leakscan_totals totals;
-    int rc = scan(source, blocks, n, &totals, err, err_size);
+    int rc = scan(source, blocks, n, scratch_for(&lists, n), &totals, err, err_size);
     uint8_t *categories = rc == 0 ? categories_by_position(blocks, n) : NULL;
     keep_lists(source->spare, &lists);
     if (rc == 0 && (!categories ||
@@ -652,7 +670,7 @@ int leak_check_start(pid_t pid, const pid_t *tids, size_t tid_count, const struc
     p->open_case = recorder->open_case;
     p->iteration = recorder->iteration;
     p->time_ns = time_ns;
-    block_sort_start(&p->sort, list_of_blocks(&p->lists), p->count);
+    block_sort_start(&p->sort, list_of_blocks(&p->lists), p->count, scratch_for(&p->lists, p->count));
     int rc = leakscan_snapshot_take(pid, tids, tid_count, shim, list_of_blocks(&p->lists), p->count, block_sort_wait,
                                     &p->sort, byte_limit, spare ? &spare->copy : NULL, &p->snapshot, err, err_size);
     if (rc == 0)

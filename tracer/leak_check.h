@@ -30,9 +30,10 @@ struct leak_results {
  */
 struct pending_block;
 struct check_lists {
-    struct leakscan_buffer blocks; /* struct leakscan_block: every live block */
-    struct leakscan_buffer open;   /* struct pending_block: the open case's blocks */
-    size_t capacity;               /* entries of each */
+    struct leakscan_buffer blocks;  /* struct leakscan_block: every live block */
+    struct leakscan_buffer open;    /* struct pending_block: the open case's blocks */
+    struct leakscan_buffer scratch; /* struct leakscan_block: what the blocks' sort writes over */
+    size_t capacity;                /* entries of each */
 };
 struct leak_check_spare {
     struct leakscan_buffer copy;

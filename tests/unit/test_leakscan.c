@@ -530,24 +530,43 @@ static void test_unsorted_input(void **state)
     free(m);
 }
 
-/* leakscan_sort_blocks on short runs (insertion sort), long random ones,
- * sorted backwards or as an organ pipe, all equal, two far clusters (a
- * radix level each) and the whole 64-bit range; the result must be ordered
- * and a permutation. */
-static void check_sorts(struct leakscan_block *blocks, size_t n)
+/* leakscan_sort_blocks, and leakscan_sort_blocks_through with a scratch
+ * (its own sort from 16,384 blocks on), on short runs (insertion sort),
+ * long random ones, sorted backwards or as an organ pipe, all equal, two
+ * far clusters (a radix level each) and the whole 64-bit range; the result
+ * must be ordered and a permutation. */
+static void check_sort(struct leakscan_block *blocks, size_t n, struct leakscan_block *scratch)
 {
     uint64_t sum = 0, sum_after = 0;
     for (size_t i = 0; i < n; i++) {
         blocks[i].stack_id = (uint32_t)i;
         sum += blocks[i].address * 31 + i;
     }
-    leakscan_sort_blocks(blocks, n);
+    if (scratch)
+        leakscan_sort_blocks_through(blocks, n, scratch);
+    else
+        leakscan_sort_blocks(blocks, n);
     for (size_t i = 0; i < n; i++) {
         sum_after += blocks[i].address * 31 + blocks[i].stack_id;
         if (i > 0)
             assert_true(blocks[i - 1].address <= blocks[i].address);
     }
     assert_true(sum == sum_after);
+}
+
+static void check_sorts(struct leakscan_block *blocks, size_t n)
+{
+    struct leakscan_block *copy = malloc((n ? n : 1) * sizeof *copy), *scratch = malloc((n ? n : 1) * sizeof *scratch);
+    assert_non_null(copy);
+    assert_non_null(scratch);
+    memcpy(copy, blocks, n * sizeof *copy);
+    memset(scratch, 0xa5, (n ? n : 1) * sizeof *scratch);
+    check_sort(blocks, n, NULL);
+    check_sort(copy, n, scratch);
+    for (size_t i = 0; i < n; i++)
+        assert_true(copy[i].address == blocks[i].address);
+    free(copy);
+    free(scratch);
 }
 
 static void test_sort_blocks(void **state)
