@@ -318,15 +318,11 @@ static void lsd_sort(struct leakscan_block *blocks, size_t n, struct leakscan_bl
         memcpy(blocks, from, n * sizeof *blocks);
 }
 
-/* Below this many blocks the in-place sort is as quick (its runs fit the
- * caches) and the scratch's 2,048 buckets a pass cost more than they save. */
-#define LSD_MIN_BLOCKS 16384u
-
 void leakscan_sort_blocks_through(struct leakscan_block *blocks, size_t block_count, struct leakscan_block *scratch)
 {
     if (is_sorted(blocks, block_count))
         return;
-    if (scratch && block_count >= LSD_MIN_BLOCKS)
+    if (scratch && block_count >= LEAKSCAN_SORT_SCRATCH_MIN_BLOCKS)
         lsd_sort(blocks, block_count, scratch);
     else
         radix_sort(blocks, block_count);

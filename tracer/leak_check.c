@@ -287,32 +287,38 @@ void leak_check_spare_free(struct leak_check_spare *spare)
 }
 
 /* Room in lists for capacity blocks, what they held kept in place: 0, or
- * -1 when out of memory (the lists as they were, one of them larger). */
-static int grow_lists(struct check_lists *lists, size_t capacity)
+ * -1 when out of memory (the lists as they were, one of them larger).
+ * with_scratch: a scratch for the blocks' sort as well, where the sort
+ * would use it (a copy is taken, enough blocks); a scratch that cannot be
+ * had leaves the sort in place, not the check undone. */
+static int grow_lists(struct check_lists *lists, size_t capacity, int with_scratch)
 {
     if (capacity <= lists->capacity)
         return 0;
     if (capacity > SIZE_MAX / sizeof(struct leakscan_block) || capacity > SIZE_MAX / sizeof(struct pending_block))
         return -1;
     if (leakscan_buffer_grow(&lists->blocks, capacity * sizeof(struct leakscan_block)) < 0 ||
-        leakscan_buffer_grow(&lists->open, capacity * sizeof(struct pending_block)) < 0 ||
-        leakscan_buffer_grow(&lists->scratch, capacity * sizeof(struct leakscan_block)) < 0)
+        leakscan_buffer_grow(&lists->open, capacity * sizeof(struct pending_block)) < 0)
         return -1;
     lists->capacity = capacity;
+    if (with_scratch && capacity >= LEAKSCAN_SORT_SCRATCH_MIN_BLOCKS &&
+        leakscan_buffer_grow(&lists->scratch, capacity * sizeof(struct leakscan_block)) < 0)
+        leakscan_buffer_free(&lists->scratch);
     return 0;
 }
 
 /* Lists for needed blocks: spare's, grown if they hold fewer (with room
  * for the heap to grow by half before the next check takes them); spare
- * is left without. 0, or -1 when out of memory. */
-static int take_lists(struct leak_check_spare *spare, size_t needed, struct check_lists *lists)
+ * is left without. with_scratch: as grow_lists'. 0, or -1 when out of
+ * memory. */
+static int take_lists(struct leak_check_spare *spare, size_t needed, struct check_lists *lists, int with_scratch)
 {
     *lists = (struct check_lists){0};
     if (spare) {
         *lists = spare->lists;
         spare->lists = (struct check_lists){0};
     }
-    if (lists->capacity >= needed || grow_lists(lists, needed + needed / 2) == 0)
+    if (lists->capacity >= needed || grow_lists(lists, needed + needed / 2, with_scratch) == 0)
         return 0;
     free_lists(lists);
     return -1;
@@ -397,7 +403,7 @@ int leak_check_spare_ready(struct leak_check_spare *spare, const struct recorder
      * (2,000,000 blocks: a peak 41 MB higher with room for half more). */
     size_t count = recorder->live.count;
     if (spare->lists.capacity < count + count / 8 + READY_MIN_BLOCKS &&
-        grow_lists(&spare->lists, count + count / 4 + READY_MIN_BLOCKS) < 0)
+        grow_lists(&spare->lists, count + count / 4 + READY_MIN_BLOCKS, 1) < 0)
         return 0;
     size_t before = spare->lists.blocks.written / LEAKSCAN_BUFFER_PAGE;
     int left = leakscan_buffer_write_ahead(&spare->lists.blocks, pages);
@@ -577,7 +583,9 @@ static int run_check(const struct scan_source *source, const struct recorder *re
 {
     memset(results, 0, sizeof *results);
     struct check_lists lists; /* the open case's list not filled here: kept for the next case check */
-    if (take_lists(source->spare, recorder->live.count + 1, &lists) < 0) {
+    /* the scan sorts through the scratch only where it takes a copy */
+    int with_scratch = !source->handover && source->copy_limit;
+    if (take_lists(source->spare, recorder->live.count + 1, &lists, with_scratch) < 0) {
         snprintf(err, err_size, "out of memory for %zu blocks", recorder->live.count);
         return -1;
     }
@@ -617,7 +625,7 @@ struct leak_check_pending {
 static int list_pending_blocks(struct leak_check_pending *p, const struct recorder *recorder,
                                struct leak_check_spare *spare)
 {
-    if (take_lists(spare, recorder->live.count + 1, &p->lists) < 0)
+    if (take_lists(spare, recorder->live.count + 1, &p->lists, 1) < 0)
         return -1;
     p->count = list_blocks(recorder, list_of_blocks(&p->lists), p->lists.capacity, list_of_open(&p->lists),
                            &p->open_count);

@@ -606,6 +606,31 @@ static void test_sort_blocks(void **state)
     for (size_t i = 0; i < MAX; i++) /* the whole address space, and two values at its ends */
         blocks[i].address = i == 0 ? 0 : i == 1 ? UINT64_MAX : (uint64_t)i * 0x9e3779b97f4a7c15ull;
     check_sorts(blocks, MAX);
+    /* The out-of-place sort's digits start at the lowest bit the keys (the
+     * addresses less the lowest) do not share and end at the span's top:
+     * a span whose top bit alone makes a digit, for each digit boundary
+     * (11 bits) from a shared low bit of 0 and of 4, off an unaligned base
+     * whose keys carry across the base's low bits, and random bit ranges. */
+    for (unsigned low_bit = 0; low_bit <= 4; low_bit += 4)
+        for (unsigned top = low_bit + 11; top < 64; top += 11) {
+            for (size_t i = 0; i < MAX; i++) {
+                rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+                uint64_t key = ((rng >> 11) & ((1ull << (top - low_bit)) - 1)) << low_bit;
+                blocks[i].address = 0x12345ff0ull + (i == 0 ? 0 : i == 1 ? 1ull << top : key);
+            }
+            check_sorts(blocks, MAX);
+        }
+    for (int round = 0; round < 16; round++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        unsigned low_bit = (unsigned)(rng >> 58) % 8, span = 1 + (unsigned)(rng >> 40) % (63 - low_bit);
+        uint64_t base = rng >> 3;
+        for (size_t i = 0; i < MAX; i++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            uint64_t key = (rng & ((span >= 64 ? 0 : 1ull << span) - 1)) << low_bit;
+            blocks[i].address = base + key; /* may wrap past 2^64: low and high then lie apart */
+        }
+        check_sorts(blocks, MAX);
+    }
     free(blocks);
 }
 
