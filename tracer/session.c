@@ -710,10 +710,12 @@ static void warn_preload_lost(struct session *session, const struct trace_image 
         fprintf(stderr, "memslope: warning: %s\n", message);
 }
 
-/* What the trace is told of the image (trace_output.h). */
-static struct trace_image image_view(struct traced_process *process, uint32_t stacks_dropped,
-                                     uint32_t slots_exhausted)
+/* What the trace is told of the image (trace_output.h), its shim's
+ * counters read now. */
+static struct trace_image image_view(struct traced_process *process)
 {
+    uint32_t stacks_dropped, slots_exhausted;
+    shm_consumer_counters(&process->shm, &stacks_dropped, &slots_exhausted);
     return (struct trace_image){
         .process_id = process->process_id,
         .parent_process_id = process->parent_process_id,
@@ -756,8 +758,6 @@ void process_end(struct session *session, struct traced_process *process)
                  "no leak check for process %d: it was gone before it could be stopped (killed by signal %d)",
                  (int)process->pid, process->exit_signal) < 0)
         process->leak_check_note = NULL;
-    uint32_t stacks_dropped, slots_exhausted;
-    shm_consumer_counters(&process->shm, &stacks_dropped, &slots_exhausted);
     if (process->shm.base)
         python_frames_read_header(&process->python, process->shm.base);
     if (process->shm.base && session->kept_rules)
@@ -771,7 +771,7 @@ void process_end(struct session *session, struct traced_process *process)
     symbolizer_warmup_stop(process->warmup); /* the output below resolves what it has not */
     symbolizer_warmup_finish(process->warmup); /* what it read is the symbol store's now */
     process->warmup = NULL;
-    struct trace_image image = image_view(process, stacks_dropped, slots_exhausted);
+    struct trace_image image = image_view(process);
     if (trace_output_process(session->writer, session->symbols, &image, &session->modules_written) < 0)
         report_write_failure(session);
     warn_preload_lost(session, &image);
@@ -805,9 +805,7 @@ void checkpoint_running_images(struct session *session, uint64_t now)
         if (process->state == PROCESS_ENDED || process->vfork_child || !(process->flags & TRACE_PROC_SHIM_SEEN))
             continue;
         collect_case_check(process, 0);
-        uint32_t stacks_dropped, slots_exhausted;
-        shm_consumer_counters(&process->shm, &stacks_dropped, &slots_exhausted);
-        struct trace_image image = image_view(process, stacks_dropped, slots_exhausted);
+        struct trace_image image = image_view(process);
         if (trace_output_checkpoint(session->writer, session->symbols, &image, &session->modules_written, now) < 0)
             report_write_failure(session);
     }
@@ -839,9 +837,7 @@ static int write_stacks_ahead(struct session *session)
         if (process->state == PROCESS_ENDED || process->vfork_child || !(process->flags & TRACE_PROC_SHIM_SEEN) ||
             !process->warmup_tried || !symbolizer_warmup_done(process->warmup))
             continue;
-        uint32_t stacks_dropped, slots_exhausted;
-        shm_consumer_counters(&process->shm, &stacks_dropped, &slots_exhausted);
-        struct trace_image image = image_view(process, stacks_dropped, slots_exhausted);
+        struct trace_image image = image_view(process);
         int written = trace_output_new_stacks(session->writer, session->symbols, &image, &session->modules_written,
                                               session_now_ns(), STACKS_AHEAD_MIN_SITES);
         if (written < 0)
