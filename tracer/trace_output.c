@@ -834,14 +834,33 @@ static int write_process_record(struct trace_writer *writer, const struct trace_
     return trace_write_process(writer, &record);
 }
 
+/* What of the image the trace holds, made empty by its first output;
+ * NULL when out of memory. */
+static struct trace_output_state *output_state(const struct trace_image *image)
+{
+    if (!*image->output)
+        *image->output = calloc(1, sizeof **image->output);
+    return *image->output;
+}
+
+/* The image's PROCESS record as it stands at now_ns, still running (flag
+ * TRACE_PROC_CHECKPOINT): its figures until then. */
+static int write_process_record_at(struct trace_writer *writer, const struct trace_image *image, uint64_t now_ns)
+{
+    struct trace_image as_now = *image;
+    as_now.flags |= TRACE_PROC_CHECKPOINT;
+    as_now.end_ns = now_ns;
+    return write_process_record(writer, &as_now);
+}
+
 /* What changed in the image since its last output, after its PROCESS
  * record (written first, so that a trace cut inside this output still
  * names the image). */
 static int write_changes(struct trace_writer *writer, struct symbol_store *symbols, const struct trace_image *image,
                          uint32_t *module_base, uint64_t until_ns, int last)
 {
-    struct trace_output_state *state = *image->output;
-    if (!state && !(state = *image->output = calloc(1, sizeof *state)))
+    struct trace_output_state *state = output_state(image);
+    if (!state)
         return -1;
     if (write_new_symbols(writer, symbols, image, state, module_base, !last, 0) < 0 ||
         write_sites(writer, image, state, last) < 0 ||
@@ -853,10 +872,7 @@ static int write_changes(struct trace_writer *writer, struct symbol_store *symbo
 int trace_output_checkpoint(struct trace_writer *writer, struct symbol_store *symbols, const struct trace_image *image,
                             uint32_t *module_base, uint64_t now_ns)
 {
-    struct trace_image as_now = *image;
-    as_now.flags |= TRACE_PROC_CHECKPOINT;
-    as_now.end_ns = now_ns;
-    if (write_process_record(writer, &as_now) < 0 ||
+    if (write_process_record_at(writer, image, now_ns) < 0 ||
         write_changes(writer, symbols, image, module_base, now_ns, 0) < 0)
         return -1;
     (*image->output)->checkpointed = 1;
@@ -879,16 +895,13 @@ int trace_output_new_stacks(struct trace_writer *writer, struct symbol_store *sy
     struct trace_output_state *state = *image->output;
     if (image->recorder->site_count - (state ? state->stacks_written : 0) < at_least)
         return 0;
-    if (!state && !(state = *image->output = calloc(1, sizeof *state)))
+    if (!(state = output_state(image)))
         return -1;
     /* The image as it stands first, as a checkpoint has it: a trace cut
      * after these stacks says whose they are and its totals until then.
      * Not once a checkpoint wrote its sites: totals newer than those
      * would not add up. */
-    struct trace_image as_now = *image;
-    as_now.flags |= TRACE_PROC_CHECKPOINT;
-    as_now.end_ns = now_ns;
-    if (!state->checkpointed && write_process_record(writer, &as_now) < 0)
+    if (!state->checkpointed && write_process_record_at(writer, image, now_ns) < 0)
         return -1;
     /* one run: the loop goes back to the rings between runs (a program
      * that imports every module has 700,000 sites) */
