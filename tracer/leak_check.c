@@ -393,6 +393,15 @@ static int ready_copy(struct leak_check_spare *spare, const struct recorder *rec
     return leakscan_buffer_copy_ahead(&spare->copy, pages) || spare->copy.size < expected + expected / 8;
 }
 
+/* Writes up to pages pages of list ahead; returns how many it wrote (never
+ * more than pages), *left set when some remain. */
+static size_t write_list_ahead(struct leakscan_buffer *list, size_t pages, int *left)
+{
+    size_t before = list->written / LEAKSCAN_BUFFER_PAGE;
+    *left |= leakscan_buffer_write_ahead(list, pages);
+    return list->written / LEAKSCAN_BUFFER_PAGE - before;
+}
+
 int leak_check_spare_ready(struct leak_check_spare *spare, const struct recorder *recorder, uint64_t copy_limit,
                            size_t pages)
 {
@@ -405,16 +414,11 @@ int leak_check_spare_ready(struct leak_check_spare *spare, const struct recorder
     if (spare->lists.capacity < count + count / 8 + READY_MIN_BLOCKS &&
         grow_lists(&spare->lists, count + count / 4 + READY_MIN_BLOCKS, 1) < 0)
         return 0;
-    size_t before = spare->lists.blocks.written / LEAKSCAN_BUFFER_PAGE;
-    int left = leakscan_buffer_write_ahead(&spare->lists.blocks, pages);
-    size_t wrote = spare->lists.blocks.written / LEAKSCAN_BUFFER_PAGE - before;
-    before = spare->lists.open.written / LEAKSCAN_BUFFER_PAGE;
-    left |= leakscan_buffer_write_ahead(&spare->lists.open, wrote < pages ? pages - wrote : 0);
-    wrote += spare->lists.open.written / LEAKSCAN_BUFFER_PAGE - before;
-    before = spare->lists.scratch.written / LEAKSCAN_BUFFER_PAGE;
-    left |= leakscan_buffer_write_ahead(&spare->lists.scratch, wrote < pages ? pages - wrote : 0);
-    wrote += spare->lists.scratch.written / LEAKSCAN_BUFFER_PAGE - before;
-    return ready_copy(spare, recorder, copy_limit, wrote < pages ? pages - wrote : 0) || left;
+    int left = 0;
+    size_t wrote = write_list_ahead(&spare->lists.blocks, pages, &left);
+    wrote += write_list_ahead(&spare->lists.open, pages - wrote, &left);
+    wrote += write_list_ahead(&spare->lists.scratch, pages - wrote, &left);
+    return ready_copy(spare, recorder, copy_limit, pages - wrote) || left;
 }
 
 /* The blocks sorted on a thread of their own while the snapshot's copy is
