@@ -215,6 +215,16 @@ static void radix_distribute(struct leakscan_block *b, uint64_t low, unsigned sh
     }
 }
 
+/* The lowest and highest address of b[0, n), n > 0. */
+static void address_range(const struct leakscan_block *b, size_t n, uint64_t *low, uint64_t *high)
+{
+    *low = *high = b[0].address;
+    for (size_t i = 1; i < n; i++) {
+        *low = b[i].address < *low ? b[i].address : *low;
+        *high = b[i].address > *high ? b[i].address : *high;
+    }
+}
+
 /* Sorts by address with an in-place most-significant-digit radix sort:
  * the digits are taken from the run's own range of addresses, so a heap's
  * few dense clusters (the brk heap, mmap'd arenas) cost a level or two
@@ -228,11 +238,8 @@ static void radix_sort(struct leakscan_block *b, size_t n)
         insertion_sort(b, n);
         return;
     }
-    uint64_t low = b[0].address, high = low;
-    for (size_t i = 1; i < n; i++) {
-        low = b[i].address < low ? b[i].address : low;
-        high = b[i].address > high ? b[i].address : high;
-    }
+    uint64_t low, high;
+    address_range(b, n, &low, &high);
     if (low == high)
         return;
     unsigned span_bits = 64u - (unsigned)__builtin_clzll(high - low);
@@ -270,16 +277,22 @@ void leakscan_sort_blocks(struct leakscan_block *blocks, size_t block_count)
 #define LSD_BITS 11
 #define LSD_BUCKETS (1u << LSD_BITS)
 
-/* One pass of the LSD sort: from's blocks into to, stably, by the digit
- * of their key at shift (key: the address less low). Returns 0, without
- * moving them, when every block has the same digit there. */
+/* LSD_BITS of an address's distance from the run's lowest, from shift up. */
+static inline unsigned lsd_digit(uint64_t address, uint64_t low, unsigned shift)
+{
+    return radix_digit(address, low, shift) & (LSD_BUCKETS - 1);
+}
+
+/* One pass of the LSD sort: from's blocks into to, stably, by their digit
+ * at shift. Returns 0, without moving them, when every block has the same
+ * digit there. */
 static int lsd_pass(const struct leakscan_block *from, struct leakscan_block *to, size_t n, uint64_t low,
                     unsigned shift)
 {
     size_t place[LSD_BUCKETS] = {0};
     for (size_t i = 0; i < n; i++)
-        place[((from[i].address - low) >> shift) & (LSD_BUCKETS - 1)]++;
-    if (place[((from[0].address - low) >> shift) & (LSD_BUCKETS - 1)] == n)
+        place[lsd_digit(from[i].address, low, shift)]++;
+    if (place[lsd_digit(from[0].address, low, shift)] == n)
         return 0;
     size_t at = 0;
     for (unsigned d = 0; d < LSD_BUCKETS; d++) {
@@ -288,7 +301,7 @@ static int lsd_pass(const struct leakscan_block *from, struct leakscan_block *to
         at += count;
     }
     for (size_t i = 0; i < n; i++)
-        to[place[((from[i].address - low) >> shift) & (LSD_BUCKETS - 1)]++] = from[i];
+        to[place[lsd_digit(from[i].address, low, shift)]++] = from[i];
     return 1;
 }
 
@@ -296,11 +309,8 @@ static int lsd_pass(const struct leakscan_block *from, struct leakscan_block *to
  * alignment), and stop at the span's top. */
 static void lsd_sort(struct leakscan_block *blocks, size_t n, struct leakscan_block *scratch)
 {
-    uint64_t low = blocks[0].address, high = low, differ = 0;
-    for (size_t i = 1; i < n; i++) {
-        low = blocks[i].address < low ? blocks[i].address : low;
-        high = blocks[i].address > high ? blocks[i].address : high;
-    }
+    uint64_t low, high, differ = 0;
+    address_range(blocks, n, &low, &high);
     for (size_t i = 0; i < n; i++)
         differ |= blocks[i].address - low;
     if (!differ)
