@@ -172,7 +172,6 @@ static void write_growth(struct json_writer *json, const char *key, const struct
 
 /* --- the process ------------------------------------------------------------------------ */
 
-
 static void write_command(struct json_writer *json, const struct report *report)
 {
     const struct trace_model *model = report->model;

@@ -17,8 +17,6 @@ enum { TOP_SITES = 10, FRAMES_SHOWN = 5, COMMAND_WIDTH = 24, OTHER_PROCESS_RECOR
 static const char *const category_names[TRACE_LEAK_CATEGORIES] = {"definitely lost", "indirectly lost",
                                                                    "possibly lost", "still reachable"};
 
-/* An argument vector on one line, a long program path cut to its base name,
- * the whole cut at COMMAND_WIDTH. */
 /* An argument a shell would split or expand is shown quoted: `sh -c 'ls |
  * sort'` read as a pipeline unquoted. */
 static int needs_quotes(const char *arg)
@@ -26,6 +24,8 @@ static int needs_quotes(const char *arg)
     return !*arg || strpbrk(arg, " \t\n|&;<>()$`\\\"'*?[#~") != NULL;
 }
 
+/* An argument vector on one line, a long program path cut to its base name,
+ * the whole cut at COMMAND_WIDTH. */
 static void write_argv(FILE *out, uint32_t argc, const char *const *argv)
 {
     const char *program = argv[0], *slash = strrchr(program, '/');
