@@ -103,6 +103,15 @@ static void finish_and_read(struct image_fixture *f)
         fail_msg("%s", err);
 }
 
+/* The trace finished and read back: its image, which must be there. */
+static const struct trace_model_process *read_back(struct image_fixture *f)
+{
+    finish_and_read(f);
+    const struct trace_model_process *process = trace_model_process(&f->model, 0);
+    assert_non_null(process);
+    return process;
+}
+
 static int has_warning(const struct trace_model_process *process, const char *text)
 {
     for (size_t i = 0; i < process->warning_count; i++)
@@ -120,9 +129,7 @@ static void checkpoint_alone(void **state)
     f->image.stacks_dropped = 5;
     assert_int_equal(trace_output_checkpoint(f->writer, f->symbols, &f->image, &f->modules_written, 500), 0);
     assert_non_null(f->output); /* created by the first output, kept by the image's owner */
-    finish_and_read(f);
-    const struct trace_model_process *process = trace_model_process(&f->model, 0);
-    assert_non_null(process);
+    const struct trace_model_process *process = read_back(f);
     assert_int_equal(process->info.pid, 4242);
     assert_int_equal(process->info.flags, TRACE_PROC_SHIM_SEEN | TRACE_PROC_PRIMARY | TRACE_PROC_CHECKPOINT);
     assert_int_equal(process->info.end_ns, 500);
@@ -141,8 +148,7 @@ static void frames_in_two_spans(void **state)
     for (uint32_t stack = 1; stack <= 4; stack++)
         recorder_alloc(&f->recorder, 100 + stack, 0x1000 * stack, 16, stack, lookup, NULL);
     assert_int_equal(trace_output_process(f->writer, f->symbols, &f->image, &f->modules_written), 0);
-    finish_and_read(f);
-    const struct trace_model_process *process = trace_model_process(&f->model, 0);
+    const struct trace_model_process *process = read_back(f);
     static const uint64_t whole_3[] = {0x403000, 0x401000, 0x401100}, whole_4[] = {0x404000, 0x404100, 0x401100};
     const struct {
         uint32_t stack;
@@ -173,9 +179,7 @@ static void checkpoint_then_end(void **state)
     f->image.invalid_events = 7;
     f->image.leak_check_note = "no leak check for process 4242: a reason";
     assert_int_equal(trace_output_process(f->writer, f->symbols, &f->image, &f->modules_written), 0);
-    finish_and_read(f);
-    const struct trace_model_process *process = trace_model_process(&f->model, 0);
-    assert_non_null(process);
+    const struct trace_model_process *process = read_back(f);
     assert_int_equal(process->info.flags, TRACE_PROC_SHIM_SEEN | TRACE_PROC_PRIMARY | TRACE_PROC_EXITED);
     assert_int_equal(process->info.end_ns, 900);
     assert_int_equal(process->info.exit_status, 3);
@@ -206,9 +210,7 @@ static void stacks_ahead_then_end(void **state)
     f->image.end_ns = 900;
     f->image.flags |= TRACE_PROC_EXITED;
     assert_int_equal(trace_output_process(f->writer, f->symbols, &f->image, &f->modules_written), 0);
-    finish_and_read(f);
-    const struct trace_model_process *process = trace_model_process(&f->model, 0);
-    assert_non_null(process);
+    const struct trace_model_process *process = read_back(f);
     assert_int_equal(process->info.flags, TRACE_PROC_SHIM_SEEN | TRACE_PROC_PRIMARY | TRACE_PROC_EXITED);
     assert_int_equal(process->site_count, 3);
     assert_int_equal(trace_model_stack(process, 1)->depth, 2);
@@ -227,9 +229,7 @@ static void stacks_ahead_alone(void **state)
     assert_int_equal(trace_output_new_stacks(f->writer, f->symbols, &f->image, &f->modules_written, 300, 1), 1);
     recorder_alloc(&f->recorder, 350, 0x2000, 16, 2, lookup, NULL);
     assert_int_equal(trace_output_new_stacks(f->writer, f->symbols, &f->image, &f->modules_written, 400, 1), 1);
-    finish_and_read(f);
-    const struct trace_model_process *process = trace_model_process(&f->model, 0);
-    assert_non_null(process);
+    const struct trace_model_process *process = read_back(f);
     assert_int_equal(process->info.pid, 4242);
     assert_int_equal(process->info.flags, TRACE_PROC_SHIM_SEEN | TRACE_PROC_PRIMARY | TRACE_PROC_CHECKPOINT);
     assert_int_equal(process->info.end_ns, 400);
@@ -250,9 +250,7 @@ static void stacks_ahead_a_run_a_call(void **state)
     assert_int_equal(trace_output_new_stacks(f->writer, f->symbols, &f->image, &f->modules_written, 300, 1), 1);
     assert_int_equal(trace_output_new_stacks(f->writer, f->symbols, &f->image, &f->modules_written, 310, 1), 1);
     assert_int_equal(trace_output_new_stacks(f->writer, f->symbols, &f->image, &f->modules_written, 320, 1), 0);
-    finish_and_read(f);
-    const struct trace_model_process *process = trace_model_process(&f->model, 0);
-    assert_non_null(process);
+    const struct trace_model_process *process = read_back(f);
     assert_non_null(trace_model_stack(process, 5));
     assert_non_null(trace_model_stack(process, 5 + sites - 1));
     assert_int_equal(trace_model_stack(process, 5 + sites - 1)->depth, 3);
@@ -267,9 +265,7 @@ static void stacks_ahead_after_checkpoint(void **state)
     assert_int_equal(trace_output_checkpoint(f->writer, f->symbols, &f->image, &f->modules_written, 500), 0);
     recorder_alloc(&f->recorder, 550, 0x2000, 16, 2, lookup, NULL);
     assert_int_equal(trace_output_new_stacks(f->writer, f->symbols, &f->image, &f->modules_written, 600, 1), 1);
-    finish_and_read(f);
-    const struct trace_model_process *process = trace_model_process(&f->model, 0);
-    assert_non_null(process);
+    const struct trace_model_process *process = read_back(f);
     assert_int_equal(process->info.end_ns, 500);
     assert_int_equal(process->info.allocations, 1);
     assert_int_equal(process->site_count, 1);
@@ -283,8 +279,7 @@ static void shim_never_loaded(void **state)
     f->image.flags = TRACE_PROC_EXITED;
     f->image.statically_linked = 1;
     assert_int_equal(trace_output_process(f->writer, f->symbols, &f->image, &f->modules_written), 0);
-    finish_and_read(f);
-    const struct trace_model_process *process = trace_model_process(&f->model, 0);
+    const struct trace_model_process *process = read_back(f);
     assert_true(has_warning(process, "process 4242 (/bin/prog): the shim never loaded, so its allocations are not "
                                      "recorded: a statically linked"));
 }
