@@ -40,7 +40,7 @@
 #include <stdint.h>
 
 #define SHM_MAGIC 0x4d454d534c4f5045ull /* "MEMSLOPE" */
-#define SHM_VERSION 9u
+#define SHM_VERSION 10u
 #define SHM_MEMFD_NAME "memslope"
 
 /* Environment the tracer passes to the target. */
@@ -254,6 +254,12 @@ struct shm_header {
     uint32_t unwind_rules_reused;    /* read from a module's kept rules (relaxed) */
     uint32_t unwind_rules_looked_up; /* every rule looked up in CFI, in any module */
     uint32_t pad_unwind;
+    /* What became of glibc's and libstdc++'s freeres at the image's end
+     * (preload/freeres.h), written once by the thread that ended it
+     * (release), before the exit_group stop: the report says why figures
+     * differ from memcheck's, which always runs them. */
+    uint32_t freeres_outcome;       /* enum shm_freeres_outcome */
+    uint32_t freeres_other_threads; /* SHM_FREERES_OTHER_THREADS: how many still ran */
     /* Threads that hold a slot (claims minus retirements). Read by every
      * event while it is 1 (see the shim's event_stamp), written only when a
      * thread starts or stops recording: a cache line of its own. */
@@ -413,6 +419,13 @@ struct shm_unwind_rule {
  * itself trusts it as its clock source (synchronised across CPUs): half the
  * cost of clock_gettime. The tracer converts ticks to nanoseconds. */
 enum shm_clock_source { SHM_CLOCK_MONOTONIC_NS = 0, SHM_CLOCK_TSC = 1 };
+
+enum shm_freeres_outcome {
+    SHM_FREERES_NOT_REACHED = 0,    /* no exit() or _exit() in this image (yet), or --no-freeres */
+    SHM_FREERES_RAN = 1,
+    SHM_FREERES_OTHER_THREADS = 2,  /* skipped: other threads still ran */
+    SHM_FREERES_SIGNAL_HANDLER = 3, /* skipped: perhaps inside a signal handler */
+};
 
 #define SHM_HEADER_SIZE 4096u
 #define SHM_SLOTS_OFFSET SHM_HEADER_SIZE

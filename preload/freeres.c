@@ -110,27 +110,30 @@ struct linux_dirent64 {
     char d_name[];
 };
 
-/* Whether the calling thread is the only one that still runs. */
-static bool only_thread_left(void)
+/* How many other threads of this process still run (0: the calling thread
+ * is the last one). An unreadable task list counts as one: freeres must
+ * not run when that cannot be told. */
+static uint32_t other_threads_running(void)
 {
     int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
-        return false;
+        return 1;
     char self[24];
     snprintf(self, sizeof self, "%ld", (long)syscall(SYS_gettid));
-    bool alone = true;
+    uint32_t others = 0;
     _Alignas(8) char buffer[4096];
     long n;
-    while (alone && (n = syscall(SYS_getdents64, fd, buffer, sizeof buffer)) > 0) {
-        for (long offset = 0; alone && offset < n;) {
+    while ((n = syscall(SYS_getdents64, fd, buffer, sizeof buffer)) > 0) {
+        for (long offset = 0; offset < n;) {
             const struct linux_dirent64 *entry = (const struct linux_dirent64 *)(buffer + offset);
             offset += entry->d_reclen;
-            if (entry->d_name[0] >= '0' && entry->d_name[0] <= '9' && strcmp(entry->d_name, self) != 0)
-                alone = !task_still_runs(entry->d_name);
+            if (entry->d_name[0] >= '0' && entry->d_name[0] <= '9' && strcmp(entry->d_name, self) != 0 &&
+                task_still_runs(entry->d_name))
+                others++;
         }
     }
     close(fd);
-    return alone && n == 0;
+    return n == 0 || others ? others : 1;
 }
 
 /* A handler runs with its own signal blocked (unless SA_NODEFER): a
@@ -153,19 +156,26 @@ static bool maybe_in_signal_handler(void)
     return false;
 }
 
-void shm_freeres_run(void)
+enum shm_freeres_outcome shm_freeres_run(uint32_t *other_threads)
 {
-    if (!freeres.armed)
-        return;
-    int saved_errno = errno;
+    *other_threads = 0;
     /* The pid first: a vfork child shares this memory. */
-    if (getpid() == freeres.pid && !__atomic_load_n(&freeres.done, __ATOMIC_ACQUIRE) &&
-        !maybe_in_signal_handler() && only_thread_left() &&
-        !__atomic_exchange_n(&freeres.done, 1, __ATOMIC_ACQ_REL)) {
+    if (!freeres.armed || getpid() != freeres.pid || __atomic_load_n(&freeres.done, __ATOMIC_ACQUIRE))
+        return SHM_FREERES_NOT_REACHED;
+    int saved_errno = errno;
+    enum shm_freeres_outcome outcome = SHM_FREERES_RAN;
+    if (maybe_in_signal_handler())
+        outcome = SHM_FREERES_SIGNAL_HANDLER;
+    else if ((*other_threads = other_threads_running()) != 0)
+        outcome = SHM_FREERES_OTHER_THREADS;
+    else if (__atomic_exchange_n(&freeres.done, 1, __ATOMIC_ACQ_REL))
+        outcome = SHM_FREERES_NOT_REACHED;
+    else {
         if (freeres.cxx_freeres)
             freeres.cxx_freeres();
         if (freeres.libc_freeres)
             freeres.libc_freeres();
     }
     errno = saved_errno;
+    return outcome;
 }

@@ -14,6 +14,9 @@
 #define MEMSLOPE_FREERES_H
 
 #include <stdbool.h>
+#include <stdint.h>
+
+#include "../common/shm_layout.h"
 
 /* From the shim's constructor, once the recording is decided: freeres will
  * run in this process image if it records and the tracer did not say
@@ -30,7 +33,10 @@ void shm_freeres_forked(void);
  * child, which shares this memory), when other threads still run (they
  * may use what would be freed: memcheck kills them first), or in a signal
  * handler as far as can be told (a caught signal blocked: the handler may
- * have interrupted malloc or stdio holding its lock). */
-void shm_freeres_run(void);
+ * have interrupted malloc or stdio holding its lock).
+ * Returns what became of them, for the region's header: NOT_REACHED when
+ * nothing was decided (not armed, another process, already run), the
+ * count of threads that still ran in *other_threads for OTHER_THREADS. */
+enum shm_freeres_outcome shm_freeres_run(uint32_t *other_threads);
 
 #endif

@@ -476,7 +476,13 @@ static void stop_recording(void)
  * exit_group stop, which comes after). */
 static void end_of_image(void)
 {
-    shm_freeres_run();
+    uint32_t other_threads;
+    enum shm_freeres_outcome outcome = shm_freeres_run(&other_threads);
+    struct shm_header *header = region;
+    if (outcome != SHM_FREERES_NOT_REACHED && header) {
+        header->freeres_other_threads = other_threads;
+        __atomic_store_n(&header->freeres_outcome, (uint32_t)outcome, __ATOMIC_RELEASE);
+    }
     shm_exit_check_run();
 }
 

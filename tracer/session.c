@@ -714,8 +714,7 @@ static void warn_preload_lost(struct session *session, const struct trace_image 
  * counters read now. */
 static struct trace_image image_view(struct traced_process *process)
 {
-    uint32_t stacks_dropped, slots_exhausted;
-    shm_consumer_counters(&process->shm, &stacks_dropped, &slots_exhausted);
+    struct shm_counters counters = shm_consumer_counters(&process->shm);
     return (struct trace_image){
         .process_id = process->process_id,
         .parent_process_id = process->parent_process_id,
@@ -732,8 +731,10 @@ static struct trace_image image_view(struct traced_process *process)
         .python = &process->python,
         .maps = &process->maps,
         .leaks = &process->leaks,
-        .stacks_dropped = stacks_dropped,
-        .slots_exhausted = slots_exhausted,
+        .stacks_dropped = counters.stacks_dropped,
+        .slots_exhausted = counters.slots_exhausted,
+        .freeres_outcome = counters.freeres_outcome,
+        .freeres_other_threads = counters.freeres_other_threads,
         .invalid_events = process->invalid_events,
         .vfork_child = process->vfork_child,
         .secure_execution = process->secure_execution,

@@ -425,14 +425,18 @@ uint32_t shm_consumer_producers(const struct shm_consumer *consumer)
     return __atomic_load_n(&((const struct shm_header *)consumer->base)->producers, __ATOMIC_RELAXED);
 }
 
-void shm_consumer_counters(const struct shm_consumer *consumer, uint32_t *stacks_dropped, uint32_t *slots_exhausted)
+struct shm_counters shm_consumer_counters(const struct shm_consumer *consumer)
 {
-    *stacks_dropped = *slots_exhausted = 0;
     if (!consumer->base)
-        return;
+        return (struct shm_counters){0};
     const struct shm_header *header = consumer->base;
-    *stacks_dropped = __atomic_load_n(&header->stacks_dropped, __ATOMIC_RELAXED);
-    *slots_exhausted = __atomic_load_n(&header->slots_exhausted, __ATOMIC_RELAXED);
+    uint32_t outcome = __atomic_load_n(&header->freeres_outcome, __ATOMIC_ACQUIRE);
+    return (struct shm_counters){
+        .stacks_dropped = __atomic_load_n(&header->stacks_dropped, __ATOMIC_RELAXED),
+        .slots_exhausted = __atomic_load_n(&header->slots_exhausted, __ATOMIC_RELAXED),
+        .freeres_outcome = outcome,
+        .freeres_other_threads = __atomic_load_n(&header->freeres_other_threads, __ATOMIC_RELAXED),
+    };
 }
 
 /* Most bytes of TLS and farthest offset from the thread pointer believed:

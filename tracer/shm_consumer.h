@@ -63,8 +63,15 @@ int shm_consumer_attach_fd(struct shm_consumer *consumer, int fd, pid_t *pid);
  * then). Returns the number of events consumed. */
 size_t shm_consumer_drain(struct shm_consumer *consumer, struct recorder *recorder, int full);
 
-/* Header counters the trace reports (lost backtraces, threads without a slot). */
-void shm_consumer_counters(const struct shm_consumer *consumer, uint32_t *stacks_dropped, uint32_t *slots_exhausted);
+/* What the shim counted and decided, as the trace reports it (all 0
+ * before the region is found). */
+struct shm_counters {
+    uint32_t stacks_dropped;        /* allocations without a backtrace: a table was full */
+    uint32_t slots_exhausted;       /* threads that found no ring slot */
+    uint32_t freeres_outcome;       /* enum shm_freeres_outcome (the target wrote it: any value) */
+    uint32_t freeres_other_threads; /* threads that still ran when freeres was skipped for them */
+};
+struct shm_counters shm_consumer_counters(const struct shm_consumer *consumer);
 
 /* The region's count of threads that hold a ring (written by the target:
  * a hint); 0 before the region is found. */

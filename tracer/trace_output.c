@@ -771,6 +771,27 @@ int trace_image_shim_absent(const struct trace_image *image, char *message, size
     return 1;
 }
 
+/* Why the image's figures differ from memcheck's, which always runs
+ * glibc's and libstdc++'s freeres at the end (it kills the other threads
+ * first): false when freeres ran or was never due. */
+static bool freeres_skipped(const struct trace_image *image, char *message, size_t size)
+{
+    const char *what = "glibc's freeres did not run at exit";
+    const char *compare = "what the C and C++ runtimes keep for the life of the process stays allocated (still "
+                          "reachable), where memcheck frees it; compare with valgrind --run-libc-freeres=no "
+                          "--run-cxx-freeres=no, or record with --no-freeres";
+    uint32_t others = image->freeres_other_threads;
+    if (image->freeres_outcome == SHM_FREERES_OTHER_THREADS)
+        snprintf(message, size, "%s: %u other thread%s still ran and could still use what it frees. %s", what,
+                 others, others == 1 ? "" : "s", compare);
+    else if (image->freeres_outcome == SHM_FREERES_SIGNAL_HANDLER)
+        snprintf(message, size, "%s: the process ended from a signal handler, which may have interrupted malloc. %s",
+                 what, compare);
+    else
+        return false;
+    return true;
+}
+
 static int write_warnings(struct trace_writer *writer, const struct trace_image *image)
 {
     char message[1024];
@@ -788,6 +809,8 @@ static int write_warnings(struct trace_writer *writer, const struct trace_image 
                  "%u threads found no free ring slot: their allocations were not recorded", image->slots_exhausted);
         rc |= trace_write_warning(writer, image->process_id, message);
     }
+    if (freeres_skipped(image, message, sizeof message))
+        rc |= trace_write_warning(writer, image->process_id, message);
     if (image->invalid_events) {
         snprintf(message, sizeof message,
                  "%llu events in the shared memory of process %d were not valid and were skipped: the program "

@@ -55,6 +55,7 @@ struct trace_image {
     const struct proc_maps *maps;       /* every mapping seen while it lived: its frames are named from these */
     const struct leak_results *leaks;
     uint32_t stacks_dropped, slots_exhausted; /* its shim's counters */
+    uint32_t freeres_outcome, freeres_other_threads; /* enum shm_freeres_outcome, as its shim wrote them */
     /* Why figures are missing, said at the image's end: */
     uint64_t invalid_events;            /* events of its region no shim writes, skipped */
     int vfork_child;                    /* it never ran a shim of its own */

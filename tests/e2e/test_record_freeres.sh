@@ -42,10 +42,15 @@ expect_site "$WORK/cxx.json" work "$(fixture_line $F CXXT-LEAK)" allocations=3 l
 # freeres_paths: the stdout buffer (4096 bytes, under FR-BUFFER) is freed by
 # freeres, or left when freeres must not run.
 BUFFER=$(fixture_line freeres_paths.c FR-BUFFER)
+# The report says why freeres did not run (the figures then differ from
+# memcheck's): its warning, with what to compare against.
+freeres_warning() {
+    jget "$1" "' | '.join(w for p in d['processes'] for w in p['warnings'] if 'freeres' in w) or 'none'"
+}
 buffer_live() {
     jget "$1" "sum(s['live_bytes'] for s in d['cases'][0]['sites'] if any(f.get('function') == 'main' and f.get('line') == $BUFFER for f in s['frames']))"
 }
-while read -r mode status allocs frees reachable buffer <&3; do
+while read -r mode status allocs frees reachable buffer warning <&3; do
     record_and_report "paths_$mode" -- "$FIXTURES/freeres_paths" "$mode"
     J=$WORK/paths_$mode.json
     expect_eq "$mode: record exit" "$status" "$REC_RC"
@@ -53,12 +58,22 @@ while read -r mode status allocs frees reachable buffer <&3; do
     expect_eq "$mode: allocations frees" "$allocs $frees" "$(jget "$J" '"%d %d" % (d["totals"]["allocations"], d["totals"]["frees"])')"
     expect_eq "$mode: still reachable" "$reachable" "$(jget "$J" '"%d/%d" % (d["leaks_at_exit"]["still_reachable"]["bytes"], d["leaks_at_exit"]["still_reachable"]["blocks"])')"
     expect_eq "$mode: stdout's buffer live at exit" "$buffer" "$(buffer_live "$J")"
+    case $warning in
+    none) expect_eq "$mode: no freeres warning" none "$(freeres_warning "$J")" ;;
+    *) freeres_warning "$J" >"$WORK/paths_$mode.warning"
+       expect_match "$mode: freeres warning says why" \
+           "glibc's freeres did not run at exit: $(echo "$warning" | tr _ ' ')" "$WORK/paths_$mode.warning"
+       expect_match "$mode: freeres warning says what to compare with" \
+           "compare with valgrind --run-libc-freeres=no --run-cxx-freeres=no" "$WORK/paths_$mode.warning" ;;
+    esac
 done 3<<'TABLE'
-exit 0 2 1 100/1 0
-_exit 0 2 1 100/1 0
-running 0 3 0 4196/2 4096
-handler 5 2 0 4196/2 4096
+exit 0 2 1 100/1 0 none
+_exit 0 2 1 100/1 0 none
+running 0 3 0 4196/2 4096 1_other_thread_still_ran
+handler 5 2 0 4196/2 4096 the_process_ended_from_a_signal_handler
 TABLE
+record_and_report paths_off --no-freeres -- "$FIXTURES/freeres_paths" running
+expect_eq "--no-freeres: no freeres warning" none "$(freeres_warning "$WORK/paths_off.json")"
 
 if [ $have_vg = 1 ]; then
     vg_run threads -- "$FIXTURES/leak_threads"
