@@ -121,7 +121,7 @@ const struct option_table cmd_gate_options = {
     .notes = "Checks every case of every traced process. --baseline fails a case whose growth, leaks or peak\n"
              "exceed OLD.trace's (plus the tolerance, 0 by default: 10% or 4K). Exits 0 within limits, 1 when\n"
              "a limit is exceeded, 2 on bad usage or an unreadable trace. Suppressed loss records count\n"
-             "toward no limit.\n",
+             "toward no limit. FILE - reads the trace from standard input.\n",
     .failure_status = 2, /* 1 is "a limit is exceeded" */
 };
 

@@ -72,7 +72,8 @@ const struct option_table cmd_report_options = {
     .mode = OPERANDS_ANYWHERE,
     .entries = report_entries,
     .entry_count = OPTION_COUNT(report_entries),
-    .notes = "Suppressed loss records (LeakSanitizer's or Valgrind's format) are counted apart; the default\n"
+    .notes = "FILE - reads the trace from standard input (memslope record -o - -- CMD | memslope report -).\n"
+             "Suppressed loss records (LeakSanitizer's or Valgrind's format) are counted apart; the default\n"
              "suppressions (share/memslope/default.supp) apply unless --no-default-suppressions.\n",
     .failure_status = 1,
 };
@@ -96,7 +97,10 @@ static int parse_options(int argc, char **argv, struct report_options *options)
 
 static void warn_if_incomplete(const struct trace_model *model, const char *path)
 {
-    if (model->incomplete && output_file_being_written(path))
+    int from_stdin = strcmp(path, "-") == 0;
+    if (from_stdin)
+        path = "standard input";
+    if (model->incomplete && !from_stdin && output_file_being_written(path))
         fprintf(stderr,
                 "memslope report: warning: %s is still being written by a memslope record that has not finished: "
                 "reporting the %llu sections it holds so far\n",

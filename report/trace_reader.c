@@ -1037,25 +1037,80 @@ int trace_read_buffer(const void *data, size_t size, const char *name, struct tr
     return trace_read_buffer_bounded(data, size, name, TRACE_READER_MAX_REBUILT_ENTRIES, model, err, err_size);
 }
 
-int trace_read_file(const char *path, struct trace_model *model, char *err, size_t err_size)
+/* A pipe or FIFO (`record -o - -- CMD | report -`) cannot be read by
+ * offset: it is read whole into memory first, then parsed as a buffer (the
+ * model copies what it keeps). */
+static int read_stream(int fd, const char *name, struct trace_model *model, char *err, size_t err_size)
 {
-    memset(model, 0, sizeof *model);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    unsigned char *data = NULL;
+    size_t size = 0, capacity = 0;
+    for (;;) {
+        if (size == capacity) {
+            size_t grown_capacity = capacity ? capacity * 2 : (size_t)1 << 20;
+            unsigned char *grown = grown_capacity > capacity ? realloc(data, grown_capacity) : NULL;
+            if (!grown) {
+                free(data);
+                snprintf(err, err_size, "%s: out of memory after reading %zu bytes of it", name, size);
+                return -1;
+            }
+            data = grown;
+            capacity = grown_capacity;
+        }
+        ssize_t got = read(fd, data + size, capacity - size);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            int read_errno = errno;
+            free(data);
+            snprintf(err, err_size, "%s: cannot read: %s", name, strerror(read_errno));
+            return -1;
+        }
+        if (got == 0)
+            break;
+        size += (size_t)got;
+    }
+    int rc = trace_read_buffer(data, size, name, model, err, err_size);
+    free(data);
+    return rc;
+}
+
+/* Reads the regular file, pipe or FIFO open at fd. */
+static int read_descriptor(int fd, const char *name, struct trace_model *model, char *err, size_t err_size)
+{
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        snprintf(err, err_size, "%s: cannot open: %s", path, strerror(errno));
-        if (fd >= 0)
-            close(fd);
+    if (fstat(fd, &st) != 0) {
+        snprintf(err, err_size, "%s: cannot open: %s", name, strerror(errno));
         return -1;
     }
+    if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))
+        return read_stream(fd, name, model, err, err_size);
     if (!S_ISREG(st.st_mode)) {
-        snprintf(err, err_size, "%s: not a regular file", path);
-        close(fd);
+        snprintf(err, err_size, "%s: not a regular file, pipe or FIFO", name);
         return -1;
     }
     struct source source = {.fd = fd, .size = (uint64_t)st.st_size};
-    int rc = read_source(&source, path, TRACE_READER_MAX_REBUILT_ENTRIES, model, err, err_size);
+    int rc = read_source(&source, name, TRACE_READER_MAX_REBUILT_ENTRIES, model, err, err_size);
     free(source.scratch);
+    return rc;
+}
+
+int trace_read_file(const char *path, struct trace_model *model, char *err, size_t err_size)
+{
+    memset(model, 0, sizeof *model);
+    if (strcmp(path, "-") == 0) {
+        if (isatty(STDIN_FILENO)) {
+            snprintf(err, err_size, "-: standard input is a terminal, not a trace: pipe one in (memslope record -o - "
+                                    "-- COMMAND | memslope report -) or name the trace file");
+            return -1;
+        }
+        return read_descriptor(STDIN_FILENO, "standard input", model, err, err_size);
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, err_size, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    int rc = read_descriptor(fd, path, model, err, err_size);
     close(fd);
     return rc;
 }

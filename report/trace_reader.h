@@ -105,9 +105,10 @@ struct trace_model {
     struct trace_arena *arena;
 };
 
-/* Reads the trace file at path. Returns 0, or -1 with one line in err naming
- * the file and the problem (the model is then empty and need not be freed,
- * though freeing it is harmless). */
+/* Reads the trace at path: a regular file, or a pipe or FIFO read whole
+ * into memory; "-" is standard input (not a terminal). Returns 0, or -1
+ * with one line in err naming the file and the problem (the model is then
+ * empty and need not be freed, though freeing it is harmless). */
 int trace_read_file(const char *path, struct trace_model *model, char *err, size_t err_size);
 
 /* The same for a trace already in memory; name is used in messages. */

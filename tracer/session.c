@@ -1158,8 +1158,11 @@ int session_finish(struct session *session, int exit_code)
         if (exit_code == 0)
             exit_code = 1;
     } else if (!session->options.quiet) {
-        fprintf(stderr, "memslope: trace written to %s (memslope report %s)\n", session->output_path,
-                session->output_path);
+        if (strcmp(session->output_path, "-") == 0)
+            fputs("memslope: trace written to standard output (memslope report - reads it from a pipe)\n", stderr);
+        else
+            fprintf(stderr, "memslope: trace written to %s (memslope report %s)\n", session->output_path,
+                    session->output_path);
     }
     if (session->let_go_count && !session->options.quiet)
         say_let_go(session->let_go_count, session->let_go_waited);
