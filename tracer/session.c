@@ -711,10 +711,13 @@ static void warn_preload_lost(struct session *session, const struct trace_image 
 }
 
 /* What the trace is told of the image (trace_output.h), its shim's
- * counters read now. */
+ * counters and Python header read now (a running image's checkpoint says
+ * it runs Python, or its report gives C advice). */
 static struct trace_image image_view(struct traced_process *process)
 {
     struct shm_counters counters = shm_consumer_counters(&process->shm);
+    if (process->shm.base)
+        python_frames_read_header(&process->python, process->shm.base);
     return (struct trace_image){
         .process_id = process->process_id,
         .parent_process_id = process->parent_process_id,
@@ -760,7 +763,7 @@ void process_end(struct session *session, struct traced_process *process)
                  (int)process->pid, process->exit_signal) < 0)
         process->leak_check_note = NULL;
     if (process->shm.base)
-        python_frames_read_header(&process->python, process->shm.base);
+        python_frames_read_header(&process->python, process->shm.base); /* for count_python_image */
     if (process->shm.base && session->kept_rules)
         kept_rules_collect(session->kept_rules, process->shm.base);
     process->invalid_events = process->shm.invalid_events;

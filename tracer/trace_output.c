@@ -867,13 +867,15 @@ static struct trace_output_state *output_state(const struct trace_image *image)
 }
 
 /* The image's PROCESS record as it stands at now_ns, still running (flag
- * TRACE_PROC_CHECKPOINT): its figures until then. */
+ * TRACE_PROC_CHECKPOINT): its figures until then, and its PYTHON record
+ * once the shim found the interpreter (a killed trace's report then speaks
+ * of Python; the record at the end replaces it). */
 static int write_process_record_at(struct trace_writer *writer, const struct trace_image *image, uint64_t now_ns)
 {
     struct trace_image as_now = *image;
     as_now.flags |= TRACE_PROC_CHECKPOINT;
     as_now.end_ns = now_ns;
-    return write_process_record(writer, &as_now);
+    return write_process_record(writer, &as_now) < 0 || write_python(writer, image) < 0 ? -1 : 0;
 }
 
 /* What changed in the image since its last output, after its PROCESS

@@ -4,7 +4,8 @@
 # that its end has less to do (python3 -c pass: 22 ms after the exit, 5 ms
 # with them). The image is named first, as at a checkpoint: a memslope
 # killed after that, even with checkpoints off, leaves a trace that reads
-# and says whose stacks they are and that the figures stop early.
+# and says whose stacks they are, that the figures stop early, and that the
+# program ran Python (its report once gave C advice).
 . "$(dirname "$0")/lib.sh"
 need_memslope
 need_python
@@ -61,6 +62,10 @@ expect_eq "killed: the process is named" yes \
     "$(jget killed.json '"yes" if d["processes"][0]["exe"].split("/")[-1].startswith("python") else d["processes"][0]["exe"]')"
 expect_eq "killed: its figures stop while it ran, its start-up's allocations in them" yes \
     "$(jget killed.json '"yes" if d["processes"][0]["exit"] is None and d["processes"][0]["checkpoint_seconds"] > 0 and d["processes"][0]["totals"]["allocations"] > 1000 else "no"')"
+expect_eq "killed: said to run Python (its PYTHON record written with the image's)" yes \
+    "$(jget killed.json '"yes" if d["processes"][0]["python"] else "no"')"
+"$MEMSLOPE" report killed.trace >killed.txt 2>/dev/null
+expect_match "killed: Python's advice on iterations, not C's" 'memslope\.iteration\(\) in the Python code' killed.txt
 
 # A normal end: the program ends once its stacks have been written ahead.
 # The image's record ahead of them and its final one; its stacks read
