@@ -248,6 +248,52 @@ static void interrupt_for_letting_go(struct session *session, struct traced_proc
     going->stopped[going->stopped_count++] = (struct stopped_task){tid, signal, event == PTRACE_EVENT_EXEC};
 }
 
+/* Interrupts every thread of process but those on their way out, into
+ * going. Returns 1 when its main thread has ended while others run: that
+ * one cannot stop or be detached, and memslope's exit would kill the
+ * process (PTRACE_O_EXITKILL), so it stays traced until the others end.
+ * Said now, --quiet or not: memslope waits, and this is why. */
+static int interrupt_threads_for_letting_go(struct session *session, struct traced_process *process,
+                                            struct letting_go *going)
+{
+    uint64_t deadline = session_now_ns() + THREAD_STOP_TIMEOUT_NS;
+    int leader_kept = 0;
+    struct traced_thread *thread, *tmp;
+    HASH_ITER(hh, session->threads, thread, tmp) {
+        if (thread->process != process)
+            continue;
+        pid_t tid = thread->tid;
+        if (tid == process->pid && (thread->reached_exit || thread_is_zombie(tid))) {
+            fprintf(stderr,
+                    "memslope: process %d's main thread has ended while its other threads run on: its record "
+                    "ends here, and memslope waits for it to end (leaving it would kill it)\n",
+                    (int)tid);
+            leader_kept = 1;
+            continue;
+        }
+        if (thread->reached_exit)
+            continue; /* on its way out: its end comes to the loop */
+        thread_remove(session, thread);
+        interrupt_for_letting_go(session, process, tid, deadline, going);
+    }
+    return leader_kept;
+}
+
+/* The record of a process let go of says so, and why it has no leak check. */
+static void mark_let_go(struct session *session, struct traced_process *process, int leader_kept)
+{
+    process->flags |= TRACE_PROC_LET_GO;
+    if (session->options.leak_check != TRACE_LEAK_CHECK_OFF && (process->flags & TRACE_PROC_SHIM_SEEN) &&
+        !process->leak_check_note &&
+        asprintf(&process->leak_check_note,
+                 "no leak check for process %d: it was still running when the command ended, and was let go "
+                 "of (record --wait-all records it to its end)",
+                 (int)process->pid) < 0)
+        process->leak_check_note = NULL;
+    session->let_go_count++;
+    session->let_go_waited += leader_kept;
+}
+
 /* Every thread stopped, the image's record ended with all it wrote until
  * then, the breakpoints taken out of the memory the threads share (not
  * after an exec: that memory is the new image's), then each detached: none
@@ -266,46 +312,15 @@ static void let_go_of_running_process(struct session *session, struct traced_pro
         free(going.late);
         return;
     }
-    uint64_t deadline = session_now_ns() + THREAD_STOP_TIMEOUT_NS;
-    int leader_kept = 0;
-    HASH_ITER(hh, session->threads, thread, tmp) {
-        if (thread->process != process)
-            continue;
-        pid_t tid = thread->tid;
-        if (tid == process->pid && (thread->reached_exit || thread_is_zombie(tid))) {
-            /* It cannot stop or be detached, and memslope's exit would kill
-             * the process (PTRACE_O_EXITKILL): traced until the others end.
-             * Said now, --quiet or not: memslope waits, and this is why. */
-            fprintf(stderr,
-                    "memslope: process %d's main thread has ended while its other threads run on: its record "
-                    "ends here, and memslope waits for it to end (leaving it would kill it)\n",
-                    (int)tid);
-            leader_kept = 1;
-            continue;
-        }
-        if (thread->reached_exit)
-            continue; /* on its way out: its end comes to the loop */
-        thread_remove(session, thread);
-        interrupt_for_letting_go(session, process, tid, deadline, &going);
-    }
+    int leader_kept = interrupt_threads_for_letting_go(session, process, &going);
     int exec_seen = 0;
     for (size_t i = 0; i < going.stopped_count; i++)
         exec_seen |= going.stopped[i].exec;
     int removed = going.stopped_count && !exec_seen;
     if (removed)
         breakpoint_remove_all(going.stopped[0].tid, &process->breakpoints);
-    if (!going.exited) {
-        process->flags |= TRACE_PROC_LET_GO;
-        if (session->options.leak_check != TRACE_LEAK_CHECK_OFF && (process->flags & TRACE_PROC_SHIM_SEEN) &&
-            !process->leak_check_note &&
-            asprintf(&process->leak_check_note,
-                     "no leak check for process %d: it was still running when the command ended, and was let go "
-                     "of (record --wait-all records it to its end)",
-                     (int)process->pid) < 0)
-            process->leak_check_note = NULL;
-        session->let_go_count++;
-        session->let_go_waited += leader_kept;
-    }
+    if (!going.exited)
+        mark_let_go(session, process, leader_kept);
     process_end(session, process); /* drains what its stopped threads wrote */
     for (size_t i = 0; i < going.stopped_count; i++)
         ptrace(PTRACE_DETACH, going.stopped[i].tid, 0, (void *)(long)going.stopped[i].signal);
