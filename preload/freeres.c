@@ -111,13 +111,15 @@ struct linux_dirent64 {
 };
 
 /* How many other threads of this process still run (0: the calling thread
- * is the last one). An unreadable task list counts as one: freeres must
- * not run when that cannot be told. */
+ * is the last one), or THREADS_UNKNOWN when the task list cannot be read:
+ * freeres must not run when that cannot be told. */
+#define THREADS_UNKNOWN UINT32_MAX
+
 static uint32_t other_threads_running(void)
 {
     int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
-        return 1;
+        return THREADS_UNKNOWN;
     char self[24];
     snprintf(self, sizeof self, "%ld", (long)syscall(SYS_gettid));
     uint32_t others = 0;
@@ -133,7 +135,7 @@ static uint32_t other_threads_running(void)
         }
     }
     close(fd);
-    return n == 0 || others ? others : 1;
+    return n == 0 ? others : THREADS_UNKNOWN;
 }
 
 /* A handler runs with its own signal blocked (unless SA_NODEFER): a
@@ -166,7 +168,10 @@ enum shm_freeres_outcome shm_freeres_run(uint32_t *other_threads)
     enum shm_freeres_outcome outcome = SHM_FREERES_RAN;
     if (maybe_in_signal_handler())
         outcome = SHM_FREERES_SIGNAL_HANDLER;
-    else if ((*other_threads = other_threads_running()) != 0)
+    else if ((*other_threads = other_threads_running()) == THREADS_UNKNOWN) {
+        *other_threads = 0;
+        outcome = SHM_FREERES_THREADS_UNKNOWN;
+    } else if (*other_threads != 0)
         outcome = SHM_FREERES_OTHER_THREADS;
     else if (__atomic_exchange_n(&freeres.done, 1, __ATOMIC_ACQ_REL))
         outcome = SHM_FREERES_NOT_REACHED;

@@ -518,6 +518,16 @@ static void write_process_leaks(FILE *out, const struct report *report, const st
     write_loss_records(out, report, entry->process, leaks, OTHER_PROCESS_RECORDS, "  ");
 }
 
+static void write_warning_list(FILE *out, const char *indent, const char *const *warnings, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        fputs(indent, out);
+        fputs("warning: ", out);
+        text_put(out, warnings[i]);
+        fputc('\n', out);
+    }
+}
+
 static void write_other_processes(FILE *out, const struct report *report)
 {
     if (report->process_count < 2 || report->case_filter)
@@ -536,19 +546,11 @@ static void write_other_processes(FILE *out, const struct report *report)
         fprintf(out, "; %s, %s allocated, peak %s\n", plural(p->info.allocations, "allocation", allocations, 48),
                 units_format_bytes((double)p->info.allocated_bytes, allocated, 32),
                 units_format_bytes((double)p->info.peak_bytes, peak, 32));
+        write_warning_list(out, "  ", p->warnings, p->warning_count);
         if (entry->exit_leaks)
             write_process_leaks(out, report, entry);
     }
     fputc('\n', out);
-}
-
-static void write_warning_list(FILE *out, const char *const *warnings, size_t count)
-{
-    for (size_t i = 0; i < count; i++) {
-        fputs("warning: ", out);
-        text_put(out, warnings[i]);
-        fputc('\n', out);
-    }
 }
 
 static void write_leaks(FILE *out, const struct report *report)
@@ -574,7 +576,7 @@ void report_write_text(const struct report *report, FILE *out)
          * describe, and made-up ones would read as a real process. */
         fputs("No process was recorded: the trace holds no process image (it was cut short before the first\n"
               "one ended or was checkpointed).\n", out);
-        write_warning_list(out, report->model->warnings, report->model->warning_count);
+        write_warning_list(out, "", report->model->warnings, report->model->warning_count);
         return;
     }
     write_summary(out, report);
@@ -593,7 +595,7 @@ void report_write_text(const struct report *report, FILE *out)
               "list what was live.\n\n", out);
     write_cases(out, report);
     write_other_processes(out, report);
-    write_warning_list(out, report->model->warnings, report->model->warning_count);
+    write_warning_list(out, "", report->model->warnings, report->model->warning_count);
     if (report->primary)
-        write_warning_list(out, report->primary->warnings, report->primary->warning_count);
+        write_warning_list(out, "", report->primary->warnings, report->primary->warning_count);
 }

@@ -713,7 +713,7 @@ static void warn_preload_lost(struct session *session, const struct trace_image 
 /* What the trace is told of the image (trace_output.h), its shim's
  * counters and Python header read now (a running image's checkpoint says
  * it runs Python, or its report gives C advice). */
-static struct trace_image image_view(struct traced_process *process)
+static struct trace_image image_view(const struct session *session, struct traced_process *process)
 {
     struct shm_counters counters = shm_consumer_counters(&process->shm);
     if (process->shm.base)
@@ -737,6 +737,7 @@ static struct trace_image image_view(struct traced_process *process)
         .stacks_dropped = counters.stacks_dropped,
         .slots_exhausted = counters.slots_exhausted,
         .freeres_outcome = counters.freeres_outcome,
+        .freeres_off = session->options.no_freeres,
         .freeres_other_threads = counters.freeres_other_threads,
         .invalid_events = process->invalid_events,
         .vfork_child = process->vfork_child,
@@ -775,7 +776,7 @@ void process_end(struct session *session, struct traced_process *process)
     symbolizer_warmup_stop(process->warmup); /* the output below resolves what it has not */
     symbolizer_warmup_finish(process->warmup); /* what it read is the symbol store's now */
     process->warmup = NULL;
-    struct trace_image image = image_view(process);
+    struct trace_image image = image_view(session, process);
     if (trace_output_process(session->writer, session->symbols, &image, &session->modules_written) < 0)
         report_write_failure(session);
     warn_preload_lost(session, &image);
@@ -809,7 +810,7 @@ void checkpoint_running_images(struct session *session, uint64_t now)
         if (process->state == PROCESS_ENDED || process->vfork_child || !(process->flags & TRACE_PROC_SHIM_SEEN))
             continue;
         collect_case_check(process, 0);
-        struct trace_image image = image_view(process);
+        struct trace_image image = image_view(session, process);
         if (trace_output_checkpoint(session->writer, session->symbols, &image, &session->modules_written, now) < 0)
             report_write_failure(session);
     }
@@ -841,7 +842,7 @@ static int write_stacks_ahead(struct session *session)
         if (process->state == PROCESS_ENDED || process->vfork_child || !(process->flags & TRACE_PROC_SHIM_SEEN) ||
             !process->warmup_tried || !symbolizer_warmup_done(process->warmup))
             continue;
-        struct trace_image image = image_view(process);
+        struct trace_image image = image_view(session, process);
         int written = trace_output_new_stacks(session->writer, session->symbols, &image, &session->modules_written,
                                               session_now_ns(), STACKS_AHEAD_MIN_SITES);
         if (written < 0)

@@ -771,25 +771,50 @@ int trace_image_shim_absent(const struct trace_image *image, char *message, size
     return 1;
 }
 
+/* Whether the image left by an exit_group system call of its own, past
+ * exit() and _exit() (where the shim runs freeres), as memcheck's freeres
+ * would have seen it. */
+static bool left_by_raw_exit_group(const struct trace_image *image)
+{
+    uint32_t ended_otherwise = TRACE_PROC_SIGNALED | TRACE_PROC_EXECED | TRACE_PROC_LET_GO | TRACE_PROC_CHECKPOINT;
+    return (image->flags & TRACE_PROC_EXITED) && (image->flags & TRACE_PROC_SHIM_SEEN) &&
+           !(image->flags & ended_otherwise) && !image->vfork_child && !image->freeres_off;
+}
+
 /* Why the image's figures differ from memcheck's, which always runs
  * glibc's and libstdc++'s freeres at the end (it kills the other threads
  * first): false when freeres ran or was never due. */
 static bool freeres_skipped(const struct trace_image *image, char *message, size_t size)
 {
     const char *what = "glibc's freeres did not run at exit";
-    const char *compare = "what the C and C++ runtimes keep for the life of the process stays allocated (still "
+    const char *compare = "What the C and C++ runtimes keep for the life of the process stays allocated (still "
                           "reachable), where memcheck frees it; compare with valgrind --run-libc-freeres=no "
                           "--run-cxx-freeres=no, or record with --no-freeres";
     uint32_t others = image->freeres_other_threads;
-    if (image->freeres_outcome == SHM_FREERES_OTHER_THREADS)
+    switch (image->freeres_outcome) {
+    case SHM_FREERES_OTHER_THREADS:
         snprintf(message, size, "%s: %u other thread%s still ran and could still use what it frees. %s", what,
                  others, others == 1 ? "" : "s", compare);
-    else if (image->freeres_outcome == SHM_FREERES_SIGNAL_HANDLER)
-        snprintf(message, size, "%s: the process ended from a signal handler, which may have interrupted malloc. %s",
-                 what, compare);
-    else
+        return true;
+    case SHM_FREERES_SIGNAL_HANDLER:
+        snprintf(message, size,
+                 "%s: the process may have ended from a signal handler (a signal it catches was blocked), which "
+                 "could have interrupted malloc. %s", what, compare);
+        return true;
+    case SHM_FREERES_THREADS_UNKNOWN:
+        snprintf(message, size,
+                 "%s: its threads could not be counted (/proc/self/task was unreadable), and another could still "
+                 "use what it frees. %s", what, compare);
+        return true;
+    case SHM_FREERES_NOT_REACHED:
+        if (!left_by_raw_exit_group(image))
+            return false;
+        snprintf(message, size, "%s: the process left by an exit_group system call of its own, not by exit() or "
+                 "_exit(). %s", what, compare);
+        return true;
+    default:
         return false;
-    return true;
+    }
 }
 
 static int write_warnings(struct trace_writer *writer, const struct trace_image *image)
