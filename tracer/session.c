@@ -738,6 +738,7 @@ static struct trace_image image_view(const struct session *session, struct trace
         .slots_exhausted = counters.slots_exhausted,
         .freeres_outcome = counters.freeres_outcome,
         .freeres_off = session->options.no_freeres,
+        .region_found = process->shm.base != NULL,
         .freeres_other_threads = counters.freeres_other_threads,
         .invalid_events = process->invalid_events,
         .vfork_child = process->vfork_child,

@@ -773,12 +773,14 @@ int trace_image_shim_absent(const struct trace_image *image, char *message, size
 
 /* Whether the image left by an exit_group system call of its own, past
  * exit() and _exit() (where the shim runs freeres), as memcheck's freeres
- * would have seen it. */
+ * would have seen it. Only an image whose own region was found: a child
+ * made by a raw clone system call never ran the shim's fork handler, and
+ * its shim, still the parent's, neither runs freeres nor says so. */
 static bool left_by_raw_exit_group(const struct trace_image *image)
 {
     uint32_t ended_otherwise = TRACE_PROC_SIGNALED | TRACE_PROC_EXECED | TRACE_PROC_LET_GO | TRACE_PROC_CHECKPOINT;
-    return (image->flags & TRACE_PROC_EXITED) && (image->flags & TRACE_PROC_SHIM_SEEN) &&
-           !(image->flags & ended_otherwise) && !image->vfork_child && !image->freeres_off;
+    return (image->flags & TRACE_PROC_EXITED) && image->region_found && !(image->flags & ended_otherwise) &&
+           !image->vfork_child && !image->freeres_off;
 }
 
 /* Why the image's figures differ from memcheck's, which always runs

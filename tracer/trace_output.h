@@ -57,6 +57,7 @@ struct trace_image {
     uint32_t stacks_dropped, slots_exhausted; /* its shim's counters */
     uint32_t freeres_outcome, freeres_other_threads; /* enum shm_freeres_outcome, as its shim wrote them */
     int freeres_off;                    /* --no-freeres */
+    int region_found;                   /* its own shim region was found (not only a fork parent's copy) */
     /* Why figures are missing, said at the image's end: */
     uint64_t invalid_events;            /* events of its region no shim writes, skipped */
     int vfork_child;                    /* it never ran a shim of its own */
