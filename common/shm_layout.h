@@ -260,6 +260,13 @@ struct shm_header {
      * differ from memcheck's, which always runs them. */
     uint32_t freeres_outcome;       /* enum shm_freeres_outcome */
     uint32_t freeres_other_threads; /* SHM_FREERES_OTHER_THREADS: how many still ran */
+    /* Where a copy of this image made by fork's system call without glibc's
+     * fork (no fork handler ran: its shim still writes this region) is told
+     * to stop recording: the tracer writes the 32-bit stop_recording_value
+     * at stop_recording_address in the child's memory, at its first stop. */
+    uint64_t stop_recording_address;
+    uint32_t stop_recording_value;
+    uint32_t pad_stop;
     /* Threads that hold a slot (claims minus retirements). Read by every
      * event while it is 1 (see the shim's event_stamp), written only when a
      * thread starts or stops recording: a cache line of its own. */

@@ -267,6 +267,9 @@ static bool create_region(void)
     if (!region)
         return false;
     publish_own_tls();
+    struct shm_header *header = region;
+    header->stop_recording_address = (uint64_t)(uintptr_t)&record_state;
+    header->stop_recording_value = RECORD_OFF;
     uint64_t socket_fd = shm_parse_u64(getenv(SHM_ENV_SOCKET), UINT64_MAX);
     if (socket_fd < 1024)
         shm_send_region_fd((int)socket_fd, region_fd);

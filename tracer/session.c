@@ -739,6 +739,7 @@ static struct trace_image image_view(const struct session *session, struct trace
         .freeres_outcome = counters.freeres_outcome,
         .freeres_off = session->options.no_freeres,
         .region_found = process->shm.base != NULL,
+        .raw_fork_child = process->raw_fork_child,
         .freeres_other_threads = counters.freeres_other_threads,
         .invalid_events = process->invalid_events,
         .vfork_child = process->vfork_child,

@@ -59,6 +59,12 @@ struct traced_process {
     enum traced_process_state state;
     int live_threads;          /* threads that have not reached their exit stop */
     int final_snapshot_taken;
+    /* A fork child's first stop: whether glibc's fork made it (else the
+     * shim's fork handler never runs in it: it is told to stop recording
+     * through what its parent's region said, stop_recording_*). */
+    int start_checked, raw_fork_child;
+    uint64_t stop_recording_address;
+    uint32_t stop_recording_value;
     int vfork_child;           /* shares its parent's memory until it execs */
     uint64_t next_attach_ns;   /* when to look for the shim's region again */
     uint64_t attach_tries;

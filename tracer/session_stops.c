@@ -6,6 +6,8 @@
  */
 #include "session_internal.h"
 
+#include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,6 +88,11 @@ static struct traced_process *fork_child_create(struct session *session, struct 
         process->recorder.out_of_memory = 1;
     process->recorder.snapshots_limit = parent->recorder.snapshots_limit;
     process->previous_image_inode = parent->shm.inode;
+    if (parent->shm.base && !vfork) {
+        const struct shm_header *header = parent->shm.base;
+        process->stop_recording_address = __atomic_load_n(&header->stop_recording_address, __ATOMIC_RELAXED);
+        process->stop_recording_value = __atomic_load_n(&header->stop_recording_value, __ATOMIC_RELAXED);
+    }
     breakpoint_set_copy(&process->breakpoints, &parent->breakpoints);
     process->sigtrap = parent->sigtrap; /* a fork child keeps its parent's handlers */
     proc_maps_copy(&process->maps, &parent->maps); /* on failure: read again when needed */
@@ -451,6 +458,61 @@ static void on_signal_stop(struct session *session, struct traced_thread *thread
     resume_thread(thread->tid, signal);
 }
 
+/* Whether the fork child stopped at tid was made by glibc's fork, whose
+ * clone sets CLONE_CHILD_SETTID: a fork or clone system call of the
+ * program's own (syscall(SYS_clone, SIGCHLD, ...)) runs no fork handler,
+ * and the child's shim would go on writing its parent's ring. The child's
+ * registers are its parent's at the system call. */
+static int made_by_glibc_fork(pid_t tid)
+{
+    struct user_regs_struct regs;
+    if (ptrace(PTRACE_GETREGS, tid, 0, &regs) != 0)
+        return 1; /* cannot tell: as before */
+    uint64_t flags;
+    if (regs.orig_rax == SYS_clone)
+        flags = regs.rdi;
+    else if (regs.orig_rax == SYS_clone3) {
+        errno = 0;
+        long word = ptrace(PTRACE_PEEKDATA, tid, (void *)regs.rdi, 0); /* struct clone_args: flags first */
+        if (errno)
+            return 1;
+        flags = (uint64_t)word;
+    } else
+        return regs.orig_rax != SYS_fork;
+    return (flags & CLONE_CHILD_SETTID) != 0;
+}
+
+/* Writes value, 32 bits, at address in tid's memory (a word read and
+ * written back: PTRACE_POKEDATA writes 8 bytes). */
+static int poke_u32(pid_t tid, uint64_t address, uint32_t value)
+{
+    uint64_t aligned = address & ~(uint64_t)7;
+    errno = 0;
+    long word = ptrace(PTRACE_PEEKDATA, tid, (void *)aligned, 0);
+    if (errno)
+        return -1;
+    unsigned shift = (unsigned)(address - aligned) * 8;
+    if (shift > 32)
+        return -1; /* straddles two words: not an int the shim would have */
+    uint64_t updated = ((uint64_t)word & ~((uint64_t)UINT32_MAX << shift)) | (uint64_t)value << shift;
+    return ptrace(PTRACE_POKEDATA, tid, (void *)aligned, (void *)updated) == 0 ? 0 : -1;
+}
+
+/* A fork child at its first stop, before it runs: one made past glibc's
+ * fork is told to stop recording (its shim still holds the parent's
+ * region) and recorded as such: its heap as at the fork, no event and no
+ * leak check of its own. */
+static void check_fork_child_start(struct traced_process *process, pid_t tid)
+{
+    process->start_checked = 1;
+    if (!process->stop_recording_address || made_by_glibc_fork(tid))
+        return;
+    process->raw_fork_child = 1;
+    process->flags &= ~TRACE_PROC_SHIM_SEEN;
+    if (poke_u32(tid, process->stop_recording_address, process->stop_recording_value) != 0)
+        process->raw_fork_child = 2; /* not stopped: said in its warning */
+}
+
 static void on_stopped(struct session *session, struct traced_thread *thread, int status)
 {
     int signal = WSTOPSIG(status);
@@ -460,6 +522,8 @@ static void on_stopped(struct session *session, struct traced_thread *thread, in
         on_signal_stop(session, thread, signal);
         return;
     case PTRACE_EVENT_STOP:
+        if (thread->process && thread->tid == thread->process->pid && !thread->process->start_checked)
+            check_fork_child_start(thread->process, thread->tid);
         if (signal == SIGSTOP || signal == SIGTSTP || signal == SIGTTIN || signal == SIGTTOU)
             ptrace(PTRACE_LISTEN, thread->tid, 0, 0); /* a group-stop: stay stopped, as without us */
         else

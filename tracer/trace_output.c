@@ -762,7 +762,7 @@ static void shim_absent_reason(const struct trace_image *image, char *reason, si
 int trace_image_shim_absent(const struct trace_image *image, char *message, size_t size)
 {
     /* let go of young: its shim may not have loaded yet */
-    if ((image->flags & (TRACE_PROC_SHIM_SEEN | TRACE_PROC_LET_GO)) || image->vfork_child)
+    if ((image->flags & (TRACE_PROC_SHIM_SEEN | TRACE_PROC_LET_GO)) || image->vfork_child || image->raw_fork_child)
         return 0;
     char reason[400];
     shim_absent_reason(image, reason, sizeof reason);
@@ -834,6 +834,17 @@ static int write_warnings(struct trace_writer *writer, const struct trace_image 
     if (image->slots_exhausted) {
         snprintf(message, sizeof message,
                  "%u threads found no free ring slot: their allocations were not recorded", image->slots_exhausted);
+        rc |= trace_write_warning(writer, image->process_id, message);
+    }
+    if (image->raw_fork_child) {
+        snprintf(message, sizeof message,
+                 "process %d was made by a fork or clone system call of the program's own, not by glibc's fork(): "
+                 "no fork handler ran in it, so its shim could not start a recording of its own, and its "
+                 "allocations are not recorded (nor checked for leaks)%s",
+                 (int)image->pid,
+                 image->raw_fork_child == 2 ? "; memslope could not stop its shim from writing into its parent's "
+                                              "recording, whose figures may hold some of the child's events"
+                                            : "");
         rc |= trace_write_warning(writer, image->process_id, message);
     }
     if (freeres_skipped(image, message, sizeof message))

@@ -58,6 +58,7 @@ struct trace_image {
     uint32_t freeres_outcome, freeres_other_threads; /* enum shm_freeres_outcome, as its shim wrote them */
     int freeres_off;                    /* --no-freeres */
     int region_found;                   /* its own shim region was found (not only a fork parent's copy) */
+    int raw_fork_child;                 /* made past glibc's fork: 1 told to stop recording, 2 could not be */
     /* Why figures are missing, said at the image's end: */
     uint64_t invalid_events;            /* events of its region no shim writes, skipped */
     int vfork_child;                    /* it never ran a shim of its own */
