@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "../common/output_file.h"
 #include "../report/report.h"
 
 struct diff_options {
@@ -63,6 +64,8 @@ static int parse_options(int argc, char **argv, struct diff_options *options)
                                    traces.count < 2 ? "give two traces, OLD and NEW" : "more than two traces given");
     options->paths[0] = traces.items[0];
     options->paths[1] = traces.items[1];
+    if (strcmp(options->paths[0], "-") == 0 && strcmp(options->paths[1], "-") == 0)
+        return options_usage_error(&cmd_diff_options, "standard input holds one trace: give OLD or NEW as a file");
     return OPTIONS_RUN;
 }
 
@@ -94,8 +97,8 @@ static int load_report(const char *path, const struct suppressions *suppressions
         return -1;
     }
     if (model->incomplete)
-        fprintf(stderr, "memslope diff: warning: %s is incomplete (%s); comparing what it holds\n", path,
-                model->incomplete_reason);
+        fprintf(stderr, "memslope diff: warning: %s is incomplete (%s); comparing what it holds\n",
+                output_file_input_name(path), model->incomplete_reason);
     struct report_request request = {REPORT_METRIC_GROWTH, NULL, suppressions, NULL};
     if (report_build_request(report, model, path, &request, err, sizeof err) != 0) {
         fprintf(stderr, "memslope diff: %s\n", err);

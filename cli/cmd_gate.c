@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "../common/output_file.h"
 #include "../report/report.h"
 #include "../common/units.h"
 
@@ -138,6 +139,9 @@ static int parse_options(int argc, char **argv, struct gate_limits *limits)
     limits->trace_path = traces.items[0];
     if (limits->has_tolerance && !limits->baseline_path)
         return options_usage_error(&cmd_gate_options, "--tolerance goes with --baseline OLD.trace");
+    if (limits->baseline_path && strcmp(limits->baseline_path, "-") == 0 && strcmp(limits->trace_path, "-") == 0)
+        return options_usage_error(&cmd_gate_options,
+                                   "standard input holds one trace: give the trace or --baseline as a file");
     if (!limits->has_growth && !limits->has_leaked && !limits->has_leaked_blocks && !limits->has_peak &&
         !limits->baseline_path)
         return options_usage_error(&cmd_gate_options, "give at least one limit (--max-growth, --max-leaked, "
@@ -558,7 +562,7 @@ static int read_trace(const char *path, struct trace_model *model)
         fprintf(stderr, "memslope gate: %s is incomplete (%s): the recording was cut short (memslope killed, or "
                         "the disk full), so its figures are partial and cannot be gated; record again "
                         "(memslope report %s shows what it holds)\n",
-                path, model->incomplete_reason, path);
+                output_file_input_name(path), model->incomplete_reason, strcmp(path, "-") ? path : "FILE");
         trace_model_free(model);
         return -1;
     }

@@ -97,19 +97,16 @@ static int parse_options(int argc, char **argv, struct report_options *options)
 
 static void warn_if_incomplete(const struct trace_model *model, const char *path)
 {
-    int from_stdin = strcmp(path, "-") == 0;
-    if (from_stdin)
-        path = "standard input";
-    if (model->incomplete && !from_stdin && output_file_being_written(path))
+    if (model->incomplete && output_file_being_written(path))
         fprintf(stderr,
                 "memslope report: warning: %s is still being written by a memslope record that has not finished: "
                 "reporting the %llu sections it holds so far\n",
-                path, (unsigned long long)model->section_count);
+                output_file_input_name(path), (unsigned long long)model->section_count);
     else if (model->incomplete)
         fprintf(stderr,
                 "memslope report: warning: %s is incomplete (%s): recording was cut short; "
                 "reporting the %llu complete sections before the cut\n",
-                path, model->incomplete_reason, (unsigned long long)model->section_count);
+                output_file_input_name(path), model->incomplete_reason, (unsigned long long)model->section_count);
 }
 
 /* Writes the report in the chosen format; err gets the reason of a failure. */

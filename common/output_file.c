@@ -105,9 +105,17 @@ static int classify(const char *path, enum output_kind *kind, char **final_path,
 int output_file_replaces(const char *path, const char *other)
 {
     struct stat written, input;
-    if (!path || !other || strcmp(path, "-") == 0 || stat(path, &written) != 0 || stat(other, &input) != 0)
+    if (!path || !other || strcmp(path, "-") == 0 || stat(path, &written) != 0)
+        return 0;
+    int read_from_stdin = strcmp(other, "-") == 0; /* report -o TRACE - < TRACE */
+    if ((read_from_stdin ? fstat(STDIN_FILENO, &input) : stat(other, &input)) != 0)
         return 0;
     return S_ISREG(written.st_mode) && written.st_dev == input.st_dev && written.st_ino == input.st_ino;
+}
+
+const char *output_file_input_name(const char *path)
+{
+    return strcmp(path, "-") == 0 ? "standard input" : path;
 }
 
 int output_file_classify(const char *path, enum output_kind *kind, char *err, size_t err_size)
@@ -142,15 +150,24 @@ static int open_in_place(struct output_file *output, char *err, size_t err_size)
 }
 
 /* Whether another writer holds the regular file at path locked (a
- * recording that has not ended): OUTPUT_EXCLUSIVE. */
+ * recording that has not ended): OUTPUT_EXCLUSIVE. "-" is standard input,
+ * whose open file description may be shared: a lock taken to test is let go
+ * of at once. */
 static int locked_by_another_writer(const char *path)
 {
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    int read_from_stdin = strcmp(path, "-") == 0;
+    int fd = read_from_stdin ? fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3)
+                             : open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0)
         return 0;
     struct stat status;
-    int locked = fstat(fd, &status) == 0 && S_ISREG(status.st_mode) && flock(fd, LOCK_SH | LOCK_NB) != 0 &&
-                 errno == EWOULDBLOCK;
+    int locked = 0;
+    if (fstat(fd, &status) == 0 && S_ISREG(status.st_mode)) {
+        if (flock(fd, LOCK_SH | LOCK_NB) != 0)
+            locked = errno == EWOULDBLOCK;
+        else if (read_from_stdin)
+            flock(fd, LOCK_UN);
+    }
     close(fd);
     return locked;
 }

@@ -57,13 +57,16 @@ struct output_file {
 int output_file_classify(const char *path, enum output_kind *kind, char *err, size_t err_size);
 
 /* Whether writing path would replace the file other names (a program to
- * run, a trace to read): both name one regular file, through the links
- * a new file is written through. 1 or 0. */
+ * run, a trace to read; "-": what standard input reads): both name one
+ * regular file, through the links a new file is written through. 1 or 0. */
 int output_file_replaces(const char *path, const char *other);
 
 /* Whether a writer that asked for OUTPUT_EXCLUSIVE (a recording that has
- * not ended) holds the regular file at path: 1 or 0. */
+ * not ended) holds the regular file at path ("-": standard input): 1 or 0. */
 int output_file_being_written(const char *path);
+
+/* An input path as messages name it: "standard input" for "-". */
+const char *output_file_input_name(const char *path);
 
 /* Opens path as above. 0, or -1 with one line in err naming the path, the
  * reason and what to do. */

@@ -528,6 +528,62 @@ static void write_warning_list(FILE *out, const char *indent, const char *const 
     }
 }
 
+/* The other processes' warnings, each text once with the pids it was
+ * given for (a make that runs itself, a loop of one static program): at
+ * most OTHER_WARNINGS texts and OTHER_WARNING_PIDS pids a text. */
+#define OTHER_WARNINGS 10
+#define OTHER_WARNING_PIDS 5
+
+struct grouped_warning {
+    const char *text;
+    uint32_t pids[OTHER_WARNING_PIDS];
+    size_t pid_count; /* all, shown or not */
+};
+
+static void group_warning(struct grouped_warning *groups, size_t *group_count, size_t *left_out, const char *text,
+                          uint32_t pid)
+{
+    size_t i = 0;
+    while (i < *group_count && strcmp(groups[i].text, text) != 0)
+        i++;
+    if (i == *group_count) {
+        if (*group_count == OTHER_WARNINGS) {
+            (*left_out)++;
+            return;
+        }
+        groups[(*group_count)++] = (struct grouped_warning){.text = text};
+    }
+    if (groups[i].pid_count < OTHER_WARNING_PIDS)
+        groups[i].pids[groups[i].pid_count] = pid;
+    groups[i].pid_count++;
+}
+
+static void write_other_warnings(FILE *out, const struct report *report)
+{
+    struct grouped_warning groups[OTHER_WARNINGS];
+    size_t group_count = 0, left_out = 0;
+    for (size_t i = 0; i < report->process_count; i++) {
+        const struct trace_model_process *p = report->processes[i].process;
+        for (size_t w = 0; p != report->primary && w < p->warning_count; w++)
+            group_warning(groups, &group_count, &left_out, p->warnings[w], p->info.pid);
+    }
+    for (size_t i = 0; i < group_count; i++) {
+        fputs("warning (pid", out);
+        for (size_t k = 0; k < groups[i].pid_count && k < OTHER_WARNING_PIDS; k++)
+            fprintf(out, "%s %u", k ? "," : "", groups[i].pids[k]);
+        if (groups[i].pid_count > OTHER_WARNING_PIDS)
+            fprintf(out, " and %zu more", groups[i].pid_count - OTHER_WARNING_PIDS);
+        fputs("): ", out);
+        text_put(out, groups[i].text);
+        fputc('\n', out);
+    }
+    if (left_out)
+        fprintf(out, "... and %zu more warnings of other processes (memslope report --format json lists each "
+                     "process's)\n", left_out);
+    if (group_count)
+        fputc('\n', out);
+}
+
 static void write_other_processes(FILE *out, const struct report *report)
 {
     if (report->process_count < 2 || report->case_filter)
@@ -546,11 +602,11 @@ static void write_other_processes(FILE *out, const struct report *report)
         fprintf(out, "; %s, %s allocated, peak %s\n", plural(p->info.allocations, "allocation", allocations, 48),
                 units_format_bytes((double)p->info.allocated_bytes, allocated, 32),
                 units_format_bytes((double)p->info.peak_bytes, peak, 32));
-        write_warning_list(out, "  ", p->warnings, p->warning_count);
         if (entry->exit_leaks)
             write_process_leaks(out, report, entry);
     }
     fputc('\n', out);
+    write_other_warnings(out, report);
 }
 
 static void write_leaks(FILE *out, const struct report *report)

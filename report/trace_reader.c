@@ -1067,7 +1067,14 @@ static int read_stream(int fd, const char *name, struct trace_model *model, char
         }
         if (got == 0)
             break;
+        size_t before = size;
         size += (size_t)got;
+        /* an endless stream that is no trace must not fill memory first */
+        if (before < TRACE_FILE_HEADER_SIZE && size >= TRACE_FILE_HEADER_SIZE &&
+            check_file_header(&(struct source){.data = data, .fd = -1, .size = size}, name, err, err_size) != 0) {
+            free(data);
+            return -1;
+        }
     }
     int rc = trace_read_buffer(data, size, name, model, err, err_size);
     free(data);

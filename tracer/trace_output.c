@@ -771,9 +771,9 @@ int trace_image_shim_absent(const struct trace_image *image, char *message, size
     return 1;
 }
 
-/* Whether the image left by an exit_group system call of its own, past
- * exit() and _exit() (where the shim runs freeres), as memcheck's freeres
- * would have seen it. Only an image whose own region was found: a child
+/* Whether the image left past exit() and the interposed _exit() (where the
+ * shim runs freeres): an exit_group system call of its own, or glibc's
+ * internal _exit (quick_exit, daemon's parent), where memcheck runs it. Only an image whose own region was found: a child
  * made by a raw clone system call never ran the shim's fork handler, and
  * its shim, still the parent's, neither runs freeres nor says so. */
 static bool left_by_raw_exit_group(const struct trace_image *image)
@@ -811,8 +811,9 @@ static bool freeres_skipped(const struct trace_image *image, char *message, size
     case SHM_FREERES_NOT_REACHED:
         if (!left_by_raw_exit_group(image))
             return false;
-        snprintf(message, size, "%s: the process left by an exit_group system call of its own, not by exit() or "
-                 "_exit(). %s", what, compare);
+        snprintf(message, size, "%s: the process left past the exit() and _exit() memslope's shim sees (an "
+                 "exit_group system call of its own, quick_exit(), or the parent side of daemon()). %s", what,
+                 compare);
         return true;
     default:
         return false;
@@ -913,7 +914,10 @@ static int write_process_record_at(struct trace_writer *writer, const struct tra
     struct trace_image as_now = *image;
     as_now.flags |= TRACE_PROC_CHECKPOINT;
     as_now.end_ns = now_ns;
-    return write_process_record(writer, &as_now) < 0 || write_python(writer, image) < 0 ? -1 : 0;
+    if (write_process_record(writer, &as_now) < 0)
+        return -1;
+    /* the shim publishes the version before the mode: not half of it */
+    return image->python->mode != SHM_PYTHON_NONE && write_python(writer, image) < 0 ? -1 : 0;
 }
 
 /* What changed in the image since its last output, after its PROCESS

@@ -5,8 +5,8 @@
 # --run-libc-freeres=no figures. freeres runs at exit() and _exit, and not
 # while another thread still runs, nor from a signal handler, nor at an
 # exit_group system call of the program's own (freeres_paths); each of those
-# is said in the process's warnings (and in the text report, under a child
-# process), with what memcheck run to compare with.
+# is said in the process's warnings (and in the text report, with a child's
+# pid), with what memcheck run to compare with.
 . "$(dirname "$0")/lib.sh"
 need_memslope
 need_fixture leak_threads cxx_threads freeres_paths
@@ -73,15 +73,16 @@ exit 0 2 1 100/1 0 none
 _exit 0 2 1 100/1 0 none
 running 0 3 0 4196/2 4096 1+other+thread+still+ran
 running3 0 5 0 4196/2 4096 3+other+threads+still+ran
-raw 0 2 0 4196/2 4096 the+process+left+by+an+exit_group+system+call+of+its+own
+raw 0 2 0 4196/2 4096 the+process+left+past
 handler 5 2 0 4196/2 4096 the+process+may+have+ended+from+a+signal+handler
 TABLE
-# The text report says it too, under the process it concerns when that is
-# not the command's own (a shell running the program).
+# The text report says it too, after the other processes, with the pid of
+# the one it concerns when that is not the command's own (a shell running
+# the program).
 record_and_report paths_child -- sh -c "\"$FIXTURES/freeres_paths\" running; true"
 "$MEMSLOPE" report "$WORK/paths_child.trace" >"$WORK/paths_child.txt" 2>/dev/null
-expect_match "a child's freeres warning in the text report, under it" \
-    "^  warning: glibc's freeres did not run at exit: 1 other thread still ran " "$WORK/paths_child.txt"
+expect_match "a child's freeres warning in the text report, with its pid" \
+    "^warning \(pid [0-9]+\): glibc's freeres did not run at exit: 1 other thread still ran " "$WORK/paths_child.txt"
 record_and_report paths_off --no-freeres -- "$FIXTURES/freeres_paths" running
 expect_eq "--no-freeres: no freeres warning" none "$(freeres_warning "$WORK/paths_off.json")"
 

@@ -54,6 +54,28 @@ printf '' | timeout -k 5 60 "$MEMSLOPE" report - >empty.out 2>empty.err
 expect_eq "an empty pipe: exit" 1 "$?"
 expect_match "... says it is no trace" '^memslope report: standard input: empty file, not a memslope trace' empty.err
 
+# Standard input redirected from the trace that -o names: refused, as
+# `report X -o X` is (the report replaced the trace).
+cp demo.trace same.trace
+timeout -k 5 60 "$MEMSLOPE" report -o same.trace - <same.trace >same.out 2>same.err
+expect_eq "report -o X - < X: refused" 1 "$?"
+expect_match "... saying why" 'names the trace being read' same.err
+expect_eq "... the trace left as it was" "$(cksum <demo.trace)" "$(cksum <same.trace)"
+
+# An endless stream that is no trace is refused at its first bytes, not
+# read into memory until it runs out.
+yes | timeout -k 5 30 "$MEMSLOPE" report - >yes.out 2>yes.err
+expect_eq "yes | report -: refused at once" 1 "$?"
+expect_match "... as no trace" '^memslope report: standard input: not a memslope trace \(bad magic\)$' yes.err
+
+# Standard input holds one trace.
+timeout -k 5 30 "$MEMSLOPE" diff - - <demo.trace >twice.out 2>twice.err
+expect_eq "diff - -: a usage error" 2 "$?"
+expect_match "... saying what to give" 'standard input holds one trace' twice.err
+timeout -k 5 30 "$MEMSLOPE" gate --baseline - --max-leaked 1 - <demo.trace >twice.out 2>twice.err
+expect_eq "gate --baseline - -: a usage error" 2 "$?"
+expect_match "... saying what to give" 'standard input holds one trace' twice.err
+
 # A terminal on standard input would wait for a trace nobody types.
 if command -v script >/dev/null 2>&1; then
     timeout -k 5 30 script -qec "\"$MEMSLOPE\" report -" /dev/null </dev/null >tty.out 2>&1
