@@ -33,6 +33,13 @@
 #include "elf_lookup.h"
 #include "../common/shm_layout.h"
 
+/* The kernel's flag of a handler with a return address of its own
+ * (arch/x86/include/uapi/asm/signal.h); glibc sets it on every handler it
+ * installs, and its sigaction reports it, but its headers do not name it. */
+#ifndef SA_RESTORER
+#define SA_RESTORER 0x04000000
+#endif
+
 /* The kernel's task flag set when a thread starts exiting (include/linux/sched.h). */
 #define TASK_FLAG_EXITING 0x00000004u
 
@@ -140,25 +147,40 @@ static uint32_t other_threads_running(void)
 
 /* A handler runs with its own signal blocked (unless SA_NODEFER): a
  * blocked signal that has a handler means this may be one. A program that
- * blocks a caught signal for its own reasons just keeps its blocks. */
-static bool maybe_in_signal_handler(void)
+ * blocks a caught signal for its own reasons (GNU make blocks SIGCHLD for
+ * its whole run) is told apart by the caller's backtrace: *restorer gets
+ * the return address the kernel gives such a handler (sa_restorer, glibc's
+ * __restore_rt), NULL if none is known. */
+static bool maybe_in_signal_handler(void **restorer)
 {
+    *restorer = NULL;
     sigset_t blocked;
     if (sigprocmask(SIG_BLOCK, NULL, &blocked) != 0)
         return true;
+    bool maybe = false;
     for (int signal = 1; signal < NSIG; signal++) {
         if (sigismember(&blocked, signal) != 1)
             continue;
         struct sigaction action;
         if (sigaction(signal, NULL, &action) != 0)
             continue; /* glibc's own signals (cancellation, setxid) */
-        if (action.sa_handler != SIG_DFL && action.sa_handler != SIG_IGN)
+        if (action.sa_handler == SIG_DFL || action.sa_handler == SIG_IGN)
+            continue;
+        maybe = true;
+        if (!(action.sa_flags & SA_RESTORER)) {
+            *restorer = NULL; /* a handler that returns elsewhere: the backtrace cannot tell */
             return true;
+        }
+        if (*restorer && *restorer != (void *)action.sa_restorer) {
+            *restorer = NULL;
+            return true;
+        }
+        *restorer = (void *)action.sa_restorer;
     }
-    return false;
+    return maybe;
 }
 
-enum shm_freeres_outcome shm_freeres_run(uint32_t *other_threads)
+enum shm_freeres_outcome shm_freeres_run(uint32_t *other_threads, shm_freeres_handler_probe in_handler)
 {
     *other_threads = 0;
     /* The pid first: a vfork child shares this memory. */
@@ -166,7 +188,8 @@ enum shm_freeres_outcome shm_freeres_run(uint32_t *other_threads)
         return SHM_FREERES_NOT_REACHED;
     int saved_errno = errno;
     enum shm_freeres_outcome outcome = SHM_FREERES_RAN;
-    if (maybe_in_signal_handler())
+    void *restorer;
+    if (maybe_in_signal_handler(&restorer) && !(restorer && in_handler && in_handler(restorer) == 0))
         outcome = SHM_FREERES_SIGNAL_HANDLER;
     else if ((*other_threads = other_threads_running()) == THREADS_UNKNOWN) {
         *other_threads = 0;

@@ -34,9 +34,13 @@ void shm_freeres_forked(void);
  * may use what would be freed: memcheck kills them first), or in a signal
  * handler as far as can be told (a caught signal blocked: the handler may
  * have interrupted malloc or stdio holding its lock).
+ * in_handler tells, where a caught signal is blocked, whether the caller
+ * runs in a handler after all: 1 yes, 0 no, -1 cannot tell (restorer is
+ * the return address such a handler has; see shim.c).
  * Returns what became of them, for the region's header: NOT_REACHED when
  * nothing was decided (not armed, another process, already run), the
  * count of threads that still ran in *other_threads for OTHER_THREADS. */
-enum shm_freeres_outcome shm_freeres_run(uint32_t *other_threads);
+typedef int (*shm_freeres_handler_probe)(void *restorer);
+enum shm_freeres_outcome shm_freeres_run(uint32_t *other_threads, shm_freeres_handler_probe in_handler);
 
 #endif

@@ -41,6 +41,7 @@
 #if defined(__x86_64__)
 #include <x86intrin.h>
 #endif
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -477,10 +478,46 @@ static void stop_recording(void)
  * (preload/freeres.c), then, without ptrace, the leak check the process
  * runs itself (preload/exit_check.c; with ptrace the tracer checks at the
  * exit_group stop, which comes after). */
+/* Whether the unwind of the calling thread ended at its first frame, not
+ * short of it: the executable's entry point for the main thread (_start
+ * calls __libc_start_main), glibc's clone for another (libc has CFI
+ * throughout; a frame it cannot unwind is the program's). */
+static bool unwind_reached_first_frame(void *last)
+{
+    if (syscall(SYS_gettid) == getpid())
+        return (uint64_t)(uintptr_t)last - getauxval(AT_ENTRY) < 64;
+    Dl_info in_last, in_libc;
+    return dladdr(last, &in_last) && dladdr((void *)&exit, &in_libc) && in_last.dli_fbase == in_libc.dli_fbase;
+}
+
+/* Whether the calling thread runs in a signal handler
+ * (shm_freeres_handler_probe): a handler returns into restorer, where the
+ * kernel put its signal frame, and libunwind unwinds through it. 1 when
+ * the backtrace passes it; 0 when it reached the thread's first frame
+ * without (GNU make blocks its caught SIGCHLD for its whole run: exiting
+ * from main, it runs freeres as under memcheck); -1 when the unwind
+ * stopped short. Only at the end of an image: one backtrace. */
+static int in_signal_handler_by_backtrace(void *restorer)
+{
+    enum { MAX_DEPTH = 512 };
+    void *frames[MAX_DEPTH];
+    struct shim_thread *thread = &this_thread;
+    guard_begin(thread); /* libunwind may allocate: not the program's */
+    int got = unw_backtrace(frames, MAX_DEPTH);
+    int verdict = got > 0 && got < MAX_DEPTH ? 0 : -1;
+    for (int i = 0; verdict == 0 && i < got; i++)
+        if (frames[i] == restorer)
+            verdict = 1;
+    if (verdict == 0 && !unwind_reached_first_frame(frames[got - 1]))
+        verdict = -1;
+    guard_end(thread);
+    return verdict;
+}
+
 static void end_of_image(void)
 {
     uint32_t other_threads;
-    enum shm_freeres_outcome outcome = shm_freeres_run(&other_threads);
+    enum shm_freeres_outcome outcome = shm_freeres_run(&other_threads, in_signal_handler_by_backtrace);
     struct shm_header *header = region;
     if (outcome != SHM_FREERES_NOT_REACHED && header) {
         header->freeres_other_threads = other_threads;
