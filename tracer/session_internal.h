@@ -63,6 +63,7 @@ struct traced_process {
      * shim's fork handler never runs in it: it is told to stop recording
      * through what its parent's region said, stop_recording_*). */
     int start_checked, raw_fork_child;
+    pid_t fork_parent_pid;
     uint64_t stop_recording_address;
     uint32_t stop_recording_value;
     int vfork_child;           /* shares its parent's memory until it execs */

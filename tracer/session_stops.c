@@ -88,6 +88,7 @@ static struct traced_process *fork_child_create(struct session *session, struct 
         process->recorder.out_of_memory = 1;
     process->recorder.snapshots_limit = parent->recorder.snapshots_limit;
     process->previous_image_inode = parent->shm.inode;
+    process->fork_parent_pid = parent->pid;
     if (parent->shm.base && !vfork) {
         const struct shm_header *header = parent->shm.base;
         process->stop_recording_address = __atomic_load_n(&header->stop_recording_address, __ATOMIC_RELAXED);
@@ -463,8 +464,12 @@ static void on_signal_stop(struct session *session, struct traced_thread *thread
  * program's own (syscall(SYS_clone, SIGCHLD, ...)) runs no fork handler,
  * and the child's shim would go on writing its parent's ring. The child's
  * registers are its parent's at the system call. */
-static int made_by_glibc_fork(pid_t tid)
+static int shares_memory(pid_t parent, pid_t child);
+
+static int made_by_glibc_fork(pid_t tid, pid_t parent)
 {
+    if (parent > 0 && shares_memory(parent, tid))
+        return 1; /* clone(CLONE_VM|SIGCHLD) is reported as a fork: its memory is its parent's, not ours to write */
     struct user_regs_struct regs;
     if (ptrace(PTRACE_GETREGS, tid, 0, &regs) != 0)
         return 1; /* cannot tell: as before */
@@ -505,7 +510,7 @@ static int poke_u32(pid_t tid, uint64_t address, uint32_t value)
 static void check_fork_child_start(struct traced_process *process, pid_t tid)
 {
     process->start_checked = 1;
-    if (!process->stop_recording_address || made_by_glibc_fork(tid))
+    if (!process->stop_recording_address || made_by_glibc_fork(tid, process->fork_parent_pid))
         return;
     process->raw_fork_child = 1;
     process->flags &= ~TRACE_PROC_SHIM_SEEN;
