@@ -148,7 +148,7 @@ static uint32_t other_threads_running(void)
 /* A handler runs with its own signal blocked (unless SA_NODEFER): a
  * blocked signal that has a handler means this may be one. A program that
  * blocks a caught signal for its own reasons (GNU make blocks SIGCHLD for
- * its whole run) is told apart by the caller's backtrace: *restorer gets
+ * its whole run) is told apart by the caller's stack: *restorer gets
  * the return address the kernel gives such a handler (sa_restorer, glibc's
  * __restore_rt), NULL if none is known. */
 static bool maybe_in_signal_handler(void **restorer)
@@ -180,7 +180,8 @@ static bool maybe_in_signal_handler(void **restorer)
     return maybe;
 }
 
-enum shm_freeres_outcome shm_freeres_run(uint32_t *other_threads, shm_freeres_handler_probe in_handler)
+enum shm_freeres_outcome shm_freeres_run(uint32_t *other_threads, shm_freeres_handler_probe in_handler,
+                                         const void *stack_from)
 {
     *other_threads = 0;
     /* The pid first: a vfork child shares this memory. */
@@ -189,7 +190,7 @@ enum shm_freeres_outcome shm_freeres_run(uint32_t *other_threads, shm_freeres_ha
     int saved_errno = errno;
     enum shm_freeres_outcome outcome = SHM_FREERES_RAN;
     void *restorer;
-    if (maybe_in_signal_handler(&restorer) && !(restorer && in_handler && in_handler(restorer) == 0))
+    if (maybe_in_signal_handler(&restorer) && !(restorer && in_handler && in_handler(restorer, stack_from) == 0))
         outcome = SHM_FREERES_SIGNAL_HANDLER;
     else if ((*other_threads = other_threads_running()) == THREADS_UNKNOWN) {
         *other_threads = 0;

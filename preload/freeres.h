@@ -36,11 +36,13 @@ void shm_freeres_forked(void);
  * have interrupted malloc or stdio holding its lock).
  * in_handler tells, where a caught signal is blocked, whether the caller
  * runs in a handler after all: 1 yes, 0 no, -1 cannot tell (restorer is
- * the return address such a handler has; see shim.c).
+ * the return address such a handler has, stack_from the caller's frame,
+ * above which the stack is the program's; see shim.c).
  * Returns what became of them, for the region's header: NOT_REACHED when
  * nothing was decided (not armed, another process, already run), the
  * count of threads that still ran in *other_threads for OTHER_THREADS. */
-typedef int (*shm_freeres_handler_probe)(void *restorer);
-enum shm_freeres_outcome shm_freeres_run(uint32_t *other_threads, shm_freeres_handler_probe in_handler);
+typedef int (*shm_freeres_handler_probe)(void *restorer, const void *stack_from);
+enum shm_freeres_outcome shm_freeres_run(uint32_t *other_threads, shm_freeres_handler_probe in_handler,
+                                         const void *stack_from);
 
 #endif

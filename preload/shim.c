@@ -41,9 +41,9 @@
 #if defined(__x86_64__)
 #include <x86intrin.h>
 #endif
-#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -478,38 +478,64 @@ static void stop_recording(void)
  * (preload/freeres.c), then, without ptrace, the leak check the process
  * runs itself (preload/exit_check.c; with ptrace the tracer checks at the
  * exit_group stop, which comes after). */
-/* Whether the unwind of the calling thread ended at its first frame, not
- * short of it: the executable's entry point for the main thread (_start
- * calls __libc_start_main), glibc's clone for another (libc has CFI
- * throughout; a frame it cannot unwind is the program's). */
-static bool unwind_reached_first_frame(void *last)
+/* The top of the calling thread's stack (one past its last byte), 0 when
+ * unknown: the main thread's ends where the kernel put argc
+ * (__libc_stack_end), another's where glibc allocated it. */
+extern void *__libc_stack_end;
+
+static uintptr_t own_stack_top(void)
 {
     if (syscall(SYS_gettid) == getpid())
-        return (uint64_t)(uintptr_t)last - getauxval(AT_ENTRY) < 64;
-    Dl_info in_last, in_libc;
-    return dladdr(last, &in_last) && dladdr((void *)&exit, &in_libc) && in_last.dli_fbase == in_libc.dli_fbase;
+        return (uintptr_t)__libc_stack_end;
+    pthread_attr_t attributes;
+    void *base;
+    size_t size;
+    if (pthread_getattr_np(pthread_self(), &attributes) != 0)
+        return 0;
+    int rc = pthread_attr_getstack(&attributes, &base, &size);
+    pthread_attr_destroy(&attributes);
+    return rc == 0 ? (uintptr_t)base + size : 0;
+}
+
+/* Whether [from, top) holds value as an aligned word: 1, 0, or -1 when
+ * some of it cannot be read. Read through process_vm_readv, so a range
+ * that is not mapped (a stack of the program's own making) fails instead
+ * of faulting. */
+static int stack_holds_word(uintptr_t from, uintptr_t top, uintptr_t value)
+{
+    pid_t self = (pid_t)syscall(SYS_gettid); /* not getpid(): a main thread that called pthread_exit has no memory */
+    uintptr_t words[512];
+    for (uintptr_t at = from & ~(uintptr_t)7; at < top; at += sizeof words) {
+        size_t want = top - at < sizeof words ? (size_t)(top - at) : sizeof words;
+        struct iovec local = {words, want}, remote = {(void *)at, want};
+        ssize_t got = process_vm_readv(self, &local, 1, &remote, 1, 0);
+        if (got < (ssize_t)want)
+            return -1;
+        for (size_t i = 0; i < want / sizeof *words; i++)
+            if (words[i] == value)
+                return 1;
+    }
+    return 0;
 }
 
 /* Whether the calling thread runs in a signal handler
- * (shm_freeres_handler_probe): a handler returns into restorer, where the
- * kernel put its signal frame, and libunwind unwinds through it. 1 when
- * the backtrace passes it; 0 when it reached the thread's first frame
- * without (GNU make blocks its caught SIGCHLD for its whole run: exiting
- * from main, it runs freeres as under memcheck); -1 when the unwind
- * stopped short. Only at the end of an image: one backtrace. */
-static int in_signal_handler_by_backtrace(void *restorer)
+ * (shm_freeres_handler_probe). The kernel gives a handler restorer as its
+ * return address, on the stack the handler runs on: the alternate signal
+ * stack (sigaltstack then says SS_ONSTACK), or the thread's own, where
+ * that word then lies above the frame that asks (stack_from: the shim's
+ * own frames, whose locals hold restorer, are below it). A backtrace was
+ * tried first and missed handlers without unwind tables (libunwind
+ * guessed past them). 1 yes, 0 no, -1 cannot tell. Once, at the end of an
+ * image, under the guard (pthread_getattr_np allocates). */
+static int in_signal_handler_by_stack(void *restorer, const void *stack_from)
 {
-    enum { MAX_DEPTH = 512 };
-    void *frames[MAX_DEPTH];
+    stack_t alternate;
+    if (sigaltstack(NULL, &alternate) == 0 && (alternate.ss_flags & SS_ONSTACK))
+        return 1;
     struct shim_thread *thread = &this_thread;
-    guard_begin(thread); /* libunwind may allocate: not the program's */
-    int got = unw_backtrace(frames, MAX_DEPTH);
-    int verdict = got > 0 && got < MAX_DEPTH ? 0 : -1;
-    for (int i = 0; verdict == 0 && i < got; i++)
-        if (frames[i] == restorer)
-            verdict = 1;
-    if (verdict == 0 && !unwind_reached_first_frame(frames[got - 1]))
-        verdict = -1;
+    guard_begin(thread);
+    uintptr_t top = own_stack_top(), from = (uintptr_t)stack_from;
+    int verdict = top > from ? stack_holds_word(from, top, (uintptr_t)restorer) : -1;
     guard_end(thread);
     return verdict;
 }
@@ -517,7 +543,8 @@ static int in_signal_handler_by_backtrace(void *restorer)
 static void end_of_image(void)
 {
     uint32_t other_threads;
-    enum shm_freeres_outcome outcome = shm_freeres_run(&other_threads, in_signal_handler_by_backtrace);
+    enum shm_freeres_outcome outcome =
+        shm_freeres_run(&other_threads, in_signal_handler_by_stack, __builtin_frame_address(0));
     struct shm_header *header = region;
     if (outcome != SHM_FREERES_NOT_REACHED && header) {
         header->freeres_other_threads = other_threads;

@@ -78,6 +78,7 @@ running3 0 5 0 4196/2 4096 3+other+threads+still+ran
 raw 0 2 0 4196/2 4096 the+process+left+past
 blocked 0 2 1 100/1 0 none
 handler 5 2 0 4196/2 4096 the+process+may+have+ended+from+a+signal+handler
+bare 6 2 0 4196/2 4096 the+process+may+have+ended+from+a+signal+handler
 TABLE
 # The text report says it too, after the other processes, with the pid of
 # the one it concerns when that is not the command's own (a shell running
