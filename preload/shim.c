@@ -657,7 +657,12 @@ static bool ensure_slot(struct shim_thread *thread)
 static void thread_exit_destructor(void *value)
 {
     (void)value;
-    ring_retire_slot(region, &this_thread.producer);
+    struct ring_producer *producer = &this_thread.producer;
+    /* A copy made past glibc's fork (no fork handler ran) still points at
+     * its parent's slot, owned by another thread: not ours to retire. */
+    if (producer->slot && __atomic_load_n(&producer->slot->tid, __ATOMIC_ACQUIRE) != (uint32_t)syscall(SYS_gettid))
+        producer->slot = NULL;
+    ring_retire_slot(region, producer);
     /* later destructors' captures go without: a cache made now would
      * outlive the thread */
     capture_cache_destroy(this_thread.captures);

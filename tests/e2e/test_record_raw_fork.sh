@@ -31,6 +31,16 @@ for how in clone fork clone3; do
         "$WORK/$how.warnings"
 done
 
+# A raw child whose main thread leaves by pthread_exit: its thread's end
+# retired its parent's ring slot (the copy of its thread still named it),
+# and the parent's record read events that were not valid.
+record_and_report thread_end -- "$FIXTURES/raw_fork" clone pthread_exit
+expect_eq "pthread_exit: record exit" 0 "$REC_RC"
+expect_eq "pthread_exit: the parent's figures, its threads' with them" "4018 4014 131540" \
+    "$(jget "$WORK/thread_end.json" '"%d %d %d" % (d["totals"]["allocations"], d["totals"]["frees"], d["totals"]["allocated_bytes"])')"
+expect_eq "pthread_exit: no word of invalid events or a corrupt block list" 0 \
+    "$(jget "$WORK/thread_end.json" 'sum(1 for p in d["processes"] for w in p["warnings"] if "not valid" in w or "corrupt" in w)')"
+
 # clone(CLONE_VM | SIGCHLD) is reported as a fork, but its child runs in its
 # parent's memory: telling it to stop recording stopped the parent's (a
 # review found 3 allocations recorded of 14). It is left alone.
