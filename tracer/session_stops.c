@@ -89,6 +89,7 @@ static struct traced_process *fork_child_create(struct session *session, struct 
     process->recorder.snapshots_limit = parent->recorder.snapshots_limit;
     process->previous_image_inode = parent->shm.inode;
     process->fork_parent_pid = parent->pid;
+    process->raw_fork_child = parent->raw_fork_child; /* its copy of the shim was told to stop too */
     if (parent->shm.base && !vfork) {
         const struct shm_header *header = parent->shm.base;
         process->stop_recording_address = __atomic_load_n(&header->stop_recording_address, __ATOMIC_RELAXED);

@@ -839,9 +839,9 @@ static int write_warnings(struct trace_writer *writer, const struct trace_image 
     }
     if (image->raw_fork_child) {
         snprintf(message, sizeof message,
-                 "process %d was made by a fork or clone system call of the program's own, not by glibc's fork(): "
-                 "no fork handler ran in it, so its shim could not start a recording of its own, and its "
-                 "allocations are not recorded (nor checked for leaks)%s",
+                 "process %d was made by a fork or clone system call of the program's own, not by glibc's fork() "
+                 "(or descends from such a process): no fork handler ran in it, so its shim could not start a "
+                 "recording of its own, and its allocations are not recorded (nor checked for leaks)%s",
                  (int)image->pid,
                  image->raw_fork_child == 2 ? "; memslope could not stop its shim from writing into its parent's "
                                               "recording, whose figures may hold some of the child's events"

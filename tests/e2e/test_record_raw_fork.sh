@@ -25,7 +25,7 @@ for how in clone fork clone3; do
         "$(jget "$J" 'sum(s["allocations"] for c in d["cases"] for s in c["sites"] if any(f.get("function") == "child" for f in s["frames"]))')"
     jget "$J" '"\n".join(w for p in d["processes"] for w in p["warnings"])' >"$WORK/$how.warnings"
     expect_match "$how: the child's warning says why it was not recorded" \
-        "^process [0-9]+ was made by a fork or clone system call of the program's own, not by glibc's fork\(\): .*its allocations are not recorded" \
+        "^process [0-9]+ was made by a fork or clone system call of the program's own, not by glibc's fork\(\) .*its allocations are not recorded" \
         "$WORK/$how.warnings"
     expect_no_match "$how: its shim was stopped (no word of its events in the parent's)" "could not stop its shim" \
         "$WORK/$how.warnings"
