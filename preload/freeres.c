@@ -168,7 +168,7 @@ static bool maybe_in_signal_handler(void **restorer)
             continue;
         maybe = true;
         if (!(action.sa_flags & SA_RESTORER)) {
-            *restorer = NULL; /* a handler that returns elsewhere: the backtrace cannot tell */
+            *restorer = NULL; /* a handler that returns elsewhere: its stack cannot tell */
             return true;
         }
         if (*restorer && *restorer != (void *)action.sa_restorer) {

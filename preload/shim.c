@@ -473,11 +473,6 @@ static void stop_recording(void)
     __atomic_store_n(&record_state, RECORD_OFF, __ATOMIC_RELEASE);
 }
 
-/* The end of a recorded process image, in the thread that ends it (from
- * exit() or _exit): glibc's and libstdc++'s freeres, as memcheck runs them
- * (preload/freeres.c), then, without ptrace, the leak check the process
- * runs itself (preload/exit_check.c; with ptrace the tracer checks at the
- * exit_group stop, which comes after). */
 /* The top of the calling thread's stack (one past its last byte), 0 when
  * unknown: the main thread's ends where the kernel put argc
  * (__libc_stack_end), another's where glibc allocated it. */
@@ -498,11 +493,15 @@ static uintptr_t own_stack_top(void)
 }
 
 /* Whether [from, top) holds value as an aligned word: 1, 0, or -1 when
- * some of it cannot be read. Read through process_vm_readv, so a range
- * that is not mapped (a stack of the program's own making) fails instead
- * of faulting. */
+ * some of it cannot be read or it is larger than a stack (256 MiB). Read
+ * through process_vm_readv, so a range that is not mapped (a stack of the
+ * program's own making) fails instead of faulting. */
+#define STACK_SCAN_MAX ((uintptr_t)256 << 20)
+
 static int stack_holds_word(uintptr_t from, uintptr_t top, uintptr_t value)
 {
+    if (top - from > STACK_SCAN_MAX)
+        return -1; /* not the stack glibc says: a stack of the program's making */
     pid_t self = (pid_t)syscall(SYS_gettid); /* not getpid(): a main thread that called pthread_exit has no memory */
     uintptr_t words[512];
     for (uintptr_t at = from & ~(uintptr_t)7; at < top; at += sizeof words) {
@@ -540,6 +539,11 @@ static int in_signal_handler_by_stack(void *restorer, const void *stack_from)
     return verdict;
 }
 
+/* The end of a recorded process image, in the thread that ends it (from
+ * exit() or _exit): glibc's and libstdc++'s freeres, as memcheck runs them
+ * (preload/freeres.c), then, without ptrace, the leak check the process
+ * runs itself (preload/exit_check.c; with ptrace the tracer checks at the
+ * exit_group stop, which comes after). */
 static void end_of_image(void)
 {
     uint32_t other_threads;

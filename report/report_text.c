@@ -518,16 +518,6 @@ static void write_process_leaks(FILE *out, const struct report *report, const st
     write_loss_records(out, report, entry->process, leaks, OTHER_PROCESS_RECORDS, "  ");
 }
 
-static void write_warning_list(FILE *out, const char *indent, const char *const *warnings, size_t count)
-{
-    for (size_t i = 0; i < count; i++) {
-        fputs(indent, out);
-        fputs("warning: ", out);
-        text_put(out, warnings[i]);
-        fputc('\n', out);
-    }
-}
-
 /* The other processes' warnings, each text once with the pids it was
  * given for (a make that runs itself, a loop of one static program): at
  * most OTHER_WARNINGS texts and OTHER_WARNING_PIDS pids a text. */
@@ -609,6 +599,15 @@ static void write_other_processes(FILE *out, const struct report *report)
     write_other_warnings(out, report);
 }
 
+static void write_warning_list(FILE *out, const char *const *warnings, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        fputs("warning: ", out);
+        text_put(out, warnings[i]);
+        fputc('\n', out);
+    }
+}
+
 static void write_leaks(FILE *out, const struct report *report)
 {
     if (report->case_filter) {
@@ -632,7 +631,7 @@ void report_write_text(const struct report *report, FILE *out)
          * describe, and made-up ones would read as a real process. */
         fputs("No process was recorded: the trace holds no process image (it was cut short before the first\n"
               "one ended or was checkpointed).\n", out);
-        write_warning_list(out, "", report->model->warnings, report->model->warning_count);
+        write_warning_list(out, report->model->warnings, report->model->warning_count);
         return;
     }
     write_summary(out, report);
@@ -651,7 +650,7 @@ void report_write_text(const struct report *report, FILE *out)
               "list what was live.\n\n", out);
     write_cases(out, report);
     write_other_processes(out, report);
-    write_warning_list(out, "", report->model->warnings, report->model->warning_count);
+    write_warning_list(out, report->model->warnings, report->model->warning_count);
     if (report->primary)
-        write_warning_list(out, "", report->primary->warnings, report->primary->warning_count);
+        write_warning_list(out, report->primary->warnings, report->primary->warning_count);
 }

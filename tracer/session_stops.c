@@ -460,13 +460,13 @@ static void on_signal_stop(struct session *session, struct traced_thread *thread
     resume_thread(thread->tid, signal);
 }
 
+static int shares_memory(pid_t parent, pid_t child);
+
 /* Whether the fork child stopped at tid was made by glibc's fork, whose
  * clone sets CLONE_CHILD_SETTID: a fork or clone system call of the
  * program's own (syscall(SYS_clone, SIGCHLD, ...)) runs no fork handler,
  * and the child's shim would go on writing its parent's ring. The child's
  * registers are its parent's at the system call. */
-static int shares_memory(pid_t parent, pid_t child);
-
 static int made_by_glibc_fork(pid_t tid, pid_t parent)
 {
     if (parent > 0 && shares_memory(parent, tid))

@@ -430,6 +430,8 @@ struct shm_counters shm_consumer_counters(const struct shm_consumer *consumer)
     if (!consumer->base)
         return (struct shm_counters){0};
     const struct shm_header *header = consumer->base;
+    /* the outcome first (acquire): the shim stores its thread count before
+     * it, and an initializer list's order of evaluation is unspecified */
     uint32_t outcome = __atomic_load_n(&header->freeres_outcome, __ATOMIC_ACQUIRE);
     return (struct shm_counters){
         .stacks_dropped = __atomic_load_n(&header->stacks_dropped, __ATOMIC_RELAXED),
