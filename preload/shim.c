@@ -1850,6 +1850,34 @@ static void start_python(void)
     guard_end(thread);
 }
 
+/* ---- _Fork ------------------------------------------------------------------ */
+
+/* glibc's _Fork (2.34) is fork without the fork handlers: its child kept
+ * its parent's region and wrote its parent's ring slot (the tracer cannot
+ * tell it from fork's child: the clone flags are the same). The child
+ * starts its own region here, as fork's handler does; glibc's fork calls
+ * its internal _Fork, not this one, so that handler runs once. */
+SHIM_EXPORT pid_t _Fork(void)
+{
+    static pid_t (*next_fork)(void);
+    pid_t (*found)(void) = __atomic_load_n(&next_fork, __ATOMIC_ACQUIRE);
+    if (!found) {
+        struct shim_thread *thread = &this_thread;
+        guard_begin(thread); /* dlsym may allocate */
+        *(void **)&found = next_symbol("_Fork");
+        guard_end(thread);
+        if (!found) {
+            errno = ENOSYS;
+            return -1;
+        }
+        __atomic_store_n(&next_fork, found, __ATOMIC_RELEASE);
+    }
+    pid_t pid = found();
+    if (pid == 0)
+        fork_child();
+    return pid;
+}
+
 /* ---- _exit ------------------------------------------------------------------ */
 
 /* A program that leaves by _exit (or _Exit) skips exit()'s handlers: the

@@ -31,6 +31,17 @@ for how in clone fork clone3; do
         "$WORK/$how.warnings"
 done
 
+# glibc's _Fork(): fork's clone flags, no fork handlers. The shim wraps it,
+# and its child records on its own (a review found it hung the recording).
+record_and_report _Fork -- "$FIXTURES/raw_fork" _Fork
+expect_eq "_Fork: record exit" 0 "$REC_RC"
+expect_eq "_Fork: the parent's figures" "14 10 2196" \
+    "$(jget "$WORK/_Fork.json" '"%d %d %d" % (d["totals"]["allocations"], d["totals"]["frees"], d["totals"]["allocated_bytes"])')"
+expect_eq "_Fork: the child recorded on its own (its 100 blocks and its thread's)" yes \
+    "$(jget "$WORK/_Fork.json" '"yes" if [p for p in d["processes"] if p["pid"] != d["processes"][-1]["pid"] and p["totals"]["allocations"] >= 101] else "no"')"
+expect_eq "_Fork: no raw fork warning" 0 \
+    "$(jget "$WORK/_Fork.json" 'sum(1 for p in d["processes"] for w in p["warnings"] if "system call of the program" in w)')"
+
 # A raw child whose main thread leaves by pthread_exit: its thread's end
 # retired its parent's ring slot (the copy of its thread still named it),
 # and the parent's record read events that were not valid.
