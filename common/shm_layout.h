@@ -431,7 +431,8 @@ enum shm_freeres_outcome {
     SHM_FREERES_NOT_REACHED = 0,    /* no exit() or _exit() in this image (yet), or --no-freeres */
     SHM_FREERES_RAN = 1,
     SHM_FREERES_OTHER_THREADS = 2,  /* skipped: other threads still ran */
-    SHM_FREERES_SIGNAL_HANDLER = 3, /* skipped: perhaps inside a signal handler (a caught signal blocked) */
+    SHM_FREERES_SIGNAL_HANDLER = 3, /* skipped: a caught signal blocked, and the thread's stack holds a
+                                       handler's return address or could not be read */
     SHM_FREERES_THREADS_UNKNOWN = 4, /* skipped: /proc/self/task could not be read */
 };
 

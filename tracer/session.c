@@ -765,12 +765,9 @@ void process_end(struct session *session, struct traced_process *process)
                  "no leak check for process %d: it was gone before it could be stopped (killed by signal %d)",
                  (int)process->pid, process->exit_signal) < 0)
         process->leak_check_note = NULL;
-    if (process->shm.base)
-        python_frames_read_header(&process->python, process->shm.base); /* for count_python_image */
     if (process->shm.base && session->kept_rules)
         kept_rules_collect(session->kept_rules, process->shm.base);
     process->invalid_events = process->shm.invalid_events;
-    count_python_image(session, process);
     process->end_ns = session_now_ns();
     process->state = PROCESS_ENDED;
     if (process->warmup)
@@ -778,7 +775,8 @@ void process_end(struct session *session, struct traced_process *process)
     symbolizer_warmup_stop(process->warmup); /* the output below resolves what it has not */
     symbolizer_warmup_finish(process->warmup); /* what it read is the symbol store's now */
     process->warmup = NULL;
-    struct trace_image image = image_view(session, process);
+    struct trace_image image = image_view(session, process); /* reads the shim's Python header */
+    count_python_image(session, process);
     if (trace_output_process(session->writer, session->symbols, &image, &session->modules_written) < 0)
         report_write_failure(session);
     warn_preload_lost(session, &image);

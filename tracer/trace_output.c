@@ -773,9 +773,10 @@ int trace_image_shim_absent(const struct trace_image *image, char *message, size
 
 /* Whether the image left past exit() and the interposed _exit() (where the
  * shim runs freeres): an exit_group system call of its own, or glibc's
- * internal _exit (quick_exit, daemon's parent), where memcheck runs it. Only an image whose own region was found: a child
- * made by a raw clone system call never ran the shim's fork handler, and
- * its shim, still the parent's, neither runs freeres nor says so. */
+ * internal _exit (quick_exit, daemon's parent), where memcheck runs it.
+ * Only an image whose own region was found: without one (a child made
+ * past glibc's fork, whose shim is still its parent's) no outcome was
+ * written to tell. */
 static bool left_by_raw_exit_group(const struct trace_image *image)
 {
     uint32_t ended_otherwise = TRACE_PROC_SIGNALED | TRACE_PROC_EXECED | TRACE_PROC_LET_GO | TRACE_PROC_CHECKPOINT;
