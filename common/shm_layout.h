@@ -40,7 +40,7 @@
 #include <stdint.h>
 
 #define SHM_MAGIC 0x4d454d534c4f5045ull /* "MEMSLOPE" */
-#define SHM_VERSION 10u
+#define SHM_VERSION 11u
 #define SHM_MEMFD_NAME "memslope"
 
 /* Environment the tracer passes to the target. */
@@ -59,6 +59,10 @@
                                                     the tracer has it even if the process ends at once */
 #define SHM_ENV_PY_ITERATION "MEMSLOPE_PY_ITERATION" /* --iteration py:[MODULE:]QUALNAME: every call of that
                                                         Python function is an iteration marker */
+#define SHM_ENV_HOLD "MEMSLOPE_HOLD"             /* "1": with --sample-rate, a thread may keep its unsampled
+                                                    blocks in a set of its own (struct shm_held_bucket)
+                                                    while no case is open; the tracer reads the sets at
+                                                    every stop of the world */
 #define SHM_ENV_UNWIND_RULES "MEMSLOPE_UNWIND_RULES" /* the symbol cache's folder: the shim reads the unwind
                                                         rules kept there and reports those it looks up
                                                         (struct shm_unwind_module) */
@@ -140,6 +144,51 @@ struct shm_event {
  * one published late (its thread preempted between stamp and publish) is
  * exactly what the recorder's pending frees account for. */
 #define SHM_EVENT_STAMP_REPEATED 1u
+/* An allocation that was held in its thread's set (struct shm_held_bucket)
+ * and crosses later (pushed out of the set, or the thread ends): time_ns is
+ * its allocation's own stamp, older than the ring's events around it, and
+ * it was made while no case was open. On a free (size set): the thread held
+ * the block, and the tracer may have taken it from the set meanwhile; if
+ * the tracer has no such block, the pair counts as one that never crossed. */
+#define SHM_EVENT_HELD 2u
+
+/*
+ * The held set: with --sample-rate (and SHM_ENV_HOLD), each recording thread
+ * keeps the allocations it did not sample in a set of its own, in its own
+ * anonymous memory (SHM_HELD_BUCKETS buckets, the address in its slot's
+ * held_table), and a free that finds its block there, or in another
+ * thread's set, sends nothing: the pair is counted in the freeing thread's
+ * slot (held_pairs, held_pair_bytes). Only while no case is open
+ * (shm_header.case_state) and two or more threads record.
+ *
+ * A block is in the set while its address is in addr[way]; size and stamp
+ * are written before the address (release). The tracer takes blocks out
+ * only while the thread is stopped, bumping the slot's held_epoch first.
+ * The thread clears a way by its free (a plain store, then the epoch read
+ * again: changed, the free crosses flagged SHM_EVENT_HELD) or pushes a
+ * block out by a compare-and-swap (then it crosses flagged SHM_EVENT_HELD);
+ * another thread that frees the block takes it by compare-and-swap too (a
+ * stale copy left in its owner's set would make a later free of another
+ * block at that address, by the owner, look like its own pair).
+ * So a thread stopped at any instruction leaves a set the tracer can read,
+ * and a block is counted once. See docs/internals.md, "The held set".
+ */
+#define SHM_HELD_WAYS 3u
+#define SHM_HELD_BUCKET_BITS 12u
+#define SHM_HELD_BUCKETS (1u << SHM_HELD_BUCKET_BITS)
+/* Larger blocks always cross: what the set holds is invisible to the
+ * timeline and the peak between two drains of the tracer. */
+#define SHM_HELD_MAX_SIZE 65536u
+
+/* One cache line: a free or an insert touches one line of the set (with
+ * four ways and 64-bit sizes a bucket took two or three, and the set cost
+ * the program 10 ns more an event). */
+struct shm_held_bucket {
+    _Alignas(64) uint64_t addr[SHM_HELD_WAYS]; /* 0: empty */
+    uint64_t stamp[SHM_HELD_WAYS];              /* the allocation's time_ns */
+    uint32_t size[SHM_HELD_WAYS];               /* at most SHM_HELD_MAX_SIZE */
+    uint32_t pad;
+};
 
 enum shm_slot_state {
     SHM_SLOT_FREE = 0,    /* may be claimed by a thread (CAS FREE -> OWNED) */
@@ -155,11 +204,21 @@ struct shm_thread_slot {
     uint32_t state;                  /* enum shm_slot_state */
     uint32_t tid;
     uint32_t producer_waiting;       /* 1 while the producer sleeps on read_seq */
-    uint32_t pad0;
+    uint32_t held_epoch;             /* bumped by the tracer (thread stopped) before it takes the set */
+    /* Monotonic, never reset (a new owner carries on): pairs of the held set
+     * that never crossed (their bytes), the bytes that went into the set, and
+     * those that crossed out of it (pushed out, or at the thread's end). */
+    uint64_t held_pairs, held_pair_bytes;
+    uint64_t held_in_bytes, held_out_bytes;
     /* consumer side */
     _Alignas(64) uint64_t read_pos;  /* events consumed (release) */
     uint32_t read_seq;               /* futex word: bumped after every drain */
     uint32_t pad1;
+    /* The owner's held set (SHM_HELD_BUCKETS buckets) in its memory, 0:
+     * none. Here, not with the producer's fields: other threads read it at
+     * every free they cannot settle in their own set, and the producer's
+     * line changes at every event. */
+    uint64_t held_table;
     _Alignas(64) struct shm_event ring[SHM_RING_EVENTS];
 };
 
@@ -271,6 +330,13 @@ struct shm_header {
      * event while it is 1 (see the shim's event_stamp), written only when a
      * thread starts or stops recording: a cache line of its own. */
     _Alignas(64) uint32_t producers;
+    uint32_t held_sets_made;    /* held sets ever made in this image: at 0 a free looks in no set */
+    /* The marker API's cases, for the held set: (changes << 1) | open. A
+     * case opens (case begin, or an iteration outside a case) before its
+     * marker's stamp is read, and closes after its end marker is written;
+     * a thread holds a block only if it read the same even value before
+     * and after its stamp, so every held block was made outside any case. */
+    uint64_t case_state;
 };
 
 /*

@@ -55,6 +55,7 @@
 #include "exit_check.h"
 #include "fast_unwind.h"
 #include "freeres.h"
+#include "held_set.h"
 #include "owner_lock.h"
 #include "python_runtime.h"
 #include "ring_writer.h"
@@ -112,6 +113,7 @@ struct shim_thread {
     struct stack_tail stack_tail;        /* outer frames its next new stack may share (outermost captures only) */
     struct capture_cache *captures;      /* backtraces with Python frames (outermost captures only; lazily) */
     uint8_t captures_closed;             /* the thread is ending: make no new one */
+    struct held_set held;                /* unsampled blocks it holds back (held_set.h) */
     uint64_t last_stamp;                 /* see event_stamp */
     uint32_t stamps_to_reuse;
     sigset_t guard_saved_mask;           /* the signal mask to restore when the guard drops to 0 */
@@ -131,6 +133,7 @@ static uint32_t max_frames = SHM_DEFAULT_MAX_FRAMES;
 static uint64_t sample_rate;
 static uintptr_t shim_text_start, shim_text_end;
 static bool clock_is_tsc; /* events are stamped with the TSC (decided once, at start) */
+static bool hold_enabled; /* --sample-rate under ptrace: threads may hold unsampled blocks (held_set.h) */
 static pthread_key_t thread_exit_key;
 /* The shim's static TLS block, as an offset from the thread pointer (the
  * same in every thread); size 0 until the constructor found it. */
@@ -244,6 +247,7 @@ static inline bool real_ready(void)
 
 static void thread_exit_destructor(void *value);
 static void fork_child(void);
+static void cross_held_set(struct shim_thread *thread);
 static bool tracer_says_tsc(void);
 
 /* Tells the leak scan where the shim's TLS is (its caches hold addresses
@@ -383,6 +387,8 @@ static bool start_recording(void)
         frames = SHM_MAX_FRAMES_LIMIT;
     max_frames = (uint32_t)frames;
     sample_rate = shm_parse_u64(getenv(SHM_ENV_SAMPLE_RATE), 0);
+    const char *hold = getenv(SHM_ENV_HOLD);
+    hold_enabled = sample_rate && hold && hold[0] == '1' && !(no_ptrace && no_ptrace[0] == '1');
 
     find_own_text();
     unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
@@ -666,12 +672,34 @@ static void thread_exit_destructor(void *value)
      * its parent's slot, owned by another thread: not ours to retire. */
     if (producer->slot && __atomic_load_n(&producer->slot->tid, __ATOMIC_ACQUIRE) != (uint32_t)syscall(SYS_gettid))
         producer->slot = NULL;
+    /* What it holds crosses before the slot retires; what it allocates
+     * from here on (later destructors) crosses at once. */
+    this_thread.held.closed = 1;
+    if (producer->slot)
+        cross_held_set(&this_thread);
+    else
+        this_thread.held.buckets = NULL; /* its parent's: the tracer took its copy from the fork */
     ring_retire_slot(region, producer);
     /* later destructors' captures go without: a cache made now would
      * outlive the thread */
     capture_cache_destroy(this_thread.captures);
     this_thread.captures = NULL;
     this_thread.captures_closed = 1;
+}
+
+/* A fork child's copies of its parent's held sets, unmapped: the leak scan
+ * would take the addresses in them for pointers to the blocks. */
+static void unmap_parent_held_sets(struct shim_thread *thread)
+{
+    thread->held.buckets = NULL;
+    if (!region)
+        return;
+    const struct shm_header *header = region;
+    uint32_t slots = __atomic_load_n(&header->slots_high_water, __ATOMIC_RELAXED);
+    for (uint32_t i = 0; i < slots && i < SHM_MAX_THREADS; i++) {
+        struct held_set copy = {.buckets = (struct shm_held_bucket *)(uintptr_t)shm_slot(region, i)->held_table};
+        held_set_destroy(&copy);
+    }
 }
 
 /* Child of fork: the inherited mapping is the parent's region (MAP_SHARED,
@@ -681,6 +709,10 @@ static void fork_child(void)
 {
     struct shim_thread *thread = &this_thread;
     owner_lock_forked(); /* where the kernel does not wipe the locks' epoch */
+    /* The copies of the parent's held sets: the tracer took those blocks
+     * into the child's live table at the fork (a free that found one here
+     * would send nothing, and the block would stay live for ever). */
+    unmap_parent_held_sets(thread);
     if (__atomic_load_n(&record_state, __ATOMIC_ACQUIRE) != RECORD_ON)
         return;
     guard_begin(thread);
@@ -809,6 +841,108 @@ static inline void put_event(struct shim_thread *thread, struct stamp stamp, uin
     event->alloc_fn = alloc_fn;
     event->flags = stamp.flags;
     ring_commit(&thread->producer);
+}
+
+/* Adds to one of the slot's held counters in one instruction: a signal
+ * handler on the same thread that counts too cannot interleave with it,
+ * and the slot has one writer, so no lock. */
+static inline void slot_count(uint64_t *counter, uint64_t value)
+{
+#if defined(__x86_64__)
+    __asm__ volatile("addq %1, %0" : "+m"(*counter) : "r"(value));
+#else
+    __atomic_fetch_add(counter, value, __ATOMIC_RELAXED);
+#endif
+}
+
+/* A set belongs to its slot: a thread takes over the one its slot's last
+ * owner left (emptied at that thread's end), so that no set is unmapped
+ * while other threads may look in it (free_held_elsewhere). */
+static __attribute__((noinline, cold)) bool open_held_set(struct shim_thread *thread)
+{
+    struct shm_thread_slot *slot = thread->producer.slot;
+    if (thread->held.closed)
+        return false;
+    uint64_t left = __atomic_load_n(&slot->held_table, __ATOMIC_ACQUIRE);
+    if (left) {
+        thread->held.buckets = (struct shm_held_bucket *)(uintptr_t)left;
+        return true;
+    }
+    if (!held_set_create(&thread->held)) {
+        thread->held.closed = 1;
+        return false;
+    }
+    __atomic_store_n(&slot->held_table, (uint64_t)(uintptr_t)thread->held.buckets, __ATOMIC_RELEASE);
+    __atomic_fetch_add(&((struct shm_header *)region)->held_sets_made, 1, __ATOMIC_RELEASE);
+    return true;
+}
+
+/* A case opened while the block went in: the tracer's stop at its
+ * opening (memslope__case_opens) may have come before it, so it crosses
+ * now, as made before the case, unless that stop took it. */
+static __attribute__((noinline, cold)) void unhold_block(struct shim_thread *thread, void *pointer, size_t size,
+                                                        uint64_t stamp)
+{
+    uint64_t address = (uint64_t)(uintptr_t)pointer, held_size;
+    if (!held_set_take_shared(thread->held.buckets, address, &held_size))
+        return;
+    slot_count(&thread->producer.slot->held_out_bytes, size);
+    put_event(thread, (struct stamp){stamp, SHM_EVENT_HELD}, address, size, SHM_STACK_NONE, SHM_EV_ALLOC, 0);
+}
+
+/* Keeps an unsampled allocation in the thread's held set instead of
+ * sending it (held_set.h): with two or more recording threads (with one,
+ * the tracer has a processor of its own and the set only costs), outside
+ * any case, not from a handler that interrupted an insert. Returns false
+ * if the caller must send it. */
+static inline __attribute__((always_inline)) bool hold_block(struct shim_thread *thread, void *pointer, size_t size)
+{
+    const struct shm_header *header = region;
+    if (size > SHM_HELD_MAX_SIZE || thread->held.busy || thread->held.closed ||
+        __atomic_load_n(&header->producers, __ATOMIC_RELAXED) < 2)
+        return false;
+    if (UNLIKELY(!thread->held.buckets) && !open_held_set(thread))
+        return false;
+    uint64_t cases = __atomic_load_n(&header->case_state, __ATOMIC_ACQUIRE);
+    if (cases & 1)
+        return false;
+    struct stamp stamp = event_stamp(thread);
+    if (UNLIKELY(__atomic_load_n(&header->case_state, __ATOMIC_ACQUIRE) != cases))
+        return false; /* a case began around the stamp: the block may be the case's */
+    struct held_block out;
+    thread->held.busy++;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    held_set_insert(&thread->held, (uint64_t)(uintptr_t)pointer, size, stamp.time, &out);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    thread->held.busy--;
+    struct shm_thread_slot *slot = thread->producer.slot;
+    slot_count(&slot->held_in_bytes, size);
+    if (UNLIKELY(__atomic_load_n(&header->case_state, __ATOMIC_SEQ_CST) != cases))
+        unhold_block(thread, pointer, size, stamp.time);
+    if (out.address) {
+        slot_count(&slot->held_out_bytes, out.size);
+        put_event(thread, (struct stamp){out.stamp, SHM_EVENT_HELD}, out.address, out.size, SHM_STACK_NONE,
+                  SHM_EV_ALLOC, 0);
+    }
+    return true;
+}
+
+/* Sends whatever the thread still holds, flagged SHM_EVENT_HELD (its
+ * stamps are older than the ring's events around them), and lets go of
+ * the set: the thread is ending. */
+static void cross_held_set(struct shim_thread *thread)
+{
+    struct shm_thread_slot *slot = thread->producer.slot;
+    if (!thread->held.buckets)
+        return;
+    struct held_block block;
+    uint32_t cursor = 0;
+    while (held_set_take_next(&thread->held, &cursor, &block)) {
+        slot_count(&slot->held_out_bytes, block.size);
+        put_event(thread, (struct stamp){block.stamp, SHM_EVENT_HELD}, block.address, block.size, SHM_STACK_NONE,
+                  SHM_EV_ALLOC, 0);
+    }
+    thread->held.buckets = NULL; /* the set stays with the slot, empty */
 }
 
 /* Poisson sampling as tcmalloc does it: every byte is a sample point with
@@ -1064,6 +1198,67 @@ static inline __attribute__((always_inline)) uint32_t capture_stack(struct shim_
     return id;
 }
 
+/* Whether the free of pointer is one of the thread's held pairs (counted,
+ * nothing crosses); checked before the free's stamp is read, which it
+ * does not need. */
+/* A block another thread holds, freed here: taken out of that thread's
+ * set, the pair counted here. Every slot's set is looked in: the owner is
+ * not known. */
+static __attribute__((noinline)) bool free_held_elsewhere(struct shim_thread *thread, void *pointer)
+{
+    const struct shm_header *header = region;
+    struct shm_thread_slot *own = thread->producer.slot;
+    uint32_t slots = __atomic_load_n(&header->slots_high_water, __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0; i < slots && i < SHM_MAX_THREADS; i++) {
+        struct shm_thread_slot *slot = shm_slot(region, i);
+        uint64_t table = __atomic_load_n(&slot->held_table, __ATOMIC_ACQUIRE);
+        uint64_t size;
+        if (!table || slot == own ||
+            !held_set_take_shared((struct shm_held_bucket *)(uintptr_t)table, (uint64_t)(uintptr_t)pointer, &size))
+            continue;
+        slot_count(&own->held_pairs, 1);
+        slot_count(&own->held_pair_bytes, size);
+        return true;
+    }
+    return false;
+}
+
+static inline __attribute__((always_inline)) bool free_held(struct shim_thread *thread, void *pointer)
+{
+    if (LIKELY(!hold_enabled))
+        return false;
+    const struct shm_header *header = region;
+    uint32_t sets = __atomic_load_n(&header->held_sets_made, __ATOMIC_ACQUIRE);
+    if (LIKELY(sets == 0))
+        return false;
+    if (!thread->held.buckets)
+        return free_held_elsewhere(thread, pointer);
+    uint64_t size = 0;
+    struct shm_thread_slot *slot = thread->producer.slot;
+    enum held_take found = held_set_take(&thread->held, (uint64_t)(uintptr_t)pointer, &size, &slot->held_epoch);
+    if (LIKELY(found == HELD_PAIR)) {
+        slot_count(&slot->held_pairs, 1);
+        slot_count(&slot->held_pair_bytes, size);
+        return true;
+    }
+    if (found == HELD_NOT)
+        return sets > 1 && free_held_elsewhere(thread, pointer);
+    /* the tracer stopped the thread inside the take: it settles the pair */
+    slot_count(&slot->held_out_bytes, size);
+    struct stamp stamp = event_stamp(thread);
+    stamp.flags |= SHM_EVENT_HELD;
+    put_event(thread, stamp, (uint64_t)(uintptr_t)pointer, size, SHM_STACK_NONE, SHM_EV_FREE, 0);
+    return true;
+}
+
+/* A free the wrapper records before the real free (see shm_event). */
+static inline __attribute__((always_inline)) void record_free_before(struct shim_thread *thread, void *pointer)
+{
+    if (!ensure_slot(thread) || free_held(thread, pointer))
+        return;
+    put_event(thread, event_stamp(thread), (uint64_t)(uintptr_t)pointer, 0, SHM_STACK_NONE, SHM_EV_FREE, 0);
+}
+
 /* always_inline into each interposer, for the same reason as capture_stack:
  * the only shim frame left to unwind and drop is the interposer's own. */
 static inline __attribute__((always_inline)) void record_alloc(void *pointer, size_t size, enum shm_alloc_fn fn)
@@ -1072,6 +1267,8 @@ static inline __attribute__((always_inline)) void record_alloc(void *pointer, si
     if (!ensure_slot(thread))
         return;
     uint32_t stack_id = capture_stack(thread, size);
+    if (stack_id == SHM_STACK_NONE && hold_enabled && hold_block(thread, pointer, size))
+        return;
     struct stamp stamp = event_stamp(thread); /* after the real allocator returned */
     put_event(thread, stamp, (uint64_t)(uintptr_t)pointer, size, stack_id, SHM_EV_ALLOC, (uint8_t)fn);
 }
@@ -1082,9 +1279,38 @@ static inline __attribute__((always_inline)) void record_alloc(void *pointer, si
 static inline __attribute__((always_inline)) void record_free(void *pointer, struct stamp stamp)
 {
     struct shim_thread *thread = &this_thread;
-    if (!ensure_slot(thread))
+    if (!ensure_slot(thread) || free_held(thread, pointer))
         return;
     put_event(thread, stamp, (uint64_t)(uintptr_t)pointer, 0, SHM_STACK_NONE, SHM_EV_FREE, 0);
+}
+
+/* The marker API's cases as the held set sees them (shm_header.case_state):
+ * a case opens before its marker's stamp is read, and closes after its end
+ * marker is written. The full fence makes the change visible before the
+ * clock is read after it. */
+void memslope__case_opens(void);
+
+/* The tracer's breakpoint: a case opens while threads may hold blocks.
+ * It takes every set with the world stopped, so that none of the blocks
+ * held before the case is freed unseen inside it (hold_block checks the
+ * state again after an insert, for one the stop came too early for). */
+SHIM_EXPORT __attribute__((noinline)) void memslope__case_opens(void)
+{
+    __asm__ volatile("" ::: "memory");
+}
+
+static void change_case_state(bool open)
+{
+    struct shm_header *header = region;
+    uint64_t state = __atomic_load_n(&header->case_state, __ATOMIC_RELAXED);
+    if ((state & 1) == (uint64_t)open)
+        return;
+    __atomic_store_n(&header->case_state, (((state >> 1) + 1) << 1) | (uint64_t)open, __ATOMIC_SEQ_CST);
+    if (open && __atomic_load_n(&header->held_sets_made, __ATOMIC_ACQUIRE))
+        memslope__case_opens();
+#if defined(__x86_64__)
+    __asm__ volatile("lfence" ::: "memory"); /* the marker's TSC read comes after the store */
+#endif
 }
 
 static void record_marker(enum shm_event_kind kind, uint64_t addr, uint64_t size)
@@ -1092,9 +1318,13 @@ static void record_marker(enum shm_event_kind kind, uint64_t addr, uint64_t size
     struct shim_thread *thread = &this_thread;
     if (!should_record(thread) || !ensure_slot(thread))
         return;
+    if (kind != SHM_EV_CASE_END)
+        change_case_state(true); /* a case begins, or an iteration outside one opens one */
     /* Markers always read the clock, and the events after one repeat that
      * reading, not an older one: a thread's stamps never go backwards. */
     put_event(thread, fresh_stamp(thread), addr, size, SHM_STACK_NONE, (uint8_t)kind, 0);
+    if (kind == SHM_EV_CASE_END)
+        change_case_state(false);
 }
 
 /* ---- C++ operator new and delete ------------------------------------------- */
@@ -1392,7 +1622,7 @@ static inline __attribute__((always_inline)) void operator_delete(enum operator_
     void *next = next_operator(form);
     struct shim_thread *thread = &this_thread;
     if (pointer && should_record(thread) && !operator_nested_call(caller))
-        record_free(pointer, event_stamp(thread)); /* before the real delete: see shm_event */
+        record_free_before(thread, pointer); /* before the real delete: see shm_event */
     thread->guard++;
     call_operator_delete(form, next, pointer, size, alignment, nothrow);
     thread->guard--;
@@ -1417,7 +1647,7 @@ SHIM_EXPORT void free(void *pointer)
     if (UNLIKELY(!real_ready()))
         return; /* cannot happen: a non-bootstrap block came from `real` */
     if (should_record(&this_thread) && !operator_nested_call(__builtin_return_address(0)))
-        record_free(pointer, event_stamp(&this_thread)); /* before the real free: see shm_event */
+        record_free_before(&this_thread, pointer); /* before the real free: see shm_event */
     real.free(pointer);
 }
 
@@ -1771,7 +2001,7 @@ static void python_hook_free(void *ctx, void *pointer)
     struct python_domain *domain = ctx;
     struct shim_thread *thread = &this_thread;
     if (pointer && should_record(thread))
-        record_free(pointer, event_stamp(thread)); /* before the real free: see shm_event */
+        record_free_before(thread, pointer); /* before the real free: see shm_event */
     thread->guard++;
     domain->inner.free(domain->inner.ctx, pointer);
     thread->guard--;

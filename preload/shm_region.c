@@ -18,6 +18,8 @@
 
 _Static_assert(sizeof(struct shm_header) <= SHM_HEADER_SIZE, "header fits its page");
 _Static_assert(sizeof(struct shm_event) == 32, "event ABI is 32 bytes");
+_Static_assert(offsetof(struct shm_thread_slot, read_pos) == 64, "the producer's fields fill one cache line");
+_Static_assert(sizeof(struct shm_held_bucket) == 64, "a held set's bucket is one cache line");
 _Static_assert((SHM_RING_EVENTS & (SHM_RING_EVENTS - 1)) == 0, "ring size is a power of two");
 _Static_assert((SHM_STACK_INDEX_SLOTS & (SHM_STACK_INDEX_SLOTS - 1)) == 0, "index size is a power of two");
 _Static_assert(SHM_STACK_TABLE_ENTRIES <= SHM_STACK_INDEX_SLOTS / 4 * 3, "the index stays at most 3/4 full");

@@ -17,6 +17,7 @@ enum breakpoint_kind {
     BREAKPOINT_DLOPEN,    /* ld.so's _dl_debug_state: a library came or went */
     BREAKPOINT_CASE_END,  /* the shim's memslope_case_end: leak check at the case's end */
     BREAKPOINT_MARKER_ITERATION, /* the shim's memslope_iteration, for --leak-check iterations */
+    BREAKPOINT_CASE_OPENS, /* the shim's memslope__case_opens: take the held sets before a case */
 };
 
 struct breakpoint {

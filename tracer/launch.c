@@ -30,15 +30,27 @@ extern char **environ;
     (PTRACE_O_EXITKILL | PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC | PTRACE_O_TRACEEXIT | PTRACE_O_TRACEFORK | \
      PTRACE_O_TRACEVFORK)
 
+/* Whether the target's threads may hold their unsampled blocks back
+ * (preload/held_set.h): with --sample-rate, unless iterations are marked
+ * by the tracer or the interpreter (the shim cannot tell when those open a
+ * case). MEMSLOPE_HOLD=0 in memslope's own environment turns it off, to
+ * measure what it buys. */
+static int holding_wanted(const struct record_options *options)
+{
+    const char *hold = getenv(SHM_ENV_HOLD);
+    return options->sample_rate && !options->iteration_symbol && !options->python_iteration &&
+           !(hold && strcmp(hold, "0") == 0);
+}
+
 /* The target's environment is environ (less LD_PRELOAD and MEMSLOPE_*)
  * plus the shim's settings, added in two steps into one array: the tracer
  * adds up to TRACER_SETTINGS before the fork (no-follow, no-freeres, the
- * clock, LD_PRELOAD, the tracer's pid, the frame limit, the sample rate,
+ * clock, holding, LD_PRELOAD, the tracer's pid, the frame limit, the sample rate,
  * the Python iteration, the unwind rules' folder), the child up to
  * CHILD_SETTINGS after it (the socket,
  * and without ptrace: no-ptrace, no-follow, its own pid), since only the
  * child knows them; the array is sized for both and the final NULL. */
-#define TRACER_SETTINGS 9
+#define TRACER_SETTINGS 10
 #define CHILD_SETTINGS 4
 /* The settings the tracer formats (LD_PRELOAD, the tracer's pid, the frame
  * limit, the sample rate, the Python iteration, the unwind rules' folder):
@@ -113,6 +125,8 @@ static int target_environment(const struct session *session, const char *shim_pa
         env[n++] = SHM_ENV_NO_FREERES "=1";
     if (session->clock_is_tsc)
         env[n++] = SHM_ENV_CLOCK "=tsc";
+    if (session->holding)
+        env[n++] = SHM_ENV_HOLD "=1";
     char **owned = launch->owned;
     if (previous_preload && *previous_preload)
         owned[0] = setting("LD_PRELOAD=%s:%s", shim_path, previous_preload);
@@ -228,6 +242,7 @@ static int start_child(struct session *session, const char *shim_path, struct la
     if (session->options.verbose)
         fprintf(stderr, "memslope: events stamped with %s%s\n", session->clock_is_tsc ? "the TSC" : "CLOCK_MONOTONIC",
                 clock == EVENT_CLOCK_AUTO ? "" : " (--clock)");
+    session->holding = holding_wanted(&session->options);
     if (target_environment(session, shim_path, launch) < 0 || pipe2(launch->go, O_CLOEXEC) < 0 ||
         pipe2(launch->error, O_CLOEXEC) < 0 ||
         socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, launch->sockets) < 0) {

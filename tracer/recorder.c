@@ -135,7 +135,7 @@ static void timeline_append(struct recorder *recorder, uint64_t time_ns)
         return;
     }
     recorder->timeline[recorder->timeline_count++] =
-        (struct trace_timeline_point){time_ns, recorder->live_bytes, recorder->live_blocks};
+        (struct trace_timeline_point){time_ns, recorder->live_bytes + recorder->held_bytes, recorder->live_blocks};
     recorder->next_sample_ns = time_ns - time_ns % recorder->interval_ns + recorder->interval_ns;
 }
 
@@ -300,6 +300,49 @@ static int cancels_pending_free(struct recorder *recorder, struct recorder_site 
     return 1;
 }
 
+/* The peak counts the blocks the threads hold (as of the last drain:
+ * recorder_set_held_bytes) with those in the live table. */
+static inline void check_peak(struct recorder *recorder, uint64_t time_ns)
+{
+    if (recorder->live_bytes + recorder->held_bytes > recorder->peak_bytes) {
+        recorder->peak_bytes = recorder->live_bytes + recorder->held_bytes;
+        recorder->peak_blocks = recorder->live_blocks;
+        recorder->peak_time_ns = time_ns;
+        recorder->peak_epoch++;
+    }
+}
+
+/* allocated: 1 for this image's allocation, 0 for a block a fork child
+ * inherits (its counters start from 0). */
+static inline void add_live_block(struct recorder *recorder, struct recorder_site *site, uint64_t time_ns,
+                                  uint64_t address, uint64_t size, uint32_t case_id, uint32_t iteration,
+                                  int allocated)
+{
+    struct live_block block = {
+        .address = address,
+        .size = size,
+        .site = (uint32_t)(site - recorder->sites),
+        .iteration = iteration,
+        .case_id = case_id,
+    };
+    if (live_table_insert(&recorder->live, &block, &site->live_context) < 0) {
+        recorder->out_of_memory = 1;
+        return;
+    }
+    site_remember_peak(recorder, site);
+    double weight = block_weight(recorder, site, size);
+    case_count(recorder, site, case_id, size, weight, allocated, 0);
+    site_count(recorder, site, size, weight, allocated, 1);
+    touch(recorder, site);
+
+    recorder->allocations += (uint64_t)allocated;
+    recorder->allocated_bytes += allocated ? size : 0;
+    recorder->live_bytes += size;
+    recorder->live_blocks++;
+    check_peak(recorder, time_ns);
+    sample_timeline(recorder, time_ns);
+}
+
 void recorder_alloc(struct recorder *recorder, uint64_t time_ns, uint64_t address, uint64_t size,
                     uint32_t stack_id, recorder_stack_lookup lookup, void *context)
 {
@@ -310,33 +353,21 @@ void recorder_alloc(struct recorder *recorder, uint64_t time_ns, uint64_t addres
     }
     if (UNLIKELY_PENDING(recorder) && cancels_pending_free(recorder, site, time_ns, address, size))
         return;
-    struct live_block block = {
-        .address = address,
-        .size = size,
-        .site = (uint32_t)(site - recorder->sites),
-        .iteration = (uint32_t)recorder->iteration,
-        .case_id = recorder->open_case,
-    };
-    if (live_table_insert(&recorder->live, &block, &site->live_context) < 0) {
-        recorder->out_of_memory = 1;
-        return;
-    }
-    site_remember_peak(recorder, site);
-    double weight = block_weight(recorder, site, size);
-    case_count(recorder, site, recorder->open_case, size, weight, 1, 0);
-    site_count(recorder, site, size, weight, 1, 1);
-    touch(recorder, site);
+    add_live_block(recorder, site, time_ns, address, size, recorder->open_case, (uint32_t)recorder->iteration, 1);
+}
 
-    recorder->allocations++;
-    recorder->allocated_bytes += size;
-    recorder->live_bytes += size;
-    recorder->live_blocks++;
-    if (recorder->live_bytes > recorder->peak_bytes) {
-        recorder->peak_bytes = recorder->live_bytes;
-        recorder->peak_blocks = recorder->live_blocks;
-        recorder->peak_time_ns = time_ns;
-        recorder->peak_epoch++;
-    }
+
+/* The figures of a block just taken out of the live table by its free. */
+static void free_removed_block(struct recorder *recorder, uint64_t time_ns, const struct live_block *block)
+{
+    struct recorder_site *site = &recorder->sites[block->site];
+    site_remember_peak(recorder, site);
+    double weight = block_weight(recorder, site, block->size);
+    case_count(recorder, site, block->case_id, block->size, weight, 0, 1);
+    site_count(recorder, site, block->size, weight, 0, -1);
+    touch(recorder, site);
+    recorder->live_bytes -= block->size;
+    recorder->live_blocks--;
     sample_timeline(recorder, time_ns);
 }
 
@@ -358,15 +389,84 @@ void recorder_free_block(struct recorder *recorder, uint64_t time_ns, uint64_t a
         }
         return;
     }
-    struct recorder_site *site = &recorder->sites[block.site];
-    site_remember_peak(recorder, site);
-    double weight = block_weight(recorder, site, block.size);
-    case_count(recorder, site, block.case_id, block.size, weight, 0, 1);
-    site_count(recorder, site, block.size, weight, 0, -1);
-    touch(recorder, site);
-    recorder->live_bytes -= block.size;
-    recorder->live_blocks--;
-    sample_timeline(recorder, time_ns);
+    free_removed_block(recorder, time_ns, &block);
+}
+
+/* Whether a free the recorder holds (from any ring: the block was in its
+ * thread's set, so its own thread's later events say nothing of it) came
+ * after the held block's allocation: then the two cancel out. */
+static int cancels_pending_free_of_held(struct recorder *recorder, const struct recorder *pending_in,
+                                        struct recorder_site *site, uint64_t time_ns, uint64_t address,
+                                        uint64_t size)
+{
+    struct pending_free *pending;
+    HASH_FIND(hh, pending_in->pending_frees, &address, sizeof address, pending);
+    if (!pending || pending->time_ns < time_ns)
+        return 0;
+    /* the same thread freed an unknown block and got the address back at
+     * once: a repeated stamp, and the held block is the new one */
+    if (pending_in == recorder && pending->source == recorder->source && pending->time_ns == time_ns)
+        return 0;
+    if (pending_in != recorder)
+        return 1; /* freed in the parent before the fork: not the child's, nor in its heap */
+    HASH_DEL(recorder->pending_frees, pending);
+    free(pending);
+    recorder->unmatched_frees--;
+    site_count(recorder, site, size, 0, 1, 0);
+    recorder->allocations++;
+    recorder->allocated_bytes += size;
+    return 1;
+}
+
+void recorder_held_alloc(struct recorder *recorder, uint64_t time_ns, uint64_t address, uint64_t size,
+                         const struct recorder *pending_in)
+{
+    struct recorder_site *site = site_for_stack(recorder, RECORDER_UNSAMPLED, NULL, NULL);
+    if (!site) {
+        recorder->out_of_memory = 1;
+        return;
+    }
+    if (!pending_in)
+        pending_in = recorder; /* else a fork child inherits the block: not its allocation */
+    if (pending_in->pending_frees &&
+        cancels_pending_free_of_held(recorder, pending_in, site, time_ns, address, size))
+        return;
+    /* its stamp is older than events applied before it: the timeline and
+     * the peak take it now */
+    uint64_t now = time_ns > recorder->last_time_ns ? time_ns : recorder->last_time_ns;
+    add_live_block(recorder, site, now, address, size, TRACE_NONE, 0, pending_in == recorder);
+}
+
+void recorder_held_free(struct recorder *recorder, uint64_t time_ns, uint64_t address, uint64_t size)
+{
+    struct live_block block;
+    if (!live_table_remove(&recorder->live, address, &block)) {
+        recorder_held_pairs(recorder, 1, size);
+        return;
+    }
+    recorder->frees++;
+    free_removed_block(recorder, time_ns, &block);
+}
+
+void recorder_held_pairs(struct recorder *recorder, uint64_t pairs, uint64_t bytes)
+{
+    struct recorder_site *site = site_for_stack(recorder, RECORDER_UNSAMPLED, NULL, NULL);
+    if (!site) {
+        recorder->out_of_memory = 1;
+        return;
+    }
+    site->allocations += pairs;
+    site->allocated_bytes += bytes;
+    site->frees += pairs;
+    recorder->allocations += pairs;
+    recorder->frees += pairs;
+    recorder->allocated_bytes += bytes;
+}
+
+void recorder_set_held_bytes(struct recorder *recorder, uint64_t bytes, uint64_t time_ns)
+{
+    recorder->held_bytes = bytes;
+    check_peak(recorder, time_ns);
 }
 
 /* Whether a site's live figures differ from what the last snapshot
@@ -476,6 +576,8 @@ void recorder_snapshot(struct recorder *recorder, uint32_t kind, uint64_t time_n
         .case_id = recorder->open_case,
         .iteration = recorder->iteration,
         .time_ns = time_ns,
+        /* not held_bytes: a snapshot's figures are exact, and within a
+         * case nothing is held (held_sets.h) */
         .live_bytes = recorder->live_bytes,
         .live_blocks = recorder->live_blocks,
     };

@@ -105,6 +105,11 @@ struct recorder {
 
     uint64_t allocations, frees, allocated_bytes, unmatched_frees;
     uint64_t live_bytes, live_blocks;
+    /* With --sample-rate: the bytes the image's threads hold in their sets
+     * (preload/held_set.h), as of the tracer's last look at their slots;
+     * counted in the peak and the timeline, not in live_bytes or in
+     * snapshots. */
+    uint64_t held_bytes;
     uint64_t peak_bytes, peak_blocks, peak_time_ns, peak_epoch;
 
     uint64_t interval_ns, next_sample_ns;
@@ -181,6 +186,27 @@ static inline int recorder_site_shown(const struct recorder_site *site)
 void recorder_alloc(struct recorder *recorder, uint64_t time_ns, uint64_t address, uint64_t size,
                     uint32_t stack_id, recorder_stack_lookup lookup, void *context);
 void recorder_free_block(struct recorder *recorder, uint64_t time_ns, uint64_t address);
+
+/* A block a thread held in its set (preload/held_set.h), made outside any
+ * case: it crossed late (flagged SHM_EVENT_HELD) or the tracer took it
+ * from the set at a stop of the world. A free of it from another thread
+ * may have come first: a pending free in pending_in (NULL: this recorder;
+ * a fork child's parent for the sets it copied) that is not older cancels
+ * it. */
+void recorder_held_alloc(struct recorder *recorder, uint64_t time_ns, uint64_t address, uint64_t size,
+                         const struct recorder *pending_in);
+
+/* The free of a block its thread held, stopped by the tracer in the middle
+ * of it: if a stop took the block into the live table, an ordinary free;
+ * if not, a pair that never crossed. */
+void recorder_held_free(struct recorder *recorder, uint64_t time_ns, uint64_t address, uint64_t size);
+
+/* Allocations a thread held and freed itself, never crossed: counted in
+ * the totals and the unsampled site's. */
+void recorder_held_pairs(struct recorder *recorder, uint64_t pairs, uint64_t bytes);
+
+/* The bytes the threads hold now (see held_bytes). */
+void recorder_set_held_bytes(struct recorder *recorder, uint64_t bytes, uint64_t time_ns);
 /* An allocation or free at address is coming: start loading what it touches. */
 static inline void recorder_prefetch(const struct recorder *recorder, uint64_t address)
 {

@@ -663,6 +663,10 @@ void process_final_snapshot(struct session *session, struct traced_process *proc
         return;
     process->final_snapshot_taken = 1;
     process_drain_all(session, process);
+    /* At an exit every other thread has ended or is killed, never to run
+     * the program's code again: their sets can be read and cleared. */
+    if (kind == TRACE_SNAP_EXIT && stopped_tid > 0)
+        take_held_blocks(process, NULL, 0);
     process_refresh_maps(process);
     recorder_case_end(&process->recorder, session_now_ns());
     recorder_snapshot(&process->recorder, kind, session_now_ns());

@@ -63,6 +63,7 @@ struct traced_process {
      * shim's fork handler never runs in it: it is told to stop recording
      * through what its parent's region said, stop_recording_*). */
     int start_checked, raw_fork_child;
+    int held_unreadable; /* its threads' held sets could not be read: said once */
     pid_t fork_parent_pid;
     uint64_t stop_recording_address;
     uint32_t stop_recording_value;
@@ -129,6 +130,7 @@ struct session {
     int fatal;                 /* a usage error found while running (exit status); the target is killed */
     int no_ptrace;             /* ptrace was refused: session_run records without it */
     int clock_is_tsc;          /* events stamped with the TSC (--clock; tsc_check.h) */
+    int holding;               /* the target's threads may hold unsampled blocks (held_sets.h) */
     int region_socket;         /* no-ptrace mode: the shims send their regions' memfds here (-1: none) */
     int iteration_symbol_found;
     /* images that ran CPython, those whose frames were read, and the
@@ -276,6 +278,9 @@ int start_case_check(const struct session *session, struct traced_process *proce
 #define READY_DRAINED_MAX (SHM_RING_EVENTS / 4)
 void get_ready_for_leak_check(struct session *session, struct traced_process *process, size_t drained);
 void add_leak_check_note(struct traced_process *process, const char *why);
+/* Takes the blocks the process's stopped threads (tids; NULL: every one)
+ * hold in their sets into its recorder (held_sets.h). */
+void take_held_blocks(struct traced_process *process, const pid_t *tids, size_t count);
 void note_late_threads(struct traced_process *process, size_t late, const char *check);
 void process_leak_check(struct session *session, struct traced_process *process, pid_t stopped_tid, uint32_t kind);
 

@@ -23,7 +23,8 @@
  * looked up then. */
 void process_watch_entry(struct session *session, struct traced_process *process)
 {
-    if (!session->options.iteration_symbol && session->options.leak_check == TRACE_LEAK_CHECK_OFF)
+    if (!session->options.iteration_symbol && session->options.leak_check == TRACE_LEAK_CHECK_OFF &&
+        !session->holding)
         return;
     uint64_t entry = 0;
     if (process_auxv_value(process->pid, AT_ENTRY, &entry) == 0 && entry)
@@ -98,9 +99,23 @@ static void resolve_iteration_symbol(struct session *session, struct traced_proc
 /* Breakpoints on the shim's markers, where a leak check must see the heap
  * as it is at that moment: case end (the default), and every kept
  * iteration with --leak-check iterations. */
+/* Plants a breakpoint of kind on the shim's function name; whether it was
+ * found. */
+static int plant_on_shim(struct traced_process *process, pid_t tid, const char *path, uint64_t bias,
+                         const char *name, uint8_t kind)
+{
+    struct elf_symbol_match *matches;
+    int count = elf_find_functions(path, name, &matches);
+    if (count <= 0)
+        return 0;
+    breakpoint_plant(tid, &process->breakpoints, matches[0].value + bias, kind);
+    elf_symbol_matches_free(matches, count);
+    return 1;
+}
+
 static void watch_markers(struct session *session, struct traced_process *process, pid_t tid)
 {
-    if (session->options.leak_check == TRACE_LEAK_CHECK_OFF)
+    if (session->options.leak_check == TRACE_LEAK_CHECK_OFF && !session->holding)
         return;
     process_refresh_maps(process);
     for (size_t i = 0; i < process->maps.count; i++) {
@@ -110,17 +125,12 @@ static void watch_markers(struct session *session, struct traced_process *proces
         uint64_t bias;
         if (elf_load_bias(&process->maps, path, &bias) < 0)
             return;
-        struct elf_symbol_match *matches;
-        int count = elf_find_functions(path, "memslope_case_end", &matches);
-        if (count > 0)
-            breakpoint_plant(tid, &process->breakpoints, matches[0].value + bias, BREAKPOINT_CASE_END);
-        if (count > 0)
-            elf_symbol_matches_free(matches, count);
-        if (session->options.leak_check == TRACE_LEAK_CHECK_ITERATIONS &&
-            (count = elf_find_functions(path, "memslope_iteration", &matches)) > 0) {
-            breakpoint_plant(tid, &process->breakpoints, matches[0].value + bias, BREAKPOINT_MARKER_ITERATION);
-            elf_symbol_matches_free(matches, count);
-        }
+        if (session->options.leak_check != TRACE_LEAK_CHECK_OFF)
+            plant_on_shim(process, tid, path, bias, "memslope_case_end", BREAKPOINT_CASE_END);
+        if (session->options.leak_check == TRACE_LEAK_CHECK_ITERATIONS)
+            plant_on_shim(process, tid, path, bias, "memslope_iteration", BREAKPOINT_MARKER_ITERATION);
+        if (session->holding)
+            plant_on_shim(process, tid, path, bias, "memslope__case_opens", BREAKPOINT_CASE_OPENS);
         return;
     }
 }
@@ -286,6 +296,9 @@ static void case_leak_check(struct session *session, struct traced_process *proc
         struct dead_state dead;
         hide_dead_state(tids[0], &dead);
         uint64_t start = session_now_ns();
+        /* The blocks threads hold are older than the case, but the scan
+         * must see them: they may point to the case's. */
+        take_held_blocks(process, tids, count);
         rc = start_case_check(session, process, tids, count, when, err, sizeof err);
         if (rc == 1)
             rc = run_leak_check(process, tids, count, when, NULL, 0, 0, &results, err, sizeof err);
@@ -327,6 +340,13 @@ static int act_on_breakpoint(struct session *session, struct traced_process *pro
         return 1;
     case BREAKPOINT_DLOPEN:
         resolve_iteration_symbol(session, process, tid);
+        return 1;
+    case BREAKPOINT_CASE_OPENS:
+        /* Blocks held before the case must not be freed unseen inside it:
+         * its figures come from the live table. */
+        process_drain_at_marker(session, process);
+        if (stopped)
+            take_held_blocks(process, tids, stopped);
         return 1;
     case BREAKPOINT_ITERATION:
         process_drain_at_marker(session, process);

@@ -6,6 +6,8 @@
  */
 #include "session_internal.h"
 
+#include "held_sets.h"
+
 #include <errno.h>
 #include <sched.h>
 #include <signal.h>
@@ -86,6 +88,9 @@ static struct traced_process *fork_child_create(struct session *session, struct 
         process->vfork_child = 1;
     else if (recorder_init_fork_child(&process->recorder, &parent->recorder) < 0)
         process->recorder.out_of_memory = 1;
+    else if (held_sets_inherit(&parent->shm, &parent->recorder, &process->recorder, child) < 0)
+        add_leak_check_note(process, "the blocks its parent's threads held at the fork could not be read: "
+                                     "its figures may miss them");
     process->recorder.snapshots_limit = parent->recorder.snapshots_limit;
     process->previous_image_inode = parent->shm.inode;
     process->fork_parent_pid = parent->pid;
@@ -303,6 +308,20 @@ static void mark_let_go(struct session *session, struct traced_process *process,
     session->let_go_waited += leader_kept;
 }
 
+/* The blocks the stopped threads hold end the record live, as they are. */
+static void take_held_of_stopped(struct session *session, struct traced_process *process,
+                                 const struct letting_go *going)
+{
+    pid_t *tids = calloc(going->stopped_count + 1, sizeof *tids);
+    if (!tids)
+        return;
+    for (size_t i = 0; i < going->stopped_count; i++)
+        tids[i] = going->stopped[i].tid;
+    process_drain_all(session, process);
+    take_held_blocks(process, tids, going->stopped_count);
+    free(tids);
+}
+
 /* Every thread stopped, the image's record ended with all it wrote until
  * then, the breakpoints taken out of the memory the threads share (not
  * after an exec: that memory is the new image's), then each detached: none
@@ -330,6 +349,8 @@ static void let_go_of_running_process(struct session *session, struct traced_pro
         breakpoint_remove_all(going.stopped[0].tid, &process->breakpoints);
     if (!going.exited)
         mark_let_go(session, process, leader_kept);
+    if (!exec_seen)
+        take_held_of_stopped(session, process, &going);
     process_end(session, process); /* drains what its stopped threads wrote */
     for (size_t i = 0; i < going.stopped_count; i++)
         ptrace(PTRACE_DETACH, going.stopped[i].tid, 0, (void *)(long)going.stopped[i].signal);
@@ -432,6 +453,9 @@ static void on_exit_stop(struct session *session, struct traced_thread *thread)
     }
     if (!process)
         return;
+    /* A thread that left without its pthread destructors (a raw exit
+     * system call) still holds its set: its blocks are still live. */
+    take_held_blocks(process, &thread->tid, 1);
     /* The image ends: the last thread reaches its exit stop, or the first
      * thread of an exit_group does (the kernel has queued SIGKILL for the
      * others). The check runs then, with every other thread stopped where

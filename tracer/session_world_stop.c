@@ -16,6 +16,7 @@
 
 #include "../common/units.h"
 #include "../leakscan/leakscan.h"
+#include "held_sets.h"
 
 /* ---- stopping the world for a leak check ------------------------------- */
 
@@ -291,6 +292,21 @@ int start_case_check(const struct session *session, struct traced_process *proce
     return rc;
 }
 
+void take_held_blocks(struct traced_process *process, const pid_t *tids, size_t count)
+{
+    if (!process->shm.base || !process->recorder.sample_rate || process->held_unreadable)
+        return;
+    if (held_sets_take(&process->shm, &process->recorder, process->pid, tids, count) >= 0)
+        return;
+    char why[256];
+    snprintf(why, sizeof why,
+             "the blocks the threads of process %d held back could not be read or cleared (%s): its leak "
+             "checks and live figures may miss them; record with MEMSLOPE_HOLD=0 to have every block sent",
+             (int)process->pid, strerror(errno));
+    process->held_unreadable = 1;
+    add_leak_check_note(process, why);
+}
+
 /* Adds why a leak check did not run to the process's note (said on stderr
  * now, and kept in the trace as a warning). */
 void add_leak_check_note(struct traced_process *process, const char *why)
@@ -339,6 +355,8 @@ void process_leak_check(struct session *session, struct traced_process *process,
     char err[512];
     struct leak_results results;
     uint64_t room = copy_room(session, process, check_copy_limit(session)); /* its case checks are in */
+    if (!world.late)
+        take_held_blocks(process, world.tids, world.stopped); /* a fatal signal's: the exit's are taken */
     if (world.late)
         note_late_threads(process, world.late, "end-of-process");
     else if (run_leak_check(process, world.tids, world.stopped, kind, process->cases_checked,

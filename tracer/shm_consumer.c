@@ -201,10 +201,17 @@ static void apply_event(struct shm_consumer *consumer, struct recorder *recorder
             consumer->invalid_events++;
             break;
         }
+        if (__builtin_expect(event->flags & SHM_EVENT_HELD, 0)) {
+            recorder_held_alloc(recorder, time_ns, event->addr, event->size, NULL);
+            break;
+        }
         recorder_alloc(recorder, time_ns, event->addr, event->size, event->stack_id, lookup_stack, consumer);
         break;
     case SHM_EV_FREE:
-        recorder_free_block(recorder, time_ns, event->addr);
+        if (__builtin_expect(event->flags & SHM_EVENT_HELD, 0))
+            recorder_held_free(recorder, time_ns, event->addr, event->size);
+        else
+            recorder_free_block(recorder, time_ns, event->addr);
         break;
     case SHM_EV_CASE_BEGIN:
         if (event->addr < SHM_NAME_POOL_BYTES && event->size <= SHM_NAME_POOL_BYTES - event->addr)
@@ -370,6 +377,54 @@ static size_t merge_cursors(struct shm_consumer *consumer, struct recorder *reco
     }
 }
 
+uint64_t shm_consumer_event_time(const struct shm_consumer *consumer, uint64_t raw)
+{
+    const struct shm_header *header = consumer->base;
+    return event_time_ns(consumer, __atomic_load_n(&header->clock_source, __ATOMIC_RELAXED) == SHM_CLOCK_TSC, raw);
+}
+
+struct shm_held_seen *shm_consumer_held_seen(struct shm_consumer *consumer, uint32_t index)
+{
+    if (index >= SHM_MAX_THREADS)
+        return NULL;
+    if (!consumer->held_seen && !(consumer->held_seen = calloc(SHM_MAX_THREADS, sizeof *consumer->held_seen)))
+        return NULL;
+    return &consumer->held_seen[index];
+}
+
+/* Counts the pairs each thread's held set took care of since the last
+ * look, and the bytes the sets hold now (common/shm_layout.h, "The held
+ * set"). Every slot below the high-water mark: a slot freed since keeps
+ * its counters, and a thread that only freed held blocks sent no event. */
+static void account_held(struct shm_consumer *consumer, struct recorder *recorder, uint64_t now)
+{
+    /* summed over every slot: a block held in one set may be freed by
+     * another thread, whose slot counts the pair */
+    uint64_t in_bytes = 0, gone_bytes = 0;
+    for (uint32_t i = 0; i < consumer->seen_high_water; i++) {
+        const struct shm_thread_slot *slot = shm_slot(consumer->base, i);
+        uint64_t pairs = __atomic_load_n(&slot->held_pairs, __ATOMIC_RELAXED);
+        uint64_t in = __atomic_load_n(&slot->held_in_bytes, __ATOMIC_RELAXED);
+        if (!pairs && !in)
+            continue;
+        struct shm_held_seen *seen = shm_consumer_held_seen(consumer, i);
+        if (!seen)
+            return;
+        uint64_t pair_bytes = __atomic_load_n(&slot->held_pair_bytes, __ATOMIC_RELAXED);
+        uint64_t out = __atomic_load_n(&slot->held_out_bytes, __ATOMIC_RELAXED);
+        if (pairs > seen->pairs) { /* the target's memory is not trusted: never backwards */
+            recorder_held_pairs(recorder, pairs - seen->pairs, pair_bytes - seen->pair_bytes);
+            seen->pairs = pairs;
+            seen->pair_bytes = pair_bytes;
+        }
+        in_bytes += in;
+        gone_bytes += out + pair_bytes + seen->taken_bytes;
+    }
+    uint64_t held = in_bytes > gone_bytes ? in_bytes - gone_bytes : 0;
+    if (held != recorder->held_bytes)
+        recorder_set_held_bytes(recorder, held, now);
+}
+
 size_t shm_consumer_drain(struct shm_consumer *consumer, struct recorder *recorder, int full)
 {
     if (!consumer->base)
@@ -407,6 +462,7 @@ size_t shm_consumer_drain(struct shm_consumer *consumer, struct recorder *record
             recorder_prefetch(recorder, ring_event(slot, p)->addr);
     }
     size_t consumed = merge_cursors(consumer, recorder, cursors, count, tsc);
+    account_held(consumer, recorder, now);
     for (size_t i = 0; i < count; i++) {
         if (clock_now > consumer->slot_floors[cursors[i].index])
             consumer->slot_floors[cursors[i].index] = clock_now;
@@ -486,6 +542,7 @@ void shm_consumer_detach(struct shm_consumer *consumer)
     if (consumer->base)
         munmap(consumer->base, consumer->size);
     free(consumer->active_slots);
+    free(consumer->held_seen);
     free(consumer->slot_floors);
     shm_consumer_init(consumer);
 }

@@ -43,6 +43,14 @@ struct shm_consumer {
     uint64_t unclaimed_floor;  /* the floor of slots at or past seen_high_water */
     uint32_t seen_high_water;  /* slots_high_water at the last look at every slot */
     uint32_t seen_producers;   /* producers then: a change means new rings to look at */
+    /* Per slot, what the tracer has counted of its held set (common/
+     * shm_layout.h, "The held set"); NULL until a slot has one. */
+    struct shm_held_seen *held_seen;
+};
+
+struct shm_held_seen {
+    uint64_t pairs, pair_bytes; /* the slot's held_pairs, held_pair_bytes already counted */
+    uint64_t taken_bytes;       /* held bytes the tracer took into its live table at stops */
 };
 
 void shm_consumer_init(struct shm_consumer *consumer);
@@ -75,6 +83,14 @@ struct shm_counters shm_consumer_counters(const struct shm_consumer *consumer);
 
 /* The region's count of threads that hold a ring (written by the target:
  * a hint); 0 before the region is found. */
+/* An event stamp (ticks or nanoseconds, as the region's clock) in
+ * CLOCK_MONOTONIC nanoseconds. */
+uint64_t shm_consumer_event_time(const struct shm_consumer *consumer, uint64_t raw);
+
+/* The held-set figures of slot index (allocating them at first use);
+ * NULL when out of memory. */
+struct shm_held_seen *shm_consumer_held_seen(struct shm_consumer *consumer, uint32_t index);
+
 uint32_t shm_consumer_producers(const struct shm_consumer *consumer);
 
 /* What the shim tells the leak scan about the process's memory: its

@@ -64,6 +64,119 @@ static void free_read_before_its_allocation(void **state)
     recorder_free(&r);
 }
 
+/* A block a thread held (tracer/held_sets.h) crosses late, after another
+ * thread's free of it: the free cancels it, whatever ring it came from. */
+static void held_block_cancels_a_later_free_from_any_ring(void **state)
+{
+    (void)state;
+    struct recorder r;
+    recorder_init(&r, 0);
+    r.sample_rate = 4096;
+    r.source = 3;
+    recorder_free_block(&r, 10, 0x5000);
+    assert_int_equal(r.unmatched_frees, 1);
+    recorder_held_alloc(&r, 8, 0x5000, 48, NULL); /* from ring 3 too: not older than the free */
+    assert_int_equal(r.live_blocks, 0);
+    assert_int_equal(r.unmatched_frees, 0);
+    assert_int_equal(r.allocations, 1);
+    assert_int_equal(r.frees, 1);
+    assert_int_equal(r.allocated_bytes, 48);
+    /* the same ring's free of an unknown block, stamped as the held block:
+     * the address given back at once, a new block */
+    recorder_free_block(&r, 20, 0x6000);
+    recorder_held_alloc(&r, 20, 0x6000, 16, NULL);
+    assert_int_equal(r.live_blocks, 1);
+    assert_int_equal(r.unmatched_frees, 1);
+    recorder_free(&r);
+}
+
+/* A held block allocated after an old free of its address is live; held
+ * blocks were made outside any case, whatever case is open when they
+ * cross. */
+static void held_block_after_a_free_is_live_and_in_no_case(void **state)
+{
+    (void)state;
+    struct recorder r;
+    recorder_init(&r, 0);
+    r.sample_rate = 4096;
+    recorder_free_block(&r, 5, 0x5000);
+    recorder_case_begin(&r, 6, "c", 1);
+    recorder_held_alloc(&r, 9, 0x5000, 24, NULL);
+    assert_int_equal(r.live_blocks, 1);
+    assert_int_equal(r.live_bytes, 24);
+    assert_int_equal(r.unmatched_frees, 1);
+    assert_int_equal(recorder_open_case_live_blocks(&r), 0);
+    recorder_free_block(&r, 12, 0x5000);
+    assert_int_equal(r.live_blocks, 0);
+    assert_int_equal(recorder_open_case_live_blocks(&r), 0);
+    recorder_free(&r);
+}
+
+/* Pairs that never crossed count in the totals; bytes held count in the
+ * peak, not in the live figures. */
+static void held_pairs_and_bytes_count(void **state)
+{
+    (void)state;
+    struct recorder r;
+    recorder_init(&r, 0);
+    r.sample_rate = 4096;
+    recorder_alloc(&r, 1, 0x1000, 100, 1, lookup, NULL);
+    recorder_held_pairs(&r, 5, 500);
+    assert_int_equal(r.allocations, 6);
+    assert_int_equal(r.frees, 5);
+    assert_int_equal(r.allocated_bytes, 600);
+    assert_int_equal(r.live_bytes, 100);
+    recorder_set_held_bytes(&r, 1000, 2);
+    assert_int_equal(r.peak_bytes, 1100);
+    assert_int_equal(r.live_bytes, 100);
+    recorder_set_held_bytes(&r, 0, 3);
+    assert_int_equal(r.peak_bytes, 1100);
+    recorder_free(&r);
+}
+
+/* A free its thread could not settle (the tracer stopped it inside): the
+ * block was taken into the live table, or it was not. */
+static void held_free_settles_a_block_taken_or_not(void **state)
+{
+    (void)state;
+    struct recorder r;
+    recorder_init(&r, 0);
+    r.sample_rate = 4096;
+    recorder_held_alloc(&r, 1, 0x1000, 32, NULL); /* taken at a stop */
+    recorder_held_free(&r, 2, 0x1000, 32);
+    assert_int_equal(r.live_blocks, 0);
+    assert_int_equal(r.allocations, 1);
+    assert_int_equal(r.frees, 1);
+    recorder_held_free(&r, 3, 0x2000, 64); /* not taken: a pair */
+    assert_int_equal(r.allocations, 2);
+    assert_int_equal(r.frees, 2);
+    assert_int_equal(r.allocated_bytes, 96);
+    assert_int_equal(r.unmatched_frees, 0);
+    recorder_free(&r);
+}
+
+/* A fork child gets the blocks its copy of the parent's sets holds, not as
+ * its own allocations; one the parent saw freed is not in its heap. */
+static void fork_child_inherits_held_blocks(void **state)
+{
+    (void)state;
+    struct recorder parent, child;
+    recorder_init(&parent, 0);
+    parent.sample_rate = 4096;
+    recorder_alloc(&parent, 1, 0x1000, 16, 1, lookup, NULL);
+    recorder_free_block(&parent, 5, 0x3000); /* another thread freed a block held at 0x3000 */
+    assert_int_equal(recorder_init_fork_child(&child, &parent), 0);
+    recorder_held_alloc(&child, 2, 0x2000, 40, &parent);
+    recorder_held_alloc(&child, 3, 0x3000, 8, &parent);
+    assert_int_equal(child.live_blocks, 2);
+    assert_int_equal(child.live_bytes, 56);
+    assert_int_equal(child.allocations, 0);
+    assert_int_equal(child.frees, 0);
+    assert_int_equal(parent.unmatched_frees, 1);
+    recorder_free(&child);
+    recorder_free(&parent);
+}
+
 /* A free of a block allocated before recording began matches nothing: an
  * allocation stamped after it is not cancelled. */
 static void old_free_does_not_cancel_a_later_allocation(void **state)
@@ -417,6 +530,11 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(in_order),
+        cmocka_unit_test(held_block_cancels_a_later_free_from_any_ring),
+        cmocka_unit_test(held_block_after_a_free_is_live_and_in_no_case),
+        cmocka_unit_test(held_pairs_and_bytes_count),
+        cmocka_unit_test(held_free_settles_a_block_taken_or_not),
+        cmocka_unit_test(fork_child_inherits_held_blocks),
         cmocka_unit_test(free_read_before_its_allocation),
         cmocka_unit_test(old_free_does_not_cancel_a_later_allocation),
         cmocka_unit_test(same_ring_allocation_does_not_cancel_a_free),

@@ -1,0 +1,145 @@
+/*
+ * held_sets.c - the threads' held sets, read and cleared from the tracer.
+ *
+ * A set lives in its thread's memory (its address in the thread's slot), so
+ * it is read with process_vm_readv, and only while its thread is stopped:
+ * a thread stopped at any instruction leaves a set whose every address
+ * word is either a held block (its size and stamp written before it) or 0,
+ * and an address is cleared only by a compare-and-swap in the shim, which
+ * a thread resumed after the tracer cleared it loses (then its free
+ * crosses, and finds the block in the live table).
+ */
+#include "held_sets.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#define SET_BYTES ((size_t)SHM_HELD_BUCKETS * sizeof(struct shm_held_bucket))
+
+static int read_set(pid_t pid, uint64_t address, struct shm_held_bucket *buckets)
+{
+    struct iovec local = {buckets, SET_BYTES}, remote = {(void *)(uintptr_t)address, SET_BYTES};
+    return process_vm_readv(pid, &local, 1, &remote, 1, 0) == (ssize_t)SET_BYTES ? 0 : -1;
+}
+
+/* Writes the set back into the stopped thread's memory with every address
+ * cleared (into cleared, a buffer of its size). Returns whether any block
+ * was held, or -1 when the set could not be written. */
+static int clear_set(pid_t pid, uint64_t address, const struct shm_held_bucket *buckets,
+                     struct shm_held_bucket *cleared)
+{
+    int any = 0;
+    memcpy(cleared, buckets, SET_BYTES);
+    for (uint32_t b = 0; b < SHM_HELD_BUCKETS; b++)
+        for (unsigned way = 0; way < SHM_HELD_WAYS; way++) {
+            any |= cleared[b].addr[way] != 0;
+            cleared[b].addr[way] = 0;
+        }
+    if (!any)
+        return 0;
+    struct iovec local = {cleared, SET_BYTES}, remote = {(void *)(uintptr_t)address, SET_BYTES};
+    return process_vm_writev(pid, &local, 1, &remote, 1, 0) == (ssize_t)SET_BYTES ? 1 : -1;
+}
+
+static int tid_listed(pid_t tid, const pid_t *tids, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        if (tids[i] == tid)
+            return 1;
+    return 0;
+}
+
+/* The set slot i holds, if it has one that is to be read. */
+static uint64_t slot_set(void *base, uint32_t i, const pid_t *tids, size_t count)
+{
+    const struct shm_thread_slot *slot = shm_slot(base, i);
+    uint64_t address = __atomic_load_n(&slot->held_table, __ATOMIC_ACQUIRE);
+    if (!address)
+        return 0;
+    if (tids && !tid_listed((pid_t)__atomic_load_n(&slot->tid, __ATOMIC_RELAXED), tids, count))
+        return 0;
+    return address;
+}
+
+/* Hands each block of the set to recorder (pending_in: see
+ * recorder_held_alloc). Returns the blocks and adds their bytes to
+ * *bytes. */
+static long take_blocks(const struct shm_consumer *consumer, const struct shm_held_bucket *buckets,
+                        struct recorder *recorder, const struct recorder *pending_in, uint64_t *bytes)
+{
+    long taken = 0;
+    for (uint32_t b = 0; b < SHM_HELD_BUCKETS; b++) {
+        const struct shm_held_bucket *bucket = &buckets[b];
+        for (unsigned way = 0; way < SHM_HELD_WAYS; way++) {
+            if (!bucket->addr[way])
+                continue;
+            recorder_held_alloc(recorder, shm_consumer_event_time(consumer, bucket->stamp[way]), bucket->addr[way],
+                                bucket->size[way], pending_in);
+            *bytes += bucket->size[way];
+            taken++;
+        }
+    }
+    return taken;
+}
+
+long held_sets_take(struct shm_consumer *consumer, struct recorder *recorder, pid_t pid, const pid_t *tids,
+                    size_t count)
+{
+    if (!consumer->base)
+        return 0;
+    struct shm_held_bucket *buckets = NULL, *cleared = NULL;
+    long taken = 0;
+    int failed = 0;
+    for (uint32_t i = 0; i < consumer->seen_high_water; i++) {
+        uint64_t address = slot_set(consumer->base, i, tids, count);
+        if (!address)
+            continue;
+        struct shm_held_seen *seen = shm_consumer_held_seen(consumer, i);
+        /* before the set is read: a free the thread was making then will
+         * find it moved, and cross (held_set_take) */
+        __atomic_add_fetch(&shm_slot(consumer->base, i)->held_epoch, 1, __ATOMIC_SEQ_CST);
+        if (!seen || (!buckets && !(buckets = malloc(SET_BYTES))) || (!cleared && !(cleared = malloc(SET_BYTES))) ||
+            read_set(pid, address, buckets) < 0) {
+            failed = 1;
+            continue;
+        }
+        /* Cleared in the process before they are taken: a block taken and
+         * left in its set would stay live, its thread's free never sent. */
+        int held = clear_set(pid, address, buckets, cleared);
+        if (held <= 0) {
+            failed |= held < 0;
+            continue;
+        }
+        uint64_t bytes = 0;
+        recorder->source = i; /* the ring of the thread that held them */
+        taken += take_blocks(consumer, buckets, recorder, NULL, &bytes);
+        seen->taken_bytes += bytes;
+    }
+    free(buckets);
+    free(cleared);
+    return failed ? -1 : taken;
+}
+
+long held_sets_inherit(const struct shm_consumer *parent_shm, const struct recorder *parent,
+                       struct recorder *child, pid_t child_pid)
+{
+    if (!parent_shm->base)
+        return 0;
+    struct shm_held_bucket *buckets = NULL;
+    long inherited = 0;
+    int failed = 0;
+    for (uint32_t i = 0; i < parent_shm->seen_high_water; i++) {
+        uint64_t address = slot_set(parent_shm->base, i, NULL, 0);
+        if (!address)
+            continue;
+        if ((!buckets && !(buckets = malloc(SET_BYTES))) || read_set(child_pid, address, buckets) < 0) {
+            failed = 1;
+            continue;
+        }
+        uint64_t bytes = 0;
+        inherited += take_blocks(parent_shm, buckets, child, parent, &bytes);
+    }
+    free(buckets);
+    return failed ? -1 : inherited;
+}

@@ -1,0 +1,32 @@
+/*
+ * held_sets.h - what the tracer does with the threads' held sets (common/
+ * shm_layout.h, "The held set"; the shim's side is preload/held_set.h):
+ * takes the blocks they hold into the live table when the threads are
+ * stopped, so that a leak check sees every live block, and gives a fork
+ * child the blocks its copy of the sets holds.
+ */
+#ifndef MEMSLOPE_HELD_SETS_H
+#define MEMSLOPE_HELD_SETS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "recorder.h"
+#include "shm_consumer.h"
+
+/* Takes every block held by the threads of process pid that are stopped
+ * (tids; NULL: every thread, all of them stopped or gone) into recorder,
+ * and clears them from the sets in the process's memory. The caller has
+ * drained the rings first. Returns the blocks taken, or -1 when a set
+ * could not be read (what was taken stays taken). */
+long held_sets_take(struct shm_consumer *consumer, struct recorder *recorder, pid_t pid, const pid_t *tids,
+                    size_t count);
+
+/* A fork child (pid child, not run yet) has a copy of every set of its
+ * parent's threads at the instant of the fork: adds those blocks to the
+ * child's live table (the child's shim drops its copy). Returns the blocks
+ * added, or -1 when a set could not be read. */
+long held_sets_inherit(const struct shm_consumer *parent_shm, const struct recorder *parent,
+                       struct recorder *child, pid_t child_pid);
+
+#endif
