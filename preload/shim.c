@@ -1229,7 +1229,9 @@ static inline __attribute__((always_inline)) bool free_held(struct shim_thread *
         return false;
     const struct shm_header *header = region;
     uint32_t sets = __atomic_load_n(&header->held_sets_made, __ATOMIC_ACQUIRE);
-    if (LIKELY(sets == 0))
+    /* Within a case every set is empty: the tracer took them as it opened,
+     * and nothing is held in it. Its frees look nowhere. */
+    if (LIKELY(sets == 0) || (__atomic_load_n(&header->case_state, __ATOMIC_ACQUIRE) & 1))
         return false;
     if (!thread->held.buckets)
         return free_held_elsewhere(thread, pointer);

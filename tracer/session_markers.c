@@ -372,10 +372,11 @@ int on_breakpoint(struct session *session, struct traced_thread *thread)
     if (world.late && scans && breakpoint->planted && process->recorder.open_case != TRACE_NONE)
         note_late_threads(process, world.late, breakpoint->kind == BREAKPOINT_CASE_END ? "case-end" : "iteration");
     /* Taken out while this thread was held: nothing to act on. A world
-     * stopped without every thread is not scanned (stopped 0). */
+     * stopped without every thread is not scanned (stopped 0); the sets
+     * of the threads that did stop are taken all the same. */
+    size_t usable = world.late && breakpoint->kind != BREAKPOINT_CASE_OPENS ? 0 : world.stopped;
     int keep = breakpoint->planted
-                   ? act_on_breakpoint(session, process, thread->tid, breakpoint->kind, world.tids,
-                                       world.late ? 0 : world.stopped)
+                   ? act_on_breakpoint(session, process, thread->tid, breakpoint->kind, world.tids, usable)
                    : 0;
     /* Planting may have moved the set: find the breakpoint again. */
     breakpoint = NULL;
