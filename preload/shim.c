@@ -1198,9 +1198,6 @@ static inline __attribute__((always_inline)) uint32_t capture_stack(struct shim_
     return id;
 }
 
-/* Whether the free of pointer is one of the thread's held pairs (counted,
- * nothing crosses); checked before the free's stamp is read, which it
- * does not need. */
 /* A block another thread holds, freed here: taken out of that thread's
  * set, the pair counted here. Every slot's set is looked in: the owner is
  * not known. */
@@ -1223,6 +1220,9 @@ static __attribute__((noinline)) bool free_held_elsewhere(struct shim_thread *th
     return false;
 }
 
+/* Whether the free of pointer is a held pair (counted, nothing crosses):
+ * the block is in this thread's set or another's. Checked before the
+ * free's stamp is read, which a pair does not need. */
 static inline __attribute__((always_inline)) bool free_held(struct shim_thread *thread, void *pointer)
 {
     if (LIKELY(!hold_enabled))
@@ -1286,10 +1286,6 @@ static inline __attribute__((always_inline)) void record_free(void *pointer, str
     put_event(thread, stamp, (uint64_t)(uintptr_t)pointer, 0, SHM_STACK_NONE, SHM_EV_FREE, 0);
 }
 
-/* The marker API's cases as the held set sees them (shm_header.case_state):
- * a case opens before its marker's stamp is read, and closes after its end
- * marker is written. The full fence makes the change visible before the
- * clock is read after it. */
 void memslope__case_opens(void);
 
 /* The tracer's breakpoint: a case opens while threads may hold blocks.
@@ -1301,6 +1297,10 @@ SHIM_EXPORT __attribute__((noinline)) void memslope__case_opens(void)
     __asm__ volatile("" ::: "memory");
 }
 
+/* The marker API's cases as the held set sees them (shm_header.case_state):
+ * a case opens before its marker's stamp is read, and closes after its end
+ * marker is written. The full fence makes the change visible before the
+ * clock is read after it. */
 static void change_case_state(bool open)
 {
     struct shm_header *header = region;
