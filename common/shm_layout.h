@@ -204,7 +204,8 @@ struct shm_thread_slot {
     uint32_t state;                  /* enum shm_slot_state */
     uint32_t tid;
     uint32_t producer_waiting;       /* 1 while the producer sleeps on read_seq */
-    uint32_t held_epoch;             /* bumped by the tracer (thread stopped) before it takes the set */
+    uint32_t held_epoch;             /* bumped by the tracer before it takes the set: only while the
+                                        thread is stopped, so it shares the producer's line */
     /* Monotonic, never reset (a new owner carries on): pairs of the held set
      * that never crossed (their bytes), the bytes that went into the set, and
      * those that crossed out of it (pushed out, or at the thread's end). */
@@ -328,7 +329,9 @@ struct shm_header {
     uint32_t pad_stop;
     /* Threads that hold a slot (claims minus retirements). Read by every
      * event while it is 1 (see the shim's event_stamp), written only when a
-     * thread starts or stops recording: a cache line of its own. */
+     * thread starts or stops recording: a cache line of its own, shared
+     * with the held sets' fields below, which every sampled event reads
+     * and markers and new sets rarely write. */
     _Alignas(64) uint32_t producers;
     uint32_t held_sets_made;    /* held sets ever made in this image: at 0 a free looks in no set */
     /* The marker API's cases, for the held set: (changes << 1) | open. A

@@ -877,6 +877,16 @@ static __attribute__((noinline, cold)) bool open_held_set(struct shim_thread *th
     return true;
 }
 
+/* Sends a block that left the set without its free (pushed out, a thread's
+ * end), flagged SHM_EVENT_HELD: its stamp is older than the ring's events
+ * around it, and it was made outside any case. */
+static void send_held(struct shim_thread *thread, const struct held_block *block)
+{
+    slot_count(&thread->producer.slot->held_out_bytes, block->size);
+    put_event(thread, (struct stamp){block->stamp, SHM_EVENT_HELD}, block->address, block->size, SHM_STACK_NONE,
+              SHM_EV_ALLOC, 0);
+}
+
 /* A case opened while the block went in: the tracer's stop at its
  * opening (memslope__case_opens) may have come before it, so it crosses
  * now, as made before the case, unless that stop took it. */
@@ -884,24 +894,37 @@ static __attribute__((noinline, cold)) void unhold_block(struct shim_thread *thr
                                                         uint64_t stamp)
 {
     uint64_t address = (uint64_t)(uintptr_t)pointer, held_size;
-    if (!held_set_take_shared(thread->held.buckets, address, &held_size))
-        return;
-    slot_count(&thread->producer.slot->held_out_bytes, size);
-    put_event(thread, (struct stamp){stamp, SHM_EVENT_HELD}, address, size, SHM_STACK_NONE, SHM_EV_ALLOC, 0);
+    if (held_set_take_shared(thread->held.buckets, address, &held_size))
+        send_held(thread, &(struct held_block){address, size, stamp});
+}
+
+/* Whether the thread may hold a block of size: with two or more
+ * recording threads (with one, the tracer has a processor of its own and
+ * the set only costs), not from a handler that interrupted a set
+ * operation, with a set (made now if need be). */
+static inline __attribute__((always_inline)) bool may_hold(struct shim_thread *thread, size_t size)
+{
+    if (size > SHM_HELD_MAX_SIZE || thread->held.busy || thread->held.closed ||
+        __atomic_load_n(&((const struct shm_header *)region)->producers, __ATOMIC_RELAXED) < 2)
+        return false;
+    if (LIKELY(thread->held.buckets != NULL))
+        return true;
+    /* a handler that allocates meanwhile must not make a set of its own */
+    thread->held.busy++;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    bool opened = open_held_set(thread);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    thread->held.busy--;
+    return opened;
 }
 
 /* Keeps an unsampled allocation in the thread's held set instead of
- * sending it (held_set.h): with two or more recording threads (with one,
- * the tracer has a processor of its own and the set only costs), outside
- * any case, not from a handler that interrupted an insert. Returns false
- * if the caller must send it. */
+ * sending it (held_set.h), if it may, outside any case. Returns false if
+ * the caller must send it. */
 static inline __attribute__((always_inline)) bool hold_block(struct shim_thread *thread, void *pointer, size_t size)
 {
     const struct shm_header *header = region;
-    if (size > SHM_HELD_MAX_SIZE || thread->held.busy || thread->held.closed ||
-        __atomic_load_n(&header->producers, __ATOMIC_RELAXED) < 2)
-        return false;
-    if (UNLIKELY(!thread->held.buckets) && !open_held_set(thread))
+    if (!may_hold(thread, size))
         return false;
     uint64_t cases = __atomic_load_n(&header->case_state, __ATOMIC_ACQUIRE);
     if (cases & 1)
@@ -919,29 +942,21 @@ static inline __attribute__((always_inline)) bool hold_block(struct shim_thread 
     slot_count(&slot->held_in_bytes, size);
     if (UNLIKELY(__atomic_load_n(&header->case_state, __ATOMIC_SEQ_CST) != cases))
         unhold_block(thread, pointer, size, stamp.time);
-    if (out.address) {
-        slot_count(&slot->held_out_bytes, out.size);
-        put_event(thread, (struct stamp){out.stamp, SHM_EVENT_HELD}, out.address, out.size, SHM_STACK_NONE,
-                  SHM_EV_ALLOC, 0);
-    }
+    if (out.address)
+        send_held(thread, &out);
     return true;
 }
 
-/* Sends whatever the thread still holds, flagged SHM_EVENT_HELD (its
- * stamps are older than the ring's events around them), and lets go of
- * the set: the thread is ending. */
+/* Sends whatever the thread still holds and lets go of the set: the
+ * thread is ending. */
 static void cross_held_set(struct shim_thread *thread)
 {
-    struct shm_thread_slot *slot = thread->producer.slot;
     if (!thread->held.buckets)
         return;
     struct held_block block;
     uint32_t cursor = 0;
-    while (held_set_take_next(&thread->held, &cursor, &block)) {
-        slot_count(&slot->held_out_bytes, block.size);
-        put_event(thread, (struct stamp){block.stamp, SHM_EVENT_HELD}, block.address, block.size, SHM_STACK_NONE,
-                  SHM_EV_ALLOC, 0);
-    }
+    while (held_set_take_next(&thread->held, &cursor, &block))
+        send_held(thread, &block);
     thread->held.buckets = NULL; /* the set stays with the slot, empty */
 }
 
@@ -1233,8 +1248,11 @@ static inline __attribute__((always_inline)) bool free_held(struct shim_thread *
      * and nothing is held in it. Its frees look nowhere. */
     if (LIKELY(sets == 0) || (__atomic_load_n(&header->case_state, __ATOMIC_ACQUIRE) & 1))
         return false;
+    /* With one thread recording the others have ended, their sets emptied
+     * (or left to the tracer by a raw exit) */
+    bool others = __atomic_load_n(&header->producers, __ATOMIC_RELAXED) > 1;
     if (!thread->held.buckets)
-        return free_held_elsewhere(thread, pointer);
+        return others && free_held_elsewhere(thread, pointer);
     uint64_t size = 0;
     struct shm_thread_slot *slot = thread->producer.slot;
     enum held_take found = held_set_take(&thread->held, (uint64_t)(uintptr_t)pointer, &size, &slot->held_epoch);
@@ -1244,7 +1262,7 @@ static inline __attribute__((always_inline)) bool free_held(struct shim_thread *
         return true;
     }
     if (found == HELD_NOT)
-        return sets > 1 && free_held_elsewhere(thread, pointer);
+        return others && sets > 1 && free_held_elsewhere(thread, pointer);
     /* the tracer stopped the thread inside the take: it settles the pair */
     slot_count(&slot->held_out_bytes, size);
     struct stamp stamp = event_stamp(thread);
@@ -1305,9 +1323,11 @@ static void change_case_state(bool open)
 {
     struct shm_header *header = region;
     uint64_t state = __atomic_load_n(&header->case_state, __ATOMIC_RELAXED);
-    if ((state & 1) == (uint64_t)open)
-        return;
-    __atomic_store_n(&header->case_state, (((state >> 1) + 1) << 1) | (uint64_t)open, __ATOMIC_SEQ_CST);
+    do {
+        if ((state & 1) == (uint64_t)open)
+            return; /* another thread's marker changed it first */
+    } while (!__atomic_compare_exchange_n(&header->case_state, &state, (((state >> 1) + 1) << 1) | (uint64_t)open,
+                                          false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
     if (open && __atomic_load_n(&header->held_sets_made, __ATOMIC_ACQUIRE))
         memslope__case_opens();
 #if defined(__x86_64__)

@@ -42,24 +42,11 @@ static int clear_set(pid_t pid, uint64_t address, const struct shm_held_bucket *
     return process_vm_writev(pid, &local, 1, &remote, 1, 0) == (ssize_t)SET_BYTES ? 1 : -1;
 }
 
-static int tid_listed(pid_t tid, const pid_t *tids, size_t count)
+/* The set of slot i (0: none). A slot whose thread has ended keeps its
+ * set: empty after a thread's end, full after a raw exit. */
+static uint64_t slot_set(void *base, uint32_t i)
 {
-    for (size_t i = 0; i < count; i++)
-        if (tids[i] == tid)
-            return 1;
-    return 0;
-}
-
-/* The set slot i holds, if it has one that is to be read. */
-static uint64_t slot_set(void *base, uint32_t i, const pid_t *tids, size_t count)
-{
-    const struct shm_thread_slot *slot = shm_slot(base, i);
-    uint64_t address = __atomic_load_n(&slot->held_table, __ATOMIC_ACQUIRE);
-    if (!address)
-        return 0;
-    if (tids && !tid_listed((pid_t)__atomic_load_n(&slot->tid, __ATOMIC_RELAXED), tids, count))
-        return 0;
-    return address;
+    return __atomic_load_n(&shm_slot(base, i)->held_table, __ATOMIC_ACQUIRE);
 }
 
 /* Hands each block of the set to recorder (pending_in: see
@@ -83,8 +70,7 @@ static long take_blocks(const struct shm_consumer *consumer, const struct shm_he
     return taken;
 }
 
-long held_sets_take(struct shm_consumer *consumer, struct recorder *recorder, pid_t pid, const pid_t *tids,
-                    size_t count)
+long held_sets_take(struct shm_consumer *consumer, struct recorder *recorder, pid_t reader)
 {
     if (!consumer->base)
         return 0;
@@ -92,7 +78,7 @@ long held_sets_take(struct shm_consumer *consumer, struct recorder *recorder, pi
     long taken = 0;
     int failed = 0;
     for (uint32_t i = 0; i < consumer->seen_high_water; i++) {
-        uint64_t address = slot_set(consumer->base, i, tids, count);
+        uint64_t address = slot_set(consumer->base, i);
         if (!address)
             continue;
         struct shm_held_seen *seen = shm_consumer_held_seen(consumer, i);
@@ -100,13 +86,13 @@ long held_sets_take(struct shm_consumer *consumer, struct recorder *recorder, pi
          * find it moved, and cross (held_set_take) */
         __atomic_add_fetch(&shm_slot(consumer->base, i)->held_epoch, 1, __ATOMIC_SEQ_CST);
         if (!seen || (!buckets && !(buckets = malloc(SET_BYTES))) || (!cleared && !(cleared = malloc(SET_BYTES))) ||
-            read_set(pid, address, buckets) < 0) {
+            read_set(reader, address, buckets) < 0) {
             failed = 1;
             continue;
         }
         /* Cleared in the process before they are taken: a block taken and
          * left in its set would stay live, its thread's free never sent. */
-        int held = clear_set(pid, address, buckets, cleared);
+        int held = clear_set(reader, address, buckets, cleared);
         if (held <= 0) {
             failed |= held < 0;
             continue;
@@ -130,15 +116,15 @@ long held_sets_inherit(const struct shm_consumer *parent_shm, const struct recor
     long inherited = 0;
     int failed = 0;
     for (uint32_t i = 0; i < parent_shm->seen_high_water; i++) {
-        uint64_t address = slot_set(parent_shm->base, i, NULL, 0);
+        uint64_t address = slot_set(parent_shm->base, i);
         if (!address)
             continue;
         if ((!buckets && !(buckets = malloc(SET_BYTES))) || read_set(child_pid, address, buckets) < 0) {
             failed = 1;
             continue;
         }
-        uint64_t bytes = 0;
-        inherited += take_blocks(parent_shm, buckets, child, parent, &bytes);
+        uint64_t ignored = 0;
+        inherited += take_blocks(parent_shm, buckets, child, parent, &ignored);
     }
     free(buckets);
     return failed ? -1 : inherited;

@@ -14,13 +14,14 @@
 #include "recorder.h"
 #include "shm_consumer.h"
 
-/* Takes every block held by the threads of process pid that are stopped
- * (tids; NULL: every thread, all of them stopped or gone) into recorder,
- * and clears them from the sets in the process's memory. The caller has
- * drained the rings first. Returns the blocks taken, or -1 when a set
- * could not be read (what was taken stays taken). */
-long held_sets_take(struct shm_consumer *consumer, struct recorder *recorder, pid_t pid, const pid_t *tids,
-                    size_t count);
+/* Takes every block the image's sets hold into recorder, and clears them
+ * in its memory (read and written through reader, one of its threads that
+ * is stopped: the main thread may be gone). Only while no thread of the
+ * image can run its code: every one stopped, ending, or killed; another
+ * thread's free takes blocks out of any set. The caller has drained the
+ * rings first. Returns the blocks taken, or -1 when a set could not be
+ * read or cleared (what was taken stays taken). */
+long held_sets_take(struct shm_consumer *consumer, struct recorder *recorder, pid_t reader);
 
 /* A fork child (pid child, not run yet) has a copy of every set of its
  * parent's threads at the instant of the fork: adds those blocks to the

@@ -372,6 +372,17 @@ int live_table_remove(struct live_table *table, uint64_t address, struct live_bl
     return 0;
 }
 
+int live_table_contains(const struct live_table *table, uint64_t address)
+{
+    if (!table->capacity || !address)
+        return 0;
+    size_t mask = table->capacity - 1;
+    for (size_t i = home_slot(table, address); table->slots[i].address; i = (i + 1) & mask)
+        if (table->slots[i].address == address)
+            return 1;
+    return 0;
+}
+
 int live_table_next(const struct live_table *table, size_t *position, struct live_block *block)
 {
     for (; *position < table->capacity; (*position)++) {

@@ -75,6 +75,8 @@ int live_table_insert(struct live_table *table, const struct live_block *block, 
 void live_table_prefetch(const struct live_table *table, uint64_t address);
 /* Removes the oldest block at address into *removed; returns 1 if found, 0 if not. */
 int live_table_remove(struct live_table *table, uint64_t address, struct live_block *removed);
+/* Whether a block at address is live. */
+int live_table_contains(const struct live_table *table, uint64_t address);
 /* Walks the blocks: *position starts at 0; returns 0 after the last one. */
 int live_table_next(const struct live_table *table, size_t *position, struct live_block *block);
 /* Deep copy (a fork child starts with its parent's live blocks; copying the

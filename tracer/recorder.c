@@ -356,7 +356,6 @@ void recorder_alloc(struct recorder *recorder, uint64_t time_ns, uint64_t addres
     add_live_block(recorder, site, time_ns, address, size, recorder->open_case, (uint32_t)recorder->iteration, 1);
 }
 
-
 /* The figures of a block just taken out of the live table by its free. */
 static void free_removed_block(struct recorder *recorder, uint64_t time_ns, const struct live_block *block)
 {
@@ -428,6 +427,8 @@ void recorder_held_alloc(struct recorder *recorder, uint64_t time_ns, uint64_t a
     }
     if (!pending_in)
         pending_in = recorder; /* else a fork child inherits the block: not its allocation */
+    else if (live_table_contains(&recorder->live, address))
+        return; /* it crossed after the fork instant, before the drain that made the child's copy */
     if (pending_in->pending_frees &&
         cancels_pending_free_of_held(recorder, pending_in, site, time_ns, address, size))
         return;

@@ -666,7 +666,7 @@ void process_final_snapshot(struct session *session, struct traced_process *proc
     /* At an exit every other thread has ended or is killed, never to run
      * the program's code again: their sets can be read and cleared. */
     if (kind == TRACE_SNAP_EXIT && stopped_tid > 0)
-        take_held_blocks(process, NULL, 0);
+        take_held_blocks(process, stopped_tid);
     process_refresh_maps(process);
     recorder_case_end(&process->recorder, session_now_ns());
     recorder_snapshot(&process->recorder, kind, session_now_ns());

@@ -64,6 +64,7 @@ struct traced_process {
      * through what its parent's region said, stop_recording_*). */
     int start_checked, raw_fork_child;
     int held_unreadable; /* its threads' held sets could not be read: said once */
+    int held_case_late;  /* a case opened with a thread that did not stop: said once */
     pid_t fork_parent_pid;
     uint64_t stop_recording_address;
     uint32_t stop_recording_value;
@@ -278,9 +279,10 @@ int start_case_check(const struct session *session, struct traced_process *proce
 #define READY_DRAINED_MAX (SHM_RING_EVENTS / 4)
 void get_ready_for_leak_check(struct session *session, struct traced_process *process, size_t drained);
 void add_leak_check_note(struct traced_process *process, const char *why);
-/* Takes the blocks the process's stopped threads (tids; NULL: every one)
- * hold in their sets into its recorder (held_sets.h). */
-void take_held_blocks(struct traced_process *process, const pid_t *tids, size_t count);
+/* Takes the blocks the process's threads hold in their sets into its
+ * recorder (held_sets.h), reading through reader, one of its threads that
+ * is stopped; only when none of them can run the program's code. */
+void take_held_blocks(struct traced_process *process, pid_t reader);
 void note_late_threads(struct traced_process *process, size_t late, const char *check);
 void process_leak_check(struct session *session, struct traced_process *process, pid_t stopped_tid, uint32_t kind);
 

@@ -96,23 +96,22 @@ static void resolve_iteration_symbol(struct session *session, struct traced_proc
     }
 }
 
-/* Breakpoints on the shim's markers, where a leak check must see the heap
- * as it is at that moment: case end (the default), and every kept
- * iteration with --leak-check iterations. */
-/* Plants a breakpoint of kind on the shim's function name; whether it was
- * found. */
-static int plant_on_shim(struct traced_process *process, pid_t tid, const char *path, uint64_t bias,
-                         const char *name, uint8_t kind)
+/* Plants a breakpoint of kind on the shim's function name, if it has it. */
+static void plant_on_shim(struct traced_process *process, pid_t tid, const char *path, uint64_t bias,
+                          const char *name, uint8_t kind)
 {
     struct elf_symbol_match *matches;
     int count = elf_find_functions(path, name, &matches);
     if (count <= 0)
-        return 0;
+        return;
     breakpoint_plant(tid, &process->breakpoints, matches[0].value + bias, kind);
     elf_symbol_matches_free(matches, count);
-    return 1;
 }
 
+/* Breakpoints on the shim's markers, where a leak check must see the heap
+ * as it is at that moment: case end (the default), and every kept
+ * iteration with --leak-check iterations; and, when threads may hold
+ * blocks (held_sets.h), where a case opens. */
 static void watch_markers(struct session *session, struct traced_process *process, pid_t tid)
 {
     if (session->options.leak_check == TRACE_LEAK_CHECK_OFF && !session->holding)
@@ -298,7 +297,7 @@ static void case_leak_check(struct session *session, struct traced_process *proc
         uint64_t start = session_now_ns();
         /* The blocks threads hold are older than the case, but the scan
          * must see them: they may point to the case's. */
-        take_held_blocks(process, tids, count);
+        take_held_blocks(process, tids[0]);
         rc = start_case_check(session, process, tids, count, when, err, sizeof err);
         if (rc == 1)
             rc = run_leak_check(process, tids, count, when, NULL, 0, 0, &results, err, sizeof err);
@@ -311,6 +310,22 @@ static void case_leak_check(struct session *session, struct traced_process *proc
         note_case_check_failed(process, recorder->open_case, err);
     else if (rc == 0)
         add_or_queue_case_check(process, &results, when, recorder->open_case);
+}
+
+/* A case opened while a thread did not stop: the blocks the threads held
+ * before it stay held, and one freed inside it goes unseen by its figures. */
+static void note_case_opened_late(struct traced_process *process)
+{
+    if (process->held_case_late)
+        return;
+    process->held_case_late = 1;
+    char why[320];
+    snprintf(why, sizeof why,
+             "a thread of process %d did not stop when a case opened: blocks held back before it (--sample-rate) "
+             "may be freed unseen inside it, and its setup and growth be off; record with MEMSLOPE_HOLD=0 to "
+             "have every block sent",
+             (int)process->pid);
+    add_leak_check_note(process, why);
 }
 
 /* What a breakpoint of kind is for, the world being stopped (tids: the
@@ -346,7 +361,9 @@ static int act_on_breakpoint(struct session *session, struct traced_process *pro
          * its figures come from the live table. */
         process_drain_at_marker(session, process);
         if (stopped)
-            take_held_blocks(process, tids, stopped);
+            take_held_blocks(process, tid);
+        else
+            note_case_opened_late(process);
         return 1;
     case BREAKPOINT_ITERATION:
         process_drain_at_marker(session, process);
@@ -372,11 +389,11 @@ int on_breakpoint(struct session *session, struct traced_thread *thread)
     if (world.late && scans && breakpoint->planted && process->recorder.open_case != TRACE_NONE)
         note_late_threads(process, world.late, breakpoint->kind == BREAKPOINT_CASE_END ? "case-end" : "iteration");
     /* Taken out while this thread was held: nothing to act on. A world
-     * stopped without every thread is not scanned (stopped 0); the sets
-     * of the threads that did stop are taken all the same. */
-    size_t usable = world.late && breakpoint->kind != BREAKPOINT_CASE_OPENS ? 0 : world.stopped;
+     * stopped without every thread is not scanned (stopped 0), nor are
+     * the held sets taken: a running thread may take from any of them. */
     int keep = breakpoint->planted
-                   ? act_on_breakpoint(session, process, thread->tid, breakpoint->kind, world.tids, usable)
+                   ? act_on_breakpoint(session, process, thread->tid, breakpoint->kind, world.tids,
+                                       world.late ? 0 : world.stopped)
                    : 0;
     /* Planting may have moved the set: find the breakpoint again. */
     breakpoint = NULL;

@@ -308,20 +308,6 @@ static void mark_let_go(struct session *session, struct traced_process *process,
     session->let_go_waited += leader_kept;
 }
 
-/* The blocks the stopped threads hold end the record live, as they are. */
-static void take_held_of_stopped(struct session *session, struct traced_process *process,
-                                 const struct letting_go *going)
-{
-    pid_t *tids = calloc(going->stopped_count + 1, sizeof *tids);
-    if (!tids)
-        return;
-    for (size_t i = 0; i < going->stopped_count; i++)
-        tids[i] = going->stopped[i].tid;
-    process_drain_all(session, process);
-    take_held_blocks(process, tids, going->stopped_count);
-    free(tids);
-}
-
 /* Every thread stopped, the image's record ended with all it wrote until
  * then, the breakpoints taken out of the memory the threads share (not
  * after an exec: that memory is the new image's), then each detached: none
@@ -349,8 +335,10 @@ static void let_go_of_running_process(struct session *session, struct traced_pro
         breakpoint_remove_all(going.stopped[0].tid, &process->breakpoints);
     if (!going.exited)
         mark_let_go(session, process, leader_kept);
-    if (!exec_seen)
-        take_held_of_stopped(session, process, &going);
+    if (!exec_seen && !going.late_count && going.stopped_count) {
+        process_drain_all(session, process);
+        take_held_blocks(process, going.stopped[0].tid); /* they end the record live, as they are */
+    }
     process_end(session, process); /* drains what its stopped threads wrote */
     for (size_t i = 0; i < going.stopped_count; i++)
         ptrace(PTRACE_DETACH, going.stopped[i].tid, 0, (void *)(long)going.stopped[i].signal);
@@ -443,6 +431,14 @@ static int group_exit_started(pid_t exiting)
     return ptrace(PTRACE_GETREGS, exiting, 0, &regs) == 0 && regs.orig_rax == SYS_exit_group;
 }
 
+/* Whether the thread at its exit stop is leaving by the exit system call
+ * (pthread_exit, or a raw one), while its process runs on. */
+static int leaving_alone(pid_t exiting)
+{
+    struct user_regs_struct regs;
+    return ptrace(PTRACE_GETREGS, exiting, 0, &regs) == 0 && regs.orig_rax == SYS_exit;
+}
+
 static void on_exit_stop(struct session *session, struct traced_thread *thread)
 {
     struct traced_process *process = thread->process;
@@ -453,9 +449,16 @@ static void on_exit_stop(struct session *session, struct traced_thread *thread)
     }
     if (!process)
         return;
-    /* A thread that left without its pthread destructors (a raw exit
-     * system call) still holds its set: its blocks are still live. */
-    take_held_blocks(process, &thread->tid, 1);
+    /* A thread killed with the others (an exit, an exec, a fatal signal):
+     * none of them runs the program's code again, and the image's sets are
+     * read before its memory goes (an exec's thread holds one too). A
+     * thread that leaves alone by the exit system call does not end the
+     * others: a set its raw exit left full is taken at the next stop of
+     * the world. */
+    if (process->recorder.sample_rate && process->shm.base && !leaving_alone(thread->tid)) {
+        process_drain_all(session, process);
+        take_held_blocks(process, thread->tid);
+    }
     /* The image ends: the last thread reaches its exit stop, or the first
      * thread of an exit_group does (the kernel has queued SIGKILL for the
      * others). The check runs then, with every other thread stopped where

@@ -292,18 +292,18 @@ int start_case_check(const struct session *session, struct traced_process *proce
     return rc;
 }
 
-void take_held_blocks(struct traced_process *process, const pid_t *tids, size_t count)
+void take_held_blocks(struct traced_process *process, pid_t reader)
 {
-    if (!process->shm.base || !process->recorder.sample_rate || process->held_unreadable)
+    if (!process->shm.base || !process->recorder.sample_rate)
         return;
-    if (held_sets_take(&process->shm, &process->recorder, process->pid, tids, count) >= 0)
+    if (held_sets_take(&process->shm, &process->recorder, reader) >= 0 || process->held_unreadable)
         return;
     char why[256];
     snprintf(why, sizeof why,
              "the blocks the threads of process %d held back could not be read or cleared (%s): its leak "
              "checks and live figures may miss them; record with MEMSLOPE_HOLD=0 to have every block sent",
              (int)process->pid, strerror(errno));
-    process->held_unreadable = 1;
+    process->held_unreadable = 1; /* said once */
     add_leak_check_note(process, why);
 }
 
@@ -356,7 +356,7 @@ void process_leak_check(struct session *session, struct traced_process *process,
     struct leak_results results;
     uint64_t room = copy_room(session, process, check_copy_limit(session)); /* its case checks are in */
     if (!world.late)
-        take_held_blocks(process, world.tids, world.stopped); /* a fatal signal's: the exit's are taken */
+        take_held_blocks(process, world.tids[0]); /* a fatal signal's: the exit's are taken */
     if (world.late)
         note_late_threads(process, world.late, "end-of-process");
     else if (run_leak_check(process, world.tids, world.stopped, kind, process->cases_checked,

@@ -81,8 +81,6 @@ struct shm_counters {
 };
 struct shm_counters shm_consumer_counters(const struct shm_consumer *consumer);
 
-/* The region's count of threads that hold a ring (written by the target:
- * a hint); 0 before the region is found. */
 /* An event stamp (ticks or nanoseconds, as the region's clock) in
  * CLOCK_MONOTONIC nanoseconds. */
 uint64_t shm_consumer_event_time(const struct shm_consumer *consumer, uint64_t raw);
@@ -91,6 +89,8 @@ uint64_t shm_consumer_event_time(const struct shm_consumer *consumer, uint64_t r
  * NULL when out of memory. */
 struct shm_held_seen *shm_consumer_held_seen(struct shm_consumer *consumer, uint32_t index);
 
+/* The region's count of threads that hold a ring (written by the target:
+ * a hint); 0 before the region is found. */
 uint32_t shm_consumer_producers(const struct shm_consumer *consumer);
 
 /* What the shim tells the leak scan about the process's memory: its
