@@ -90,6 +90,17 @@ _Static_assert(LEAKSCAN_MSTATE_BINS + 16 * (LEAKSCAN_MSTATE_NBINS - 1) <= LEAKSC
                "a bin lies inside its malloc_state");
 _Static_assert(LEAKSCAN_MSTATE_SIZE % 8 == 0, "windows stay word-aligned");
 
+/* A thread's arena lives in its first heap, right after heap_info, whose
+ * first word (at the HEAP_MAX-aligned start) points back at it, as
+ * glibc's _int_new_arena sets it; main_arena, in libc's .data, has no
+ * heap_info. A heap that follows a file's mapping is searched, as that
+ * file's .bss might be, and its arena looks like main_arena in every
+ * other way. */
+static bool is_thread_arena(struct leakscan_target *target, uint64_t arena)
+{
+    return word_at(target, arena & ~(LEAKSCAN_HEAP_MAX - 1)) == arena;
+}
+
 /* The first arena, by the empty bin that shows it, among the bins in
  * [at, bins_end): words holds [low, high) of the range [start, end). */
 static uint64_t search_window(struct leakscan_target *target, const uint64_t *words, uint64_t low, uint64_t high,
@@ -104,7 +115,7 @@ static uint64_t search_window(struct leakscan_target *target, const uint64_t *wo
             if (bin - start < offset || bin - offset + LEAKSCAN_MSTATE_SIZE > end)
                 continue;
             uint64_t base = bin - offset;
-            if (looks_like_arena(target, &words[(base - low) / 8], base))
+            if (looks_like_arena(target, &words[(base - low) / 8], base) && !is_thread_arena(target, base))
                 return base;
         }
     }
@@ -127,13 +138,21 @@ static uint64_t search_range(struct leakscan_target *target, uint64_t start, uin
     return found;
 }
 
+/* A mapping of a file, which may be a program's or library's image: not
+ * a memfd (memslope's shared region is one), whatever its name, so the
+ * anonymous memory the kernel puts after one is no image's .bss. */
+static bool is_file_image(const char *path)
+{
+    return path[0] == '/' && strncmp(path, "/memfd:", 7) != 0;
+}
+
 uint64_t leakscan_find_main_arena(struct leakscan_target *target, const struct proc_maps *maps)
 {
     for (size_t i = 0; i < maps->count; i++) {
         const struct proc_map *map = &maps->maps[i];
-        bool file_data = map->path[0] == '/' && strncmp(map->path, "/memfd:", 7) != 0;
+        bool file_data = is_file_image(map->path);
         bool bss_tail = i > 0 && is_anonymous(map->path) && maps->maps[i - 1].end == map->start &&
-                        maps->maps[i - 1].path[0] == '/';
+                        is_file_image(maps->maps[i - 1].path);
         if ((map->perms & (PROC_MAP_READ | PROC_MAP_WRITE)) != (PROC_MAP_READ | PROC_MAP_WRITE) ||
             !(file_data || bss_tail) || map->end - map->start > MAX_ARENA_SEARCH)
             continue;

@@ -83,7 +83,8 @@ void leakscan_copy_as_memory(struct leakscan_copy *copy, struct leakscan_memory 
 
 /* glibc's main_arena in the process: found by its contents (every empty bin
  * points at itself, next/system_mem/attached_threads consistent) in the
- * writable file mappings and their anonymous tails. 0 if not found. */
+ * writable file mappings and their anonymous tails, a thread's arena (in a
+ * heap that follows one) left aside. 0 if not found. */
 struct proc_maps;
 uint64_t leakscan_find_main_arena(struct leakscan_target *target, const struct proc_maps *maps);
 
