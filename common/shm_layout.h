@@ -211,6 +211,12 @@ struct shm_thread_slot {
      * those that crossed out of it (pushed out, or at the thread's end). */
     uint64_t held_pairs, held_pair_bytes;
     uint64_t held_in_bytes, held_out_bytes;
+    /* Set while the thread sends a block it took out of its set (pushed
+     * out, its end): a fork in that instant leaves the block in neither
+     * the child's copy of the set nor, until it is published, the ring;
+     * the tracer waits for it before it gives the child its heap. */
+    uint32_t held_sending;
+    uint32_t pad0;
     /* consumer side */
     _Alignas(64) uint64_t read_pos;  /* events consumed (release) */
     uint32_t read_seq;               /* futex word: bumped after every drain */

@@ -887,6 +887,15 @@ static void send_held(struct shim_thread *thread, const struct held_block *block
               SHM_EV_ALLOC, 0);
 }
 
+/* Brackets taking blocks out of the set and sending them (the slot's
+ * held_sending): a fork between the two must not lose one. Plain stores:
+ * the compare-and-swap that takes a block out is a full barrier after the
+ * first, and the event's publication a release before the second. */
+static inline void sending_held(struct shim_thread *thread, uint32_t sending)
+{
+    __atomic_store_n(&thread->producer.slot->held_sending, sending, __ATOMIC_RELAXED);
+}
+
 /* A case opened while the block went in: the tracer's stop at its
  * opening (memslope__case_opens) may have come before it, so it crosses
  * now, as made before the case, unless that stop took it. */
@@ -894,8 +903,10 @@ static __attribute__((noinline, cold)) void unhold_block(struct shim_thread *thr
                                                         uint64_t stamp)
 {
     uint64_t address = (uint64_t)(uintptr_t)pointer, held_size;
+    sending_held(thread, 1);
     if (held_set_take_shared(thread->held.buckets, address, &held_size))
         send_held(thread, &(struct held_block){address, size, stamp});
+    sending_held(thread, 0);
 }
 
 /* Whether the thread may hold a block of size: with two or more
@@ -934,7 +945,7 @@ static inline __attribute__((always_inline)) bool hold_block(struct shim_thread 
         return false; /* a case began around the stamp: the block may be the case's */
     struct held_block out;
     thread->held.busy++;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    sending_held(thread, 1); /* in case the insert pushes a block out */
     held_set_insert(&thread->held, (uint64_t)(uintptr_t)pointer, size, stamp.time, &out);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     thread->held.busy--;
@@ -944,6 +955,7 @@ static inline __attribute__((always_inline)) bool hold_block(struct shim_thread 
         unhold_block(thread, pointer, size, stamp.time);
     if (out.address)
         send_held(thread, &out);
+    sending_held(thread, 0);
     return true;
 }
 
@@ -955,8 +967,10 @@ static void cross_held_set(struct shim_thread *thread)
         return;
     struct held_block block;
     uint32_t cursor = 0;
+    sending_held(thread, 1);
     while (held_set_take_next(&thread->held, &cursor, &block))
         send_held(thread, &block);
+    sending_held(thread, 0);
     thread->held.buckets = NULL; /* the set stays with the slot, empty */
 }
 

@@ -8,6 +8,8 @@
 
 #include "held_sets.h"
 
+#include <time.h>
+
 #include <errno.h>
 #include <sched.h>
 #include <signal.h>
@@ -75,10 +77,39 @@ static int pid_known(struct session *session, pid_t pid)
  * child's table would hold blocks the child never had (a later allocation
  * inside one made the leak check refuse the table as corrupt: bash's
  * subshells under pyenv's shims). */
+/* Whether a thread of the process is sending blocks it took out of its
+ * held set (shm_layout.h, held_sending). */
+static int held_sends_in_flight(const struct traced_process *process)
+{
+    const struct shm_consumer *shm = &process->shm;
+    for (uint32_t i = 0; shm->base && i < shm->seen_high_water; i++)
+        if (__atomic_load_n(&shm_slot(shm->base, i)->held_sending, __ATOMIC_ACQUIRE))
+            return 1;
+    return 0;
+}
+
+/* The parent's threads run on while its forking thread is stopped here: a
+ * block one of them took out of its set before the fork instant and sends
+ * after it is in neither the child's copy of the set nor the rings yet.
+ * Drained until no such send is under way (at most 20 ms: a thread may be
+ * stopped, or blocked). */
+static void drain_held_sends(struct session *session, struct traced_process *parent)
+{
+    process_drain_all(session, parent);
+    for (int waited = 0; held_sends_in_flight(parent) && waited < 400; waited++) {
+        struct timespec pause = {0, 50000};
+        nanosleep(&pause, NULL);
+        process_drain_all(session, parent);
+    }
+}
+
 static struct traced_process *fork_child_create(struct session *session, struct traced_process *parent, pid_t child,
                                                 int vfork)
 {
-    process_drain_all(session, parent);
+    if (parent->recorder.sample_rate && !vfork)
+        drain_held_sends(session, parent);
+    else
+        process_drain_all(session, parent);
     struct traced_process *process = process_create(session, child, parent->process_id);
     if (!process)
         return NULL;
