@@ -91,16 +91,17 @@ static int held_sends_in_flight(const struct traced_process *process)
 /* The parent's threads run on while its forking thread is stopped here: a
  * block one of them took out of its set before the fork instant and sends
  * after it is in neither the child's copy of the set nor the rings yet.
- * Drained until no such send is under way (at most 20 ms: a thread may be
- * stopped, or blocked). */
+ * Drained once no such send is under way (seen after the send ends, its
+ * event is in the ring): at most 20 ms, a thread may be stopped or
+ * blocked, draining meanwhile, a full ring may be what it waits for. */
 static void drain_held_sends(struct session *session, struct traced_process *parent)
 {
-    process_drain_all(session, parent);
     for (int waited = 0; held_sends_in_flight(parent) && waited < 400; waited++) {
+        process_drain_all(session, parent);
         struct timespec pause = {0, 50000};
         nanosleep(&pause, NULL);
-        process_drain_all(session, parent);
     }
+    process_drain_all(session, parent);
 }
 
 static struct traced_process *fork_child_create(struct session *session, struct traced_process *parent, pid_t child,
