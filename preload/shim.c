@@ -956,13 +956,15 @@ static inline __attribute__((always_inline)) bool hold_block(struct shim_thread 
     if (UNLIKELY(__atomic_load_n(&header->case_state, __ATOMIC_ACQUIRE) != cases))
         return false; /* a case began around the stamp: the block may be the case's */
     struct held_block out;
+    struct shm_thread_slot *slot = thread->producer.slot;
+    /* counted before the insert: the tracer reads no set whose count has
+     * not moved since it emptied it (held_sets.c) */
+    slot_count(&slot->held_in_bytes, size);
     thread->held.busy++;
     sending_held(thread, 1); /* in case the insert pushes a block out */
     held_set_insert(&thread->held, (uint64_t)(uintptr_t)pointer, size, stamp.time, &out);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     thread->held.busy--;
-    struct shm_thread_slot *slot = thread->producer.slot;
-    slot_count(&slot->held_in_bytes, size);
     if (UNLIKELY(__atomic_load_n(&header->case_state, __ATOMIC_SEQ_CST) != cases))
         unhold_block(thread, pointer, size, stamp.time);
     if (out.address)

@@ -82,9 +82,13 @@ long held_sets_take(struct shm_consumer *consumer, struct recorder *recorder, pi
         if (!address)
             continue;
         struct shm_held_seen *seen = shm_consumer_held_seen(consumer, i);
+        struct shm_thread_slot *slot = shm_slot(consumer->base, i);
+        uint64_t in = __atomic_load_n(&slot->held_in_bytes, __ATOMIC_ACQUIRE);
+        if (seen && seen->emptied && seen->in_at_take == in)
+            continue; /* empty since the last take: an insert counts itself first */
         /* before the set is read: a free the thread was making then will
          * find it moved, and cross (held_set_take) */
-        __atomic_add_fetch(&shm_slot(consumer->base, i)->held_epoch, 1, __ATOMIC_SEQ_CST);
+        __atomic_add_fetch(&slot->held_epoch, 1, __ATOMIC_SEQ_CST);
         if (!seen || (!buckets && !(buckets = malloc(SET_BYTES))) || (!cleared && !(cleared = malloc(SET_BYTES))) ||
             read_set(reader, address, buckets) < 0) {
             failed = 1;
@@ -93,6 +97,8 @@ long held_sets_take(struct shm_consumer *consumer, struct recorder *recorder, pi
         /* Cleared in the process before they are taken: a block taken and
          * left in its set would stay live, its thread's free never sent. */
         int held = clear_set(reader, address, buckets, cleared);
+        if (held >= 0)
+            *seen = (struct shm_held_seen){seen->pairs, seen->pair_bytes, seen->taken_bytes, in, 1};
         if (held <= 0) {
             failed |= held < 0;
             continue;

@@ -65,6 +65,7 @@ struct traced_process {
     int start_checked, raw_fork_child;
     int held_unreadable; /* its threads' held sets could not be read: said once */
     int held_case_late;  /* a case opened with a thread that did not stop: said once */
+    int held_taken_at_end; /* its threads all end (exit, exec): the sets were taken, once */
     pid_t fork_parent_pid;
     uint64_t stop_recording_address;
     uint32_t stop_recording_value;

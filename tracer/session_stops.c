@@ -463,12 +463,34 @@ static int group_exit_started(pid_t exiting)
     return ptrace(PTRACE_GETREGS, exiting, 0, &regs) == 0 && regs.orig_rax == SYS_exit_group;
 }
 
-/* Whether the thread at its exit stop is leaving by the exit system call
- * (pthread_exit, or a raw one), while its process runs on. */
-static int leaving_alone(pid_t exiting)
+/* Whether a thread of process other than tid is in an execve or an
+ * exit_group, which end every other thread. */
+static int another_ends_all(struct session *session, const struct traced_process *process, pid_t tid)
+{
+    struct traced_thread *thread, *tmp;
+    HASH_ITER(hh, session->threads, thread, tmp) {
+        if (thread->process != process || thread->tid == tid || thread->reached_exit)
+            continue;
+        char *call = read_proc_file(thread->tid, "syscall", NULL);
+        long number = call ? strtol(call, NULL, 10) : -1;
+        free(call);
+        if (number == SYS_execve || number == SYS_execveat || number == SYS_exit_group)
+            return 1;
+    }
+    return 0;
+}
+
+/* Whether the thread at its exit stop ends with all the others: it called
+ * exit_group, or another thread's execve or exit_group killed it. A thread
+ * that ends alone (the exit system call, a seccomp kill of the thread)
+ * does not stop the others; a fatal signal's group end is taken at its
+ * signal stop, with the world stopped (process_leak_check). */
+static int ending_with_the_others(struct session *session, const struct traced_process *process, pid_t exiting)
 {
     struct user_regs_struct regs;
-    return ptrace(PTRACE_GETREGS, exiting, 0, &regs) == 0 && regs.orig_rax == SYS_exit;
+    if (ptrace(PTRACE_GETREGS, exiting, 0, &regs) != 0 || regs.orig_rax == SYS_exit)
+        return 0;
+    return regs.orig_rax == SYS_exit_group || another_ends_all(session, process, exiting);
 }
 
 static void on_exit_stop(struct session *session, struct traced_thread *thread)
@@ -481,13 +503,14 @@ static void on_exit_stop(struct session *session, struct traced_thread *thread)
     }
     if (!process)
         return;
-    /* A thread killed with the others (an exit, an exec, a fatal signal):
-     * none of them runs the program's code again, and the image's sets are
-     * read before its memory goes (an exec's thread holds one too). A
-     * thread that leaves alone by the exit system call does not end the
-     * others: a set its raw exit left full is taken at the next stop of
-     * the world. */
-    if (process->recorder.sample_rate && process->shm.base && !leaving_alone(thread->tid)) {
+    /* A thread that ends with the others (an exit, an exec, a fatal
+     * signal): none of them runs the program's code again, and the
+     * image's sets are read, once, before its memory goes (an exec's
+     * thread holds one too). A set a thread ending alone left full (a raw
+     * exit) is taken at the next stop of the world. */
+    if (process->recorder.sample_rate && process->shm.base && !process->held_taken_at_end &&
+        ending_with_the_others(session, process, thread->tid)) {
+        process->held_taken_at_end = 1;
         process_drain_all(session, process);
         take_held_blocks(process, thread->tid);
     }

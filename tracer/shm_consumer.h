@@ -51,6 +51,10 @@ struct shm_consumer {
 struct shm_held_seen {
     uint64_t pairs, pair_bytes; /* the slot's held_pairs, held_pair_bytes already counted */
     uint64_t taken_bytes;       /* held bytes the tracer took into its live table at stops */
+    /* the slot's held_in_bytes when the tracer last emptied its set (valid
+     * once emptied): unchanged, nothing went in since, and it is not read */
+    uint64_t in_at_take;
+    int emptied;
 };
 
 void shm_consumer_init(struct shm_consumer *consumer);
