@@ -183,6 +183,11 @@ struct shm_event {
 /* One cache line: a free or an insert touches one line of the set (with
  * four ways and 64-bit sizes a bucket took two or three, and the set cost
  * the program 10 ns more an event). */
+/* Events a second (allocations and frees, held pairs counted) over which
+ * the tracer asks the threads to hold, and under which it stops asking. */
+#define SHM_HOLD_ON_RATE 3000000u
+#define SHM_HOLD_OFF_RATE 1500000u
+
 struct shm_held_bucket {
     _Alignas(64) uint64_t addr[SHM_HELD_WAYS]; /* 0: empty */
     uint64_t stamp[SHM_HELD_WAYS];              /* the allocation's time_ns */
@@ -340,6 +345,12 @@ struct shm_header {
      * and markers and new sets rarely write. */
     _Alignas(64) uint32_t producers;
     uint32_t held_sets_made;    /* held sets ever made in this image: at 0 a free looks in no set */
+    /* Written by the tracer: 1 while the image's allocations and frees come
+     * faster than SHM_HOLD_ON_RATE (then the tracer's work competes with
+     * the program's for the processors, and holding pays), 0 once they fall
+     * under SHM_HOLD_OFF_RATE (then holding only costs the program). */
+    uint32_t hold_wanted;
+    uint32_t pad_hold;
     /* The marker API's cases, for the held set: (changes << 1) | open. A
      * case opens (case begin, or an iteration outside a case) before its
      * marker's stamp is read, and closes after its end marker is written;

@@ -134,6 +134,7 @@ static uint64_t sample_rate;
 static uintptr_t shim_text_start, shim_text_end;
 static bool clock_is_tsc; /* events are stamped with the TSC (decided once, at start) */
 static bool hold_enabled; /* --sample-rate under ptrace: threads may hold unsampled blocks (held_set.h) */
+static bool hold_always;  /* whatever the tracer's hold_wanted says (MEMSLOPE_HOLD=always: tests) */
 static pthread_key_t thread_exit_key;
 /* The shim's static TLS block, as an offset from the thread pointer (the
  * same in every thread); size 0 until the constructor found it. */
@@ -388,7 +389,9 @@ static bool start_recording(void)
     max_frames = (uint32_t)frames;
     sample_rate = shm_parse_u64(getenv(SHM_ENV_SAMPLE_RATE), 0);
     const char *hold = getenv(SHM_ENV_HOLD);
-    hold_enabled = sample_rate && hold && hold[0] == '1' && !(no_ptrace && no_ptrace[0] == '1');
+    hold_enabled = sample_rate && hold && (hold[0] == '1' || strcmp(hold, "always") == 0) &&
+                   !(no_ptrace && no_ptrace[0] == '1');
+    hold_always = hold_enabled && strcmp(hold, "always") == 0;
 
     find_own_text();
     unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
@@ -923,12 +926,17 @@ static __attribute__((noinline, cold)) void unhold_block(struct shim_thread *thr
 
 /* Whether the thread may hold a block of size: with two or more
  * recording threads (with one, the tracer has a processor of its own and
- * the set only costs), not from a handler that interrupted a set
- * operation, with a set (made now if need be). */
+ * the set only costs), while the tracer says the image allocates fast
+ * enough for holding to pay (hold_wanted: at 0.7 M events a second the
+ * set cost the program more than the tracer's work did), not from a
+ * handler that interrupted a set operation, with a set (made now if need
+ * be). */
 static inline __attribute__((always_inline)) bool may_hold(struct shim_thread *thread, size_t size)
 {
+    const struct shm_header *header = region;
     if (size > SHM_HELD_MAX_SIZE || thread->held.busy || thread->held.closed ||
-        __atomic_load_n(&((const struct shm_header *)region)->producers, __ATOMIC_RELAXED) < 2)
+        __atomic_load_n(&header->producers, __ATOMIC_RELAXED) < 2 ||
+        !(hold_always || __atomic_load_n(&header->hold_wanted, __ATOMIC_RELAXED)))
         return false;
     if (LIKELY(thread->held.buckets != NULL))
         return true;

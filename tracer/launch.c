@@ -33,13 +33,16 @@ extern char **environ;
 /* Whether the target's threads may hold their unsampled blocks back
  * (preload/held_set.h): with --sample-rate, unless iterations are marked
  * by the tracer or the interpreter (the shim cannot tell when those open a
- * case). MEMSLOPE_HOLD=0 in memslope's own environment turns it off, to
- * measure what it buys. */
+ * case). 1: while the image allocates fast enough to pay (hold_wanted);
+ * 2: always (MEMSLOPE_HOLD=always in memslope's own environment, for
+ * tests); 0: never (MEMSLOPE_HOLD=0, to measure what it buys). */
 static int holding_wanted(const struct record_options *options)
 {
     const char *hold = getenv(SHM_ENV_HOLD);
-    return options->sample_rate && !options->iteration_symbol && !options->python_iteration &&
-           !(hold && strcmp(hold, "0") == 0);
+    if (!options->sample_rate || options->iteration_symbol || options->python_iteration ||
+        (hold && strcmp(hold, "0") == 0))
+        return 0;
+    return hold && strcmp(hold, "always") == 0 ? 2 : 1;
 }
 
 /* The target's environment is environ (less LD_PRELOAD and MEMSLOPE_*)
@@ -126,7 +129,7 @@ static int target_environment(const struct session *session, const char *shim_pa
     if (session->clock_is_tsc)
         env[n++] = SHM_ENV_CLOCK "=tsc";
     if (session->holding)
-        env[n++] = SHM_ENV_HOLD "=1";
+        env[n++] = session->holding == 2 ? SHM_ENV_HOLD "=always" : SHM_ENV_HOLD "=1";
     char **owned = launch->owned;
     if (previous_preload && *previous_preload)
         owned[0] = setting("LD_PRELOAD=%s:%s", shim_path, previous_preload);

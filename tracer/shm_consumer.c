@@ -396,8 +396,9 @@ struct shm_held_seen *shm_consumer_held_seen(struct shm_consumer *consumer, uint
  * look, and the bytes the sets hold now (common/shm_layout.h, "The held
  * set"). Every slot below the high-water mark: a slot freed since keeps
  * its counters, and a thread that only freed held blocks sent no event. */
-static void account_held(struct shm_consumer *consumer, struct recorder *recorder, uint64_t now)
+static uint64_t account_held(struct shm_consumer *consumer, struct recorder *recorder, uint64_t now)
 {
+    uint64_t new_pairs = 0;
     /* summed over every slot: a block held in one set may be freed by
      * another thread, whose slot counts the pair */
     uint64_t in_bytes = 0, gone_bytes = 0;
@@ -409,11 +410,12 @@ static void account_held(struct shm_consumer *consumer, struct recorder *recorde
             continue;
         struct shm_held_seen *seen = shm_consumer_held_seen(consumer, i);
         if (!seen)
-            return;
+            return new_pairs;
         uint64_t pair_bytes = __atomic_load_n(&slot->held_pair_bytes, __ATOMIC_RELAXED);
         uint64_t out = __atomic_load_n(&slot->held_out_bytes, __ATOMIC_RELAXED);
         if (pairs > seen->pairs) { /* the target's memory is not trusted: never backwards */
             recorder_held_pairs(recorder, pairs - seen->pairs, pair_bytes - seen->pair_bytes);
+            new_pairs += pairs - seen->pairs;
             seen->pairs = pairs;
             seen->pair_bytes = pair_bytes;
         }
@@ -423,6 +425,35 @@ static void account_held(struct shm_consumer *consumer, struct recorder *recorde
     uint64_t held = in_bytes > gone_bytes ? in_bytes - gone_bytes : 0;
     if (held != recorder->held_bytes)
         recorder_set_held_bytes(recorder, held, now);
+    return new_pairs;
+}
+
+/* How long the rate that decides hold_wanted is measured over. */
+#define HOLD_RATE_WINDOW_NS 20000000ull
+
+/* Asks the image's threads to hold their unsampled blocks while its
+ * allocations and frees (held pairs counted, so that holding does not
+ * hide the rate that started it) come fast enough: shm_layout.h,
+ * hold_wanted. */
+static void update_hold_wanted(struct shm_consumer *consumer, uint64_t events, uint64_t now)
+{
+    consumer->rate_events += events;
+    if (!consumer->rate_since_ns || now < consumer->rate_since_ns) {
+        consumer->rate_since_ns = now;
+        consumer->rate_events = 0;
+        return;
+    }
+    uint64_t span = now - consumer->rate_since_ns;
+    if (span < HOLD_RATE_WINDOW_NS)
+        return;
+    uint64_t rate = (uint64_t)((double)consumer->rate_events * 1e9 / (double)span);
+    struct shm_header *header = consumer->base;
+    uint32_t wanted = __atomic_load_n(&header->hold_wanted, __ATOMIC_RELAXED);
+    uint32_t next = rate > SHM_HOLD_ON_RATE ? 1 : rate < SHM_HOLD_OFF_RATE ? 0 : wanted;
+    if (next != wanted)
+        __atomic_store_n(&header->hold_wanted, next, __ATOMIC_RELAXED);
+    consumer->rate_since_ns = now;
+    consumer->rate_events = 0;
 }
 
 size_t shm_consumer_drain(struct shm_consumer *consumer, struct recorder *recorder, int full)
@@ -462,7 +493,7 @@ size_t shm_consumer_drain(struct shm_consumer *consumer, struct recorder *record
             recorder_prefetch(recorder, ring_event(slot, p)->addr);
     }
     size_t consumed = merge_cursors(consumer, recorder, cursors, count, tsc);
-    account_held(consumer, recorder, now);
+    update_hold_wanted(consumer, consumed + 2 * account_held(consumer, recorder, now), now);
     for (size_t i = 0; i < count; i++) {
         if (clock_now > consumer->slot_floors[cursors[i].index])
             consumer->slot_floors[cursors[i].index] = clock_now;

@@ -46,6 +46,9 @@ struct shm_consumer {
     /* Per slot, what the tracer has counted of its held set (common/
      * shm_layout.h, "The held set"); NULL until a slot has one. */
     struct shm_held_seen *held_seen;
+    /* The event rate that decides the region's hold_wanted: events (and
+     * held pairs, twice) since rate_since_ns. */
+    uint64_t rate_since_ns, rate_events;
 };
 
 struct shm_held_seen {
