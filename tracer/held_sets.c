@@ -2,12 +2,13 @@
  * held_sets.c - the threads' held sets, read and cleared from the tracer.
  *
  * A set lives in its thread's memory (its address in the thread's slot), so
- * it is read with process_vm_readv, and only while its thread is stopped:
- * a thread stopped at any instruction leaves a set whose every address
- * word is either a held block (its size and stamp written before it) or 0,
- * and an address is cleared only by a compare-and-swap in the shim, which
- * a thread resumed after the tracer cleared it loses (then its free
- * crosses, and finds the block in the live table).
+ * it is read with process_vm_readv, and only while no thread of the image
+ * can run (any thread's free may take from any set): a thread stopped at
+ * any instruction leaves a set whose every address word is either a held
+ * block (its size and stamp written before it) or 0. The slot's epoch is
+ * bumped first: the owner's free, which clears its way with a plain store,
+ * sees it moved and crosses (preload/held_set.h); another thread's take or
+ * the owner's push-out is a compare-and-swap, which loses to the clear.
  */
 #include "held_sets.h"
 
@@ -70,6 +71,37 @@ static long take_blocks(const struct shm_consumer *consumer, const struct shm_he
     return taken;
 }
 
+/* Takes the set of slot i (at address in the image's memory) into
+ * recorder, using the two buffers of SET_BYTES. Returns the blocks, or -1. */
+static long take_slot_set(struct shm_consumer *consumer, struct recorder *recorder, pid_t reader, uint32_t i,
+                          uint64_t address, struct shm_held_bucket *buckets, struct shm_held_bucket *cleared)
+{
+    struct shm_held_seen *seen = shm_consumer_held_seen(consumer, i);
+    struct shm_thread_slot *slot = shm_slot(consumer->base, i);
+    if (!seen)
+        return -1;
+    uint64_t in = __atomic_load_n(&slot->held_in_bytes, __ATOMIC_ACQUIRE);
+    if (seen->emptied && seen->in_at_take == in)
+        return 0; /* empty since the last take: an insert counts itself first */
+    __atomic_add_fetch(&slot->held_epoch, 1, __ATOMIC_SEQ_CST);
+    if (read_set(reader, address, buckets) < 0)
+        return -1;
+    /* Cleared in the process before they are taken: a block taken and
+     * left in its set would stay live, its thread's free never sent. */
+    int held = clear_set(reader, address, buckets, cleared);
+    if (held < 0)
+        return -1;
+    seen->in_at_take = in;
+    seen->emptied = 1;
+    if (!held)
+        return 0;
+    uint64_t bytes = 0;
+    recorder->source = i; /* the ring of the thread that held them */
+    long taken = take_blocks(consumer, buckets, recorder, NULL, &bytes);
+    seen->taken_bytes += bytes;
+    return taken;
+}
+
 long held_sets_take(struct shm_consumer *consumer, struct recorder *recorder, pid_t reader)
 {
     if (!consumer->base)
@@ -81,32 +113,17 @@ long held_sets_take(struct shm_consumer *consumer, struct recorder *recorder, pi
         uint64_t address = slot_set(consumer->base, i);
         if (!address)
             continue;
-        struct shm_held_seen *seen = shm_consumer_held_seen(consumer, i);
-        struct shm_thread_slot *slot = shm_slot(consumer->base, i);
-        uint64_t in = __atomic_load_n(&slot->held_in_bytes, __ATOMIC_ACQUIRE);
-        if (seen && seen->emptied && seen->in_at_take == in)
-            continue; /* empty since the last take: an insert counts itself first */
-        /* before the set is read: a free the thread was making then will
-         * find it moved, and cross (held_set_take) */
-        __atomic_add_fetch(&slot->held_epoch, 1, __ATOMIC_SEQ_CST);
-        if (!seen || (!buckets && !(buckets = malloc(SET_BYTES))) || (!cleared && !(cleared = malloc(SET_BYTES))) ||
-            read_set(reader, address, buckets) < 0) {
+        if (!buckets)
+            buckets = malloc(SET_BYTES);
+        if (!cleared)
+            cleared = malloc(SET_BYTES);
+        if (!buckets || !cleared) {
             failed = 1;
-            continue;
+            break;
         }
-        /* Cleared in the process before they are taken: a block taken and
-         * left in its set would stay live, its thread's free never sent. */
-        int held = clear_set(reader, address, buckets, cleared);
-        if (held >= 0)
-            *seen = (struct shm_held_seen){seen->pairs, seen->pair_bytes, seen->taken_bytes, in, 1};
-        if (held <= 0) {
-            failed |= held < 0;
-            continue;
-        }
-        uint64_t bytes = 0;
-        recorder->source = i; /* the ring of the thread that held them */
-        taken += take_blocks(consumer, buckets, recorder, NULL, &bytes);
-        seen->taken_bytes += bytes;
+        long n = take_slot_set(consumer, recorder, reader, i, address, buckets, cleared);
+        failed |= n < 0;
+        taken += n > 0 ? n : 0;
     }
     free(buckets);
     free(cleared);
