@@ -159,11 +159,13 @@ struct shm_event {
  * held_table), and a free that finds its block there, or in another
  * thread's set, sends nothing: the pair is counted in the freeing thread's
  * slot (held_pairs, held_pair_bytes). Only while no case is open
- * (shm_header.case_state) and two or more threads record.
+ * (shm_header.case_state), two or more threads record, and the tracer asks
+ * (shm_header.hold_wanted: the image allocates fast).
  *
  * A block is in the set while its address is in addr[way]; size and stamp
  * are written before the address (release). The tracer takes blocks out
- * only while the thread is stopped, bumping the slot's held_epoch first.
+ * only while no thread of the image can run, bumping the slot's held_epoch
+ * first.
  * The thread clears a way by its free (a plain store, then the epoch read
  * again: changed, the free crosses flagged SHM_EVENT_HELD) or pushes a
  * block out by a compare-and-swap (then it crosses flagged SHM_EVENT_HELD);

@@ -9,15 +9,16 @@
  * (struct shm_held_bucket, common/shm_layout.h): the tracer reads it at
  * every stop of the world and takes what it holds into its live table.
  *
- * One writer, the owning thread, except that the tracer may clear every
- * address while the thread is stopped, after bumping the slot's epoch. A
- * free clears its way with a plain store (a locked compare-and-swap there
- * cost the program 6 ns an event) and reads the epoch again: if it moved,
- * the tracer may have taken the block too, and the free crosses to settle
- * it. Pushing a block out, rare, takes it by compare-and-swap. A signal
- * handler may free while its thread is inside a set operation, never
- * insert (busy): the interrupted operation may be writing the way it would
- * pick.
+ * The owning thread inserts and clears; another thread that frees a block
+ * held here takes it out by compare-and-swap (held_set_take_shared); the
+ * tracer may clear every address while no thread runs, after bumping the
+ * slot's epoch. The owner's free clears its way with a plain store (a
+ * locked compare-and-swap there cost the program 6 ns an event) and reads
+ * the epoch again: if it moved, the tracer may have taken the block too,
+ * and the free crosses to settle it. Pushing a block out, rare, takes it by
+ * compare-and-swap. A signal handler may free while its thread is inside a
+ * set operation, never insert (busy): the interrupted operation may be
+ * writing the way it would pick.
  */
 #ifndef MEMSLOPE_HELD_SET_H
 #define MEMSLOPE_HELD_SET_H
