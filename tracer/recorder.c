@@ -433,8 +433,11 @@ void recorder_held_alloc(struct recorder *recorder, uint64_t time_ns, uint64_t a
         cancels_pending_free_of_held(recorder, pending_in, site, time_ns, address, size))
         return;
     /* its stamp is older than events applied before it: the timeline and
-     * the peak take it now */
+     * the peak take it now; its bytes leave the held estimate as they come
+     * into the live figures (a thread's end sends its whole set: counted
+     * in both until the drain's end, the peak read high by the set) */
     uint64_t now = time_ns > recorder->last_time_ns ? time_ns : recorder->last_time_ns;
+    recorder->held_bytes -= size < recorder->held_bytes ? size : recorder->held_bytes;
     add_live_block(recorder, site, now, address, size, TRACE_NONE, 0, pending_in == recorder);
 }
 
