@@ -121,8 +121,9 @@ static struct traced_process *fork_child_create(struct session *session, struct 
     else if (recorder_init_fork_child(&process->recorder, &parent->recorder) < 0)
         process->recorder.out_of_memory = 1;
     else if (held_sets_inherit(&parent->shm, &parent->recorder, &process->recorder, child) < 0)
-        add_leak_check_note(process, "the blocks its parent's threads held at the fork could not be read: "
-                                     "its figures may miss them");
+        add_leak_check_note(process, "the blocks its parent's threads held back at the fork (--sample-rate) "
+                                     "could not be read from the child: its figures may miss them; record "
+                                     "with MEMSLOPE_HOLD=0 to have every block sent");
     process->recorder.snapshots_limit = parent->recorder.snapshots_limit;
     process->previous_image_inode = parent->shm.inode;
     process->fork_parent_pid = parent->pid;
