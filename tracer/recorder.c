@@ -281,6 +281,21 @@ static inline void touch(struct recorder *recorder, struct recorder_site *site)
         touch_slow(recorder, site);
 }
 
+/* An allocation and the free that came before it (pending): both counted,
+ * the block never live; in case case_id. */
+static void cancel_pair(struct recorder *recorder, struct recorder_site *site, struct pending_free *pending,
+                        uint64_t size, uint32_t case_id)
+{
+    HASH_DEL(recorder->pending_frees, pending);
+    free(pending);
+    recorder->unmatched_frees--;
+    double weight = block_weight(recorder, site, size);
+    site_count(recorder, site, size, weight, 1, 0);
+    case_count(recorder, site, case_id, size, weight, 1, 1);
+    recorder->allocations++;
+    recorder->allocated_bytes += size;
+}
+
 /* Whether this allocation's free was already seen: then count both. */
 static int cancels_pending_free(struct recorder *recorder, struct recorder_site *site, uint64_t time_ns,
                                 uint64_t address, uint64_t size)
@@ -289,14 +304,7 @@ static int cancels_pending_free(struct recorder *recorder, struct recorder_site 
     HASH_FIND(hh, recorder->pending_frees, &address, sizeof address, pending);
     if (!pending || pending->time_ns < time_ns || pending->source == recorder->source)
         return 0;
-    HASH_DEL(recorder->pending_frees, pending);
-    free(pending);
-    recorder->unmatched_frees--;
-    double weight = block_weight(recorder, site, size);
-    site_count(recorder, site, size, weight, 1, 0);
-    case_count(recorder, site, recorder->open_case, size, weight, 1, 1);
-    recorder->allocations++;
-    recorder->allocated_bytes += size;
+    cancel_pair(recorder, site, pending, size, recorder->open_case);
     return 1;
 }
 
@@ -406,14 +414,9 @@ static int cancels_pending_free_of_held(struct recorder *recorder, const struct 
      * once: a repeated stamp, and the held block is the new one */
     if (pending_in == recorder && pending->source == recorder->source && pending->time_ns == time_ns)
         return 0;
-    if (pending_in != recorder)
-        return 1; /* freed in the parent before the fork: not the child's, nor in its heap */
-    HASH_DEL(recorder->pending_frees, pending);
-    free(pending);
-    recorder->unmatched_frees--;
-    site_count(recorder, site, size, 0, 1, 0);
-    recorder->allocations++;
-    recorder->allocated_bytes += size;
+    if (pending_in == recorder)
+        cancel_pair(recorder, site, pending, size, TRACE_NONE); /* made outside any case */
+    /* else freed in the parent before the fork: not the child's, nor in its heap */
     return 1;
 }
 
