@@ -454,14 +454,14 @@ static void on_first_exec(struct session *session, pid_t pid)
     process_watch_entry(session, image);
 }
 
-/* Whether this exit stop is the thread that called exit_group: its
- * orig_rax still names the system call that is ending it (a thread leaving
- * by pthread_exit is in exit, one killed by the group exit in whatever call
- * it was blocked in). */
-static int group_exit_started(pid_t exiting)
+/* The system call a thread at its exit stop is in: its orig_rax still
+ * names the call that is ending it (exit_group for the thread that called
+ * it, exit for pthread_exit or a raw exit; a thread killed by a group exit
+ * or an exec is in whatever call it was blocked in). -1 when unreadable. */
+static long exiting_call(pid_t exiting)
 {
     struct user_regs_struct regs;
-    return ptrace(PTRACE_GETREGS, exiting, 0, &regs) == 0 && regs.orig_rax == SYS_exit_group;
+    return ptrace(PTRACE_GETREGS, exiting, 0, &regs) == 0 ? (long)regs.orig_rax : -1;
 }
 
 /* Whether a thread of process other than tid is in an execve or an
@@ -486,12 +486,12 @@ static int another_ends_all(struct session *session, const struct traced_process
  * that ends alone (the exit system call, a seccomp kill of the thread)
  * does not stop the others; a fatal signal's group end is taken at its
  * signal stop, with the world stopped (process_leak_check). */
-static int ending_with_the_others(struct session *session, const struct traced_process *process, pid_t exiting)
+static int ending_with_the_others(struct session *session, const struct traced_process *process, pid_t exiting,
+                                  long call)
 {
-    struct user_regs_struct regs;
-    if (ptrace(PTRACE_GETREGS, exiting, 0, &regs) != 0 || regs.orig_rax == SYS_exit)
+    if (call == -1 || call == SYS_exit)
         return 0;
-    return regs.orig_rax == SYS_exit_group || another_ends_all(session, process, exiting);
+    return call == SYS_exit_group || another_ends_all(session, process, exiting);
 }
 
 static void on_exit_stop(struct session *session, struct traced_thread *thread)
@@ -504,13 +504,14 @@ static void on_exit_stop(struct session *session, struct traced_thread *thread)
     }
     if (!process)
         return;
+    long call = exiting_call(thread->tid);
     /* A thread that ends with the others (an exit, an exec, a fatal
      * signal): none of them runs the program's code again, and the
      * image's sets are read, once, before its memory goes (an exec's
      * thread holds one too). A set a thread ending alone left full (a raw
      * exit) is taken at the next stop of the world. */
     if (process->recorder.sample_rate && process->shm.base && !process->held_taken_at_end &&
-        ending_with_the_others(session, process, thread->tid)) {
+        ending_with_the_others(session, process, thread->tid, call)) {
         process->held_taken_at_end = 1;
         process_drain_all(session, process);
         take_held_blocks(process, thread->tid);
@@ -520,7 +521,7 @@ static void on_exit_stop(struct session *session, struct traced_thread *thread)
      * others). The check runs then, with every other thread stopped where
      * it was: their registers and stacks still hold pointers, as memcheck
      * sees them at exit. */
-    if (process->live_threads == 0 || group_exit_started(thread->tid)) {
+    if (process->live_threads == 0 || call == SYS_exit_group) {
         process->state = PROCESS_EXITING;
         process_final_snapshot(session, process, TRACE_SNAP_EXIT, thread->tid);
     }
