@@ -26,7 +26,7 @@ void held_set_destroy(struct held_set *set)
     set->buckets = NULL;
 }
 
-bool held_set_take_next(struct held_set *set, uint32_t *cursor, struct held_block *out)
+bool held_set_take_next(struct held_set *set, uint32_t *cursor, uint64_t stamp, struct held_block *out)
 {
     for (; set->buckets && *cursor < SHM_HELD_BUCKETS; ++*cursor) {
         struct shm_held_bucket *bucket = &set->buckets[*cursor];
@@ -34,7 +34,7 @@ bool held_set_take_next(struct held_set *set, uint32_t *cursor, struct held_bloc
             uint64_t address = __atomic_load_n(&bucket->addr[way], __ATOMIC_RELAXED);
             if (!address)
                 continue;
-            uint64_t size = bucket->size[way], stamp = bucket->stamp[way];
+            uint64_t size = bucket->size[way];
             if (held_way_take(bucket, way, address)) {
                 *out = (struct held_block){address, size, stamp};
                 return true;

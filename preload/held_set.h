@@ -42,10 +42,14 @@ enum held_take {
     HELD_UNSETTLED, /* taken out, but the tracer took the set meanwhile: cross the free, with the size */
 };
 
-/* A block as it leaves the set to cross to the tracer. */
+/* A block as it leaves the set to cross to the tracer, stamped as it
+ * leaves (the set keeps no stamps, shm_layout.h). */
 struct held_block {
     uint64_t address, size, stamp;
 };
+
+/* Reads the clock of event stamps. */
+typedef uint64_t held_clock(void);
 
 /* Maps the set's buckets (anonymous memory, not the allocator it wraps).
  * Returns false if the memory could not be had. */
@@ -58,8 +62,9 @@ bool held_set_create(struct held_set *set);
 void held_set_destroy(struct held_set *set);
 
 /* Takes out the next block still held, from bucket *cursor on, for a
- * thread's end to send across. Returns false when none is left. */
-bool held_set_take_next(struct held_set *set, uint32_t *cursor, struct held_block *out);
+ * thread's end to send across, stamped stamp: a clock reading taken before
+ * the first call. Returns false when none is left. */
+bool held_set_take_next(struct held_set *set, uint32_t *cursor, uint64_t stamp, struct held_block *out);
 
 static inline struct shm_held_bucket *held_bucket(const struct held_set *set, uint64_t address)
 {
@@ -120,10 +125,13 @@ static inline bool held_set_take_shared(struct shm_held_bucket *buckets, uint64_
 }
 
 /* Puts a block into the set (the caller counts itself in set->busy). A block it pushes out
- * to make room, or a stale copy of the same address (freed by another
- * thread, whose free crossed), is returned in *out (address 0: none) for
- * the caller to send across. */
-static inline void held_set_insert(struct held_set *set, uint64_t address, uint64_t size, uint64_t stamp,
+ * to make room is returned in *out (address 0: none) for the caller to
+ * send across, stamped by clock before it is taken out: a thread that
+ * misses it here afterwards stamps its free later. So is a stale copy of
+ * the same address (freed by a thread that did not look in the sets, whose
+ * free crossed before the address came back), stamped 0: older than that
+ * free, which it cancels. */
+static inline void held_set_insert(struct held_set *set, uint64_t address, uint64_t size, held_clock *clock,
                                    struct held_block *out)
 {
     struct shm_held_bucket *bucket = held_bucket(set, address);
@@ -142,12 +150,11 @@ static inline void held_set_insert(struct held_set *set, uint64_t address, uint6
     out->address = 0;
     uint64_t old = __atomic_load_n(&bucket->addr[way], __ATOMIC_RELAXED);
     if (old) {
-        uint64_t old_size = bucket->size[way], old_stamp = bucket->stamp[way];
+        uint64_t old_size = bucket->size[way], stamp = old == address ? 0 : clock();
         if (held_way_take(bucket, (unsigned)way, old))
-            *out = (struct held_block){old, old_size, old_stamp};
+            *out = (struct held_block){old, old_size, stamp};
     }
     bucket->size[way] = (uint32_t)size; /* at most SHM_HELD_MAX_SIZE */
-    bucket->stamp[way] = stamp;
     __atomic_store_n(&bucket->addr[way], address, __ATOMIC_RELEASE);
 }
 

@@ -893,8 +893,8 @@ static __attribute__((noinline, cold)) bool open_held_set(struct shim_thread *th
 }
 
 /* Sends a block that left the set without its free (pushed out, a thread's
- * end), flagged SHM_EVENT_HELD: its stamp is older than the ring's events
- * around it, and it was made outside any case. */
+ * end), flagged SHM_EVENT_HELD: it was made outside any case, and its
+ * stamp is when it left the set, not when it was made. */
 static void send_held(struct shim_thread *thread, const struct held_block *block)
 {
     slot_count(&thread->producer.slot->held_out_bytes, block->size);
@@ -914,10 +914,10 @@ static inline void sending_held(struct shim_thread *thread, uint32_t sending)
 /* A case opened while the block went in: the tracer's stop at its
  * opening (memslope__case_opens) may have come before it, so it crosses
  * now, as made before the case, unless that stop took it. */
-static __attribute__((noinline, cold)) void unhold_block(struct shim_thread *thread, void *pointer, size_t size,
-                                                        uint64_t stamp)
+static __attribute__((noinline, cold)) void unhold_block(struct shim_thread *thread, void *pointer, size_t size)
 {
     uint64_t address = (uint64_t)(uintptr_t)pointer, held_size;
+    uint64_t stamp = read_clock(); /* before the take: see held_set_insert */
     sending_held(thread, 1);
     if (held_set_take_shared(thread->held.buckets, address, &held_size))
         send_held(thread, &(struct held_block){address, size, stamp});
@@ -960,9 +960,6 @@ static inline __attribute__((always_inline)) bool hold_block(struct shim_thread 
     uint64_t cases = __atomic_load_n(&header->case_state, __ATOMIC_ACQUIRE);
     if (cases & 1)
         return false;
-    struct stamp stamp = event_stamp(thread);
-    if (UNLIKELY(__atomic_load_n(&header->case_state, __ATOMIC_ACQUIRE) != cases))
-        return false; /* a case began around the stamp: the block may be the case's */
     struct held_block out;
     struct shm_thread_slot *slot = thread->producer.slot;
     /* counted before the insert: the tracer reads no set whose count has
@@ -970,11 +967,11 @@ static inline __attribute__((always_inline)) bool hold_block(struct shim_thread 
     slot_count(&slot->held_in_bytes, size);
     thread->held.busy++;
     sending_held(thread, 1); /* in case the insert pushes a block out */
-    held_set_insert(&thread->held, (uint64_t)(uintptr_t)pointer, size, stamp.time, &out);
+    held_set_insert(&thread->held, (uint64_t)(uintptr_t)pointer, size, read_clock, &out);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     thread->held.busy--;
     if (UNLIKELY(__atomic_load_n(&header->case_state, __ATOMIC_SEQ_CST) != cases))
-        unhold_block(thread, pointer, size, stamp.time);
+        unhold_block(thread, pointer, size);
     if (out.address)
         send_held(thread, &out);
     sending_held(thread, 0);
@@ -989,8 +986,9 @@ static __attribute__((noinline)) void cross_held_set(struct shim_thread *thread)
         return;
     struct held_block block;
     uint32_t cursor = 0;
+    uint64_t stamp = read_clock(); /* before the takes: see held_set_insert */
     sending_held(thread, 1);
-    while (held_set_take_next(&thread->held, &cursor, &block))
+    while (held_set_take_next(&thread->held, &cursor, stamp, &block))
         send_held(thread, &block);
     *(volatile uint64_t *)&block.address = 0; /* see scrub_stack_below */
     sending_held(thread, 0);

@@ -5,7 +5,7 @@
  * it is read with process_vm_readv, and only while no thread of the image
  * can run (any thread's free may take from any set): a thread stopped at
  * any instruction leaves a set whose every address word is either a held
- * block (its size and stamp written before it) or 0. The slot's epoch is
+ * block (its size written before it) or 0. The slot's epoch is
  * bumped first: the owner's free, which clears its way with a plain store,
  * sees it moved and crosses (preload/held_set.h); another thread's take or
  * the owner's push-out is a compare-and-swap, which loses to the clear.
@@ -50,11 +50,11 @@ static uint64_t slot_set(void *base, uint32_t i)
     return __atomic_load_n(&shm_slot(base, i)->held_table, __ATOMIC_ACQUIRE);
 }
 
-/* Hands each block of the set to recorder (pending_in: see
- * recorder_held_alloc). Returns the blocks and adds their bytes to
+/* Hands each block of the set to recorder, at time_ns (inherited: see
+ * recorder_held_taken). Returns the blocks and adds their bytes to
  * *bytes. */
-static long take_blocks(const struct shm_consumer *consumer, const struct shm_held_bucket *buckets,
-                        struct recorder *recorder, const struct recorder *pending_in, uint64_t *bytes)
+static long take_blocks(const struct shm_held_bucket *buckets, struct recorder *recorder, uint64_t time_ns,
+                        int inherited, uint64_t *bytes)
 {
     long taken = 0;
     for (uint32_t b = 0; b < SHM_HELD_BUCKETS; b++) {
@@ -62,8 +62,7 @@ static long take_blocks(const struct shm_consumer *consumer, const struct shm_he
         for (unsigned way = 0; way < SHM_HELD_WAYS; way++) {
             if (!bucket->addr[way])
                 continue;
-            recorder_held_alloc(recorder, shm_consumer_event_time(consumer, bucket->stamp[way]), bucket->addr[way],
-                                bucket->size[way], pending_in);
+            recorder_held_taken(recorder, time_ns, bucket->addr[way], bucket->size[way], inherited);
             *bytes += bucket->size[way];
             taken++;
         }
@@ -73,8 +72,9 @@ static long take_blocks(const struct shm_consumer *consumer, const struct shm_he
 
 /* Takes the set of slot i (at address in the image's memory) into
  * recorder, using the two buffers of SET_BYTES. Returns the blocks, or -1. */
-static long take_slot_set(struct shm_consumer *consumer, struct recorder *recorder, pid_t reader, uint32_t i,
-                          uint64_t address, struct shm_held_bucket *buckets, struct shm_held_bucket *cleared)
+static long take_slot_set(struct shm_consumer *consumer, struct recorder *recorder, pid_t reader, uint64_t time_ns,
+                          uint32_t i, uint64_t address, struct shm_held_bucket *buckets,
+                          struct shm_held_bucket *cleared)
 {
     struct shm_held_seen *seen = shm_consumer_held_seen(consumer, i);
     struct shm_thread_slot *slot = shm_slot(consumer->base, i);
@@ -97,12 +97,12 @@ static long take_slot_set(struct shm_consumer *consumer, struct recorder *record
         return 0;
     uint64_t bytes = 0;
     recorder->source = i; /* the ring of the thread that held them */
-    long taken = take_blocks(consumer, buckets, recorder, NULL, &bytes);
+    long taken = take_blocks(buckets, recorder, time_ns, 0, &bytes);
     seen->taken_bytes += bytes;
     return taken;
 }
 
-long held_sets_take(struct shm_consumer *consumer, struct recorder *recorder, pid_t reader)
+long held_sets_take(struct shm_consumer *consumer, struct recorder *recorder, pid_t reader, uint64_t time_ns)
 {
     if (!consumer->base)
         return 0;
@@ -121,7 +121,7 @@ long held_sets_take(struct shm_consumer *consumer, struct recorder *recorder, pi
             failed = 1;
             break;
         }
-        long n = take_slot_set(consumer, recorder, reader, i, address, buckets, cleared);
+        long n = take_slot_set(consumer, recorder, reader, time_ns, i, address, buckets, cleared);
         failed |= n < 0;
         taken += n > 0 ? n : 0;
     }
@@ -130,8 +130,8 @@ long held_sets_take(struct shm_consumer *consumer, struct recorder *recorder, pi
     return failed ? -1 : taken;
 }
 
-long held_sets_inherit(const struct shm_consumer *parent_shm, const struct recorder *parent,
-                       struct recorder *child, pid_t child_pid)
+long held_sets_inherit(const struct shm_consumer *parent_shm, struct recorder *child, pid_t child_pid,
+                       uint64_t time_ns)
 {
     if (!parent_shm->base)
         return 0;
@@ -147,7 +147,7 @@ long held_sets_inherit(const struct shm_consumer *parent_shm, const struct recor
             continue;
         }
         uint64_t ignored = 0;
-        inherited += take_blocks(parent_shm, buckets, child, parent, &ignored);
+        inherited += take_blocks(buckets, child, time_ns, 1, &ignored);
     }
     free(buckets);
     return failed ? -1 : inherited;

@@ -19,15 +19,16 @@
  * is stopped: the main thread may be gone). Only while no thread of the
  * image can run its code: every one stopped, ending, or killed; another
  * thread's free takes blocks out of any set. The caller has drained the
- * rings first. Returns the blocks taken, or -1 when a set could not be
- * read or cleared (what was taken stays taken). */
-long held_sets_take(struct shm_consumer *consumer, struct recorder *recorder, pid_t reader);
+ * rings first. The blocks enter the live table at time_ns, read once the
+ * threads stopped (the sets keep no stamps). Returns the blocks taken, or
+ * -1 when a set could not be read or cleared (what was taken stays taken). */
+long held_sets_take(struct shm_consumer *consumer, struct recorder *recorder, pid_t reader, uint64_t time_ns);
 
 /* A fork child (pid child, not run yet) has a copy of every set of its
  * parent's threads at the instant of the fork: adds those blocks to the
- * child's live table (the child's shim drops its copy). Returns the blocks
- * added, or -1 when a set could not be read. */
-long held_sets_inherit(const struct shm_consumer *parent_shm, const struct recorder *parent,
-                       struct recorder *child, pid_t child_pid);
+ * child's live table at time_ns (the child's shim drops its copy).
+ * Returns the blocks added, or -1 when a set could not be read. */
+long held_sets_inherit(const struct shm_consumer *parent_shm, struct recorder *child, pid_t child_pid,
+                       uint64_t time_ns);
 
 #endif

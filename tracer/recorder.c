@@ -402,46 +402,58 @@ void recorder_free_block(struct recorder *recorder, uint64_t time_ns, uint64_t a
 /* Whether a free the recorder holds (from any ring: the block was in its
  * thread's set, so its own thread's later events say nothing of it) came
  * after the held block's allocation: then the two cancel out. */
-static int cancels_pending_free_of_held(struct recorder *recorder, const struct recorder *pending_in,
-                                        struct recorder_site *site, uint64_t time_ns, uint64_t address,
-                                        uint64_t size)
+static int cancels_pending_free_of_held(struct recorder *recorder, struct recorder_site *site, uint64_t time_ns,
+                                        uint64_t address, uint64_t size)
 {
     struct pending_free *pending;
-    HASH_FIND(hh, pending_in->pending_frees, &address, sizeof address, pending);
+    HASH_FIND(hh, recorder->pending_frees, &address, sizeof address, pending);
     if (!pending || pending->time_ns < time_ns)
         return 0;
     /* the same thread freed an unknown block and got the address back at
      * once: a repeated stamp, and the held block is the new one */
-    if (pending_in == recorder && pending->source == recorder->source && pending->time_ns == time_ns)
+    if (pending->source == recorder->source && pending->time_ns == time_ns)
         return 0;
-    if (pending_in == recorder)
-        cancel_pair(recorder, site, pending, size, TRACE_NONE); /* made outside any case */
-    /* else freed in the parent before the fork: not the child's, nor in its heap */
+    cancel_pair(recorder, site, pending, size, TRACE_NONE); /* made outside any case */
     return 1;
 }
 
-void recorder_held_alloc(struct recorder *recorder, uint64_t time_ns, uint64_t address, uint64_t size,
-                         const struct recorder *pending_in)
+/* A held block into the live table, made outside any case (own: this
+ * recorder's allocation, not a fork child's inheritance). Its stamp may be
+ * older than events applied before it: the timeline and the peak take it
+ * now. Its bytes leave the held estimate as they come into the live
+ * figures (a thread's end sends its whole set: counted in both until the
+ * drain's end, the peak read high by the set). */
+static void add_held_block(struct recorder *recorder, struct recorder_site *site, uint64_t time_ns,
+                           uint64_t address, uint64_t size, int own)
+{
+    uint64_t now = time_ns > recorder->last_time_ns ? time_ns : recorder->last_time_ns;
+    recorder->held_bytes -= size < recorder->held_bytes ? size : recorder->held_bytes;
+    add_live_block(recorder, site, now, address, size, TRACE_NONE, 0, own);
+}
+
+void recorder_held_alloc(struct recorder *recorder, uint64_t time_ns, uint64_t address, uint64_t size)
 {
     struct recorder_site *site = site_for_stack(recorder, RECORDER_UNSAMPLED, NULL, NULL);
     if (!site) {
         recorder->out_of_memory = 1;
         return;
     }
-    if (!pending_in)
-        pending_in = recorder; /* else a fork child inherits the block: not its allocation */
-    else if (live_table_contains(&recorder->live, address))
-        return; /* it crossed after the fork instant, before the drain that made the child's copy */
-    if (pending_in->pending_frees &&
-        cancels_pending_free_of_held(recorder, pending_in, site, time_ns, address, size))
+    if (recorder->pending_frees && cancels_pending_free_of_held(recorder, site, time_ns, address, size))
         return;
-    /* its stamp is older than events applied before it: the timeline and
-     * the peak take it now; its bytes leave the held estimate as they come
-     * into the live figures (a thread's end sends its whole set: counted
-     * in both until the drain's end, the peak read high by the set) */
-    uint64_t now = time_ns > recorder->last_time_ns ? time_ns : recorder->last_time_ns;
-    recorder->held_bytes -= size < recorder->held_bytes ? size : recorder->held_bytes;
-    add_live_block(recorder, site, now, address, size, TRACE_NONE, 0, pending_in == recorder);
+    add_held_block(recorder, site, time_ns, address, size, 1);
+}
+
+void recorder_held_taken(struct recorder *recorder, uint64_t time_ns, uint64_t address, uint64_t size,
+                         int inherited)
+{
+    struct recorder_site *site = site_for_stack(recorder, RECORDER_UNSAMPLED, NULL, NULL);
+    if (!site) {
+        recorder->out_of_memory = 1;
+        return;
+    }
+    if (inherited && live_table_contains(&recorder->live, address))
+        return; /* it crossed after the fork instant, before the drain that made the child's copy */
+    add_held_block(recorder, site, time_ns, address, size, !inherited);
 }
 
 void recorder_held_free(struct recorder *recorder, uint64_t time_ns, uint64_t address, uint64_t size)

@@ -188,13 +188,17 @@ void recorder_alloc(struct recorder *recorder, uint64_t time_ns, uint64_t addres
 void recorder_free_block(struct recorder *recorder, uint64_t time_ns, uint64_t address);
 
 /* A block a thread held in its set (preload/held_set.h), made outside any
- * case: it crossed late (flagged SHM_EVENT_HELD) or the tracer took it
- * from the set at a stop of the world. A free of it from another thread
- * may have come first: a pending free in pending_in (NULL: this recorder;
- * a fork child's parent for the sets it copied) that is not older cancels
- * it. */
-void recorder_held_alloc(struct recorder *recorder, uint64_t time_ns, uint64_t address, uint64_t size,
-                         const struct recorder *pending_in);
+ * case, that crossed late (flagged SHM_EVENT_HELD), stamped as it left the
+ * set. Another thread that missed it there, and sent its free, stamped
+ * that free later: a pending free that is not older cancels it. */
+void recorder_held_alloc(struct recorder *recorder, uint64_t time_ns, uint64_t address, uint64_t size);
+
+/* A block the tracer took from a set at a stop of the world (time_ns: the
+ * stop's), made outside any case; inherited: a fork child's, from its copy
+ * of the parent's sets, not its own allocation. A set holds only live
+ * blocks (a free takes its block out), so no pending free is its own. */
+void recorder_held_taken(struct recorder *recorder, uint64_t time_ns, uint64_t address, uint64_t size,
+                         int inherited);
 
 /* The free of a block its thread held, stopped by the tracer in the middle
  * of it: if a stop took the block into the live table, an ordinary free;

@@ -120,7 +120,7 @@ static struct traced_process *fork_child_create(struct session *session, struct 
         process->vfork_child = 1;
     else if (recorder_init_fork_child(&process->recorder, &parent->recorder) < 0)
         process->recorder.out_of_memory = 1;
-    else if (held_sets_inherit(&parent->shm, &parent->recorder, &process->recorder, child) < 0)
+    else if (held_sets_inherit(&parent->shm, &process->recorder, child, session_now_ns()) < 0)
         add_leak_check_note(process, "the blocks its parent's threads held back at the fork (--sample-rate) "
                                      "could not be read from the child: its figures may miss them; record "
                                      "with MEMSLOPE_HOLD=0 to have every block sent");

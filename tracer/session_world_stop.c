@@ -296,7 +296,8 @@ void take_held_blocks(struct traced_process *process, pid_t reader)
 {
     if (!process->shm.base || !process->recorder.sample_rate)
         return;
-    if (held_sets_take(&process->shm, &process->recorder, reader) >= 0 || process->held_unreadable)
+    if (held_sets_take(&process->shm, &process->recorder, reader, session_now_ns()) >= 0 ||
+        process->held_unreadable)
         return;
     char why[256];
     snprintf(why, sizeof why,

@@ -202,7 +202,7 @@ static void apply_event(struct shm_consumer *consumer, struct recorder *recorder
             break;
         }
         if (__builtin_expect(event->flags & SHM_EVENT_HELD, 0)) {
-            recorder_held_alloc(recorder, time_ns, event->addr, event->size, NULL);
+            recorder_held_alloc(recorder, time_ns, event->addr, event->size);
             break;
         }
         recorder_alloc(recorder, time_ns, event->addr, event->size, event->stack_id, lookup_stack, consumer);
@@ -375,12 +375,6 @@ static size_t merge_cursors(struct shm_consumer *consumer, struct recorder *reco
             return consumed;
         consumed += consume_run(consumer, recorder, next, next_time, until, tsc);
     }
-}
-
-uint64_t shm_consumer_event_time(const struct shm_consumer *consumer, uint64_t raw)
-{
-    const struct shm_header *header = consumer->base;
-    return event_time_ns(consumer, __atomic_load_n(&header->clock_source, __ATOMIC_RELAXED) == SHM_CLOCK_TSC, raw);
 }
 
 struct shm_held_seen *shm_consumer_held_seen(struct shm_consumer *consumer, uint32_t index)

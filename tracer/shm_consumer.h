@@ -88,10 +88,6 @@ struct shm_counters {
 };
 struct shm_counters shm_consumer_counters(const struct shm_consumer *consumer);
 
-/* An event stamp (ticks or nanoseconds, as the region's clock) in
- * CLOCK_MONOTONIC nanoseconds. */
-uint64_t shm_consumer_event_time(const struct shm_consumer *consumer, uint64_t raw);
-
 /* The held-set figures of slot index (allocating them at first use);
  * NULL when out of memory. */
 struct shm_held_seen *shm_consumer_held_seen(struct shm_consumer *consumer, uint32_t index);
