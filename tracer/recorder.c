@@ -21,13 +21,76 @@
  * after the free, whatever its stamp says (stamps repeat while one thread
  * records, and a block the recording never saw allocated, freed, then
  * handed out again at once by the thread cache, has the same stamp as its
- * free: cancelling hid the new block, and its leak). */
+ * free: cancelling hid the new block, and its leak).
+ *
+ * One address may have several frees waiting: a thread that ends at once
+ * after its allocation leaves its ring to be read late, and the blocks it
+ * allocated at one address in two rounds were both freed by another thread
+ * before either allocation was read (fixtures/handoff_end.c). Kept one a
+ * address, the second free replaced the first, and the first allocation
+ * cancelled the second's free: its own block stayed live for ever. So an
+ * address's frees are kept in stamp order, and an allocation takes the
+ * earliest not older than itself. */
 struct pending_free {
     uint64_t address;
     uint64_t time_ns;
-    uint32_t source; /* the ring of the free */
-    UT_hash_handle hh;
+    uint32_t source;            /* the ring of the free */
+    struct pending_free *later; /* the address's later frees, in stamp order */
+    UT_hash_handle hh;          /* the earliest of an address's frees is in the hash */
 };
+
+/* Adds a free of address that matched no live block. */
+static void pending_free_add(struct recorder *recorder, uint64_t address, uint64_t time_ns)
+{
+    struct pending_free *added = calloc(1, sizeof *added), *first;
+    if (!added)
+        return; /* the free stays counted, unmatched: its allocation will be live */
+    *added = (struct pending_free){.address = address, .time_ns = time_ns, .source = recorder->source};
+    HASH_FIND(hh, recorder->pending_frees, &address, sizeof address, first);
+    if (first && first->time_ns <= time_ns) {
+        struct pending_free *before = first;
+        while (before->later && before->later->time_ns <= time_ns)
+            before = before->later;
+        added->later = before->later;
+        before->later = added;
+        return;
+    }
+    if (first) {
+        HASH_DEL(recorder->pending_frees, first);
+        added->later = first;
+    }
+    HASH_ADD(hh, recorder->pending_frees, address, sizeof added->address, added);
+}
+
+/* The earliest free waiting at address that matches (see below), taken
+ * out of the waiting ones; NULL if none. held: for a held block, which
+ * may come from the free's own ring (its thread sent it late) but is the
+ * new block if the stamps are equal (the address given back at once). */
+static struct pending_free *pending_free_take(struct recorder *recorder, uint64_t address, uint64_t time_ns,
+                                              int held)
+{
+    struct pending_free *first, *before = NULL;
+    HASH_FIND(hh, recorder->pending_frees, &address, sizeof address, first);
+    struct pending_free *pending = first;
+    for (; pending; before = pending, pending = pending->later) {
+        if (pending->time_ns < time_ns)
+            continue;
+        int same_ring = pending->source == recorder->source;
+        if (held ? !(same_ring && pending->time_ns == time_ns) : !same_ring)
+            break;
+    }
+    if (!pending)
+        return NULL;
+    if (before) {
+        before->later = pending->later;
+    } else {
+        HASH_DEL(recorder->pending_frees, first);
+        if (first->later)
+            HASH_ADD(hh, recorder->pending_frees, address, sizeof first->later->address, first->later);
+    }
+    pending->later = NULL;
+    return pending;
+}
 
 void recorder_init(struct recorder *recorder, uint64_t interval_ns)
 {
@@ -286,7 +349,6 @@ static inline void touch(struct recorder *recorder, struct recorder_site *site)
 static void cancel_pair(struct recorder *recorder, struct recorder_site *site, struct pending_free *pending,
                         uint64_t size, uint32_t case_id)
 {
-    HASH_DEL(recorder->pending_frees, pending);
     free(pending);
     recorder->unmatched_frees--;
     double weight = block_weight(recorder, site, size);
@@ -300,9 +362,8 @@ static void cancel_pair(struct recorder *recorder, struct recorder_site *site, s
 static int cancels_pending_free(struct recorder *recorder, struct recorder_site *site, uint64_t time_ns,
                                 uint64_t address, uint64_t size)
 {
-    struct pending_free *pending;
-    HASH_FIND(hh, recorder->pending_frees, &address, sizeof address, pending);
-    if (!pending || pending->time_ns < time_ns || pending->source == recorder->source)
+    struct pending_free *pending = pending_free_take(recorder, address, time_ns, 0);
+    if (!pending)
         return 0;
     cancel_pair(recorder, site, pending, size, recorder->open_case);
     return 1;
@@ -384,16 +445,7 @@ void recorder_free_block(struct recorder *recorder, uint64_t time_ns, uint64_t a
     recorder->frees++;
     if (!live_table_remove(&recorder->live, address, &block)) {
         recorder->unmatched_frees++;
-        struct pending_free *pending;
-        HASH_FIND(hh, recorder->pending_frees, &address, sizeof address, pending);
-        if (!pending && (pending = calloc(1, sizeof *pending)) != NULL) {
-            pending->address = address;
-            HASH_ADD(hh, recorder->pending_frees, address, sizeof pending->address, pending);
-        }
-        if (pending) {
-            pending->time_ns = time_ns;
-            pending->source = recorder->source;
-        }
+        pending_free_add(recorder, address, time_ns);
         return;
     }
     free_removed_block(recorder, time_ns, &block);
@@ -405,13 +457,11 @@ void recorder_free_block(struct recorder *recorder, uint64_t time_ns, uint64_t a
 static int cancels_pending_free_of_held(struct recorder *recorder, struct recorder_site *site, uint64_t time_ns,
                                         uint64_t address, uint64_t size)
 {
-    struct pending_free *pending;
-    HASH_FIND(hh, recorder->pending_frees, &address, sizeof address, pending);
-    if (!pending || pending->time_ns < time_ns)
-        return 0;
-    /* the same thread freed an unknown block and got the address back at
-     * once: a repeated stamp, and the held block is the new one */
-    if (pending->source == recorder->source && pending->time_ns == time_ns)
+    /* a free from the same thread with the same stamp: it freed an unknown
+     * block and got the address back at once (a repeated stamp), and the
+     * held block is the new one */
+    struct pending_free *pending = pending_free_take(recorder, address, time_ns, 1);
+    if (!pending)
         return 0;
     cancel_pair(recorder, site, pending, size, TRACE_NONE); /* made outside any case */
     return 1;
@@ -792,6 +842,10 @@ void recorder_free(struct recorder *recorder)
     HASH_CLEAR(hh, recorder->pending_frees);
     for (; pending; pending = next_pending) {
         next_pending = pending->hh.next;
+        for (struct pending_free *later = pending->later, *after; later; later = after) {
+            after = later->later;
+            free(later);
+        }
         free(pending);
     }
     live_table_free(&recorder->live);

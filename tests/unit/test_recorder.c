@@ -218,6 +218,55 @@ static void old_free_does_not_cancel_a_later_allocation(void **state)
     recorder_free(&r);
 }
 
+/* The frees of two blocks at one address, from one ring, read before
+ * either allocation (a thread that ended at once, its ring read late):
+ * each allocation cancels its own free, the earliest not older than
+ * itself, in whatever order the frees and allocations come; an old free
+ * of the address before both waits on. */
+static void two_frees_at_one_address_wait_for_their_allocations(void **state)
+{
+    (void)state;
+    struct recorder r;
+    recorder_init(&r, 0);
+    r.source = 2;
+    recorder_free_block(&r, 5, 0x5000);  /* a block from before recording */
+    recorder_free_block(&r, 40, 0x5000); /* the second round's */
+    recorder_free_block(&r, 20, 0x5000); /* the first round's */
+    assert_int_equal(r.unmatched_frees, 3);
+    r.source = 1;
+    recorder_alloc(&r, 10, 0x5000, 48, 1, lookup, NULL);
+    assert_int_equal(r.live_blocks, 0);
+    assert_int_equal(r.unmatched_frees, 2);
+    r.source = 3;
+    recorder_alloc(&r, 30, 0x5000, 48, 1, lookup, NULL);
+    assert_int_equal(r.live_blocks, 0);
+    assert_int_equal(r.unmatched_frees, 1);
+    /* a third allocation, after every free: live */
+    recorder_alloc(&r, 50, 0x5000, 48, 1, lookup, NULL);
+    assert_int_equal(r.live_blocks, 1);
+    assert_int_equal(r.allocations, 3);
+    assert_int_equal(r.frees, 3);
+    recorder_free(&r);
+}
+
+/* A free waiting from the allocation's own ring is skipped, not taken:
+ * a later one from another ring is the allocation's. */
+static void same_ring_free_is_skipped_for_a_later_one(void **state)
+{
+    (void)state;
+    struct recorder r;
+    recorder_init(&r, 0);
+    r.source = 1;
+    recorder_free_block(&r, 10, 0x5000);
+    r.source = 2;
+    recorder_free_block(&r, 20, 0x5000);
+    r.source = 1;
+    recorder_alloc(&r, 10, 0x5000, 16, 1, lookup, NULL);
+    assert_int_equal(r.live_blocks, 0);
+    assert_int_equal(r.unmatched_frees, 1);
+    recorder_free(&r);
+}
+
 /* One thread frees a block the recording never saw allocated, and its
  * next allocation gets the address back with the same (repeated) stamp:
  * that is a new live block, not the free's own allocation read late. */
@@ -565,6 +614,8 @@ int main(void)
         cmocka_unit_test(free_read_before_its_allocation),
         cmocka_unit_test(old_free_does_not_cancel_a_later_allocation),
         cmocka_unit_test(same_ring_allocation_does_not_cancel_a_free),
+        cmocka_unit_test(two_frees_at_one_address_wait_for_their_allocations),
+        cmocka_unit_test(same_ring_free_is_skipped_for_a_later_one),
         cmocka_unit_test(reuse_read_before_the_free),
         cmocka_unit_test(iteration_snapshots_are_thinned_evenly),
         cmocka_unit_test(snapshots_hold_what_changed),
