@@ -361,9 +361,16 @@ struct shm_header {
     /* The marker API's cases, for the held set: (changes << 1) | open. A
      * case opens (case begin, or an iteration outside a case) before its
      * marker's stamp is read, and closes after its end marker is written;
-     * a thread holds a block only if it read the same even value before
-     * and after its stamp, so every held block was made outside any case. */
+     * a thread holds a block only if it read an even value before its
+     * insert, and sends it back out if the value changed by the insert's
+     * end, so every held block was made outside any case. */
     uint64_t case_state;
+    /* Written by the tracer: case_state as it was when the tracer last took
+     * every set, the world stopped. While a case is open and this equals
+     * case_state, every set is empty and frees look in none; between a
+     * case's opening and that take they still look (a free that crossed
+     * then left its block in a set, and the take counted it live). */
+    uint64_t held_taken_state;
 };
 
 /*

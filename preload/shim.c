@@ -1249,9 +1249,9 @@ static inline __attribute__((always_inline)) uint32_t capture_stack(struct shim_
 }
 
 /* A block another thread holds, freed here: taken out of that thread's
- * set, the pair counted here. Every slot's set is looked in: the owner is
- * not known. */
-static __attribute__((noinline)) bool free_held_elsewhere(struct shim_thread *thread, void *pointer)
+ * set (*size: its size). Every slot's set is looked in: the owner is not
+ * known. */
+static __attribute__((noinline)) bool free_held_elsewhere(struct shim_thread *thread, void *pointer, uint64_t *size)
 {
     const struct shm_header *header = region;
     struct shm_thread_slot *own = thread->producer.slot;
@@ -1259,50 +1259,85 @@ static __attribute__((noinline)) bool free_held_elsewhere(struct shim_thread *th
     for (uint32_t i = 0; i < slots && i < SHM_MAX_THREADS; i++) {
         struct shm_thread_slot *slot = shm_slot(region, i);
         uint64_t table = __atomic_load_n(&slot->held_table, __ATOMIC_ACQUIRE);
-        uint64_t size;
-        if (!table || slot == own ||
-            !held_set_take_shared((struct shm_held_bucket *)(uintptr_t)table, (uint64_t)(uintptr_t)pointer, &size))
-            continue;
-        slot_count(&own->held_pairs, 1);
-        slot_count(&own->held_pair_bytes, size);
-        return true;
+        if (table && slot != own &&
+            held_set_take_shared((struct shm_held_bucket *)(uintptr_t)table, (uint64_t)(uintptr_t)pointer, size))
+            return true;
     }
     return false;
 }
 
-/* Whether the free of pointer is a held pair (counted, nothing crosses):
- * the block is in this thread's set or another's. Checked before the
- * free's stamp is read, which a pair does not need. */
-static inline __attribute__((always_inline)) bool free_held(struct shim_thread *thread, void *pointer)
+/* What a free found of its block in the held sets, having taken it out. */
+struct held_found {
+    enum held_take take; /* HELD_NOT: in no set, the free crosses as any free */
+    uint64_t size;
+};
+
+/* Whether frees may find their blocks in the sets: not once the tracer has
+ * taken every set for the case now open (held_taken_state), nothing being
+ * held in a case. A free between the case's opening and that take looks:
+ * crossing, it would leave its block in a set, for the take to count live. */
+static inline bool sets_may_hold(const struct shm_header *header)
 {
+    uint64_t cases = __atomic_load_n(&header->case_state, __ATOMIC_ACQUIRE);
+    return !(cases & 1) || __atomic_load_n(&header->held_taken_state, __ATOMIC_ACQUIRE) != cases;
+}
+
+/* Takes the block at pointer out of this thread's set or another's, if
+ * one holds it; counts nothing (settle_held_free does). Looked for before
+ * the free's stamp is read: a block pushed out of its set is stamped
+ * before it leaves it, so a free that misses it is stamped later. */
+static inline __attribute__((always_inline)) struct held_found take_held(struct shim_thread *thread, void *pointer)
+{
+    struct held_found found = {HELD_NOT, 0};
     if (LIKELY(!hold_enabled))
-        return false;
+        return found;
     const struct shm_header *header = region;
     uint32_t sets = __atomic_load_n(&header->held_sets_made, __ATOMIC_ACQUIRE);
-    /* Within a case every set is empty: the tracer took them as it opened,
-     * and nothing is held in it. Its frees look nowhere. */
-    if (LIKELY(sets == 0) || (__atomic_load_n(&header->case_state, __ATOMIC_ACQUIRE) & 1))
-        return false;
+    if (LIKELY(sets == 0) || !sets_may_hold(header))
+        return found;
     /* With one thread recording the others have ended, their sets emptied
      * (or left to the tracer by a raw exit) */
     bool others = __atomic_load_n(&header->producers, __ATOMIC_RELAXED) > 1;
-    if (!thread->held.buckets)
-        return others && free_held_elsewhere(thread, pointer);
-    uint64_t size = 0;
-    struct shm_thread_slot *slot = thread->producer.slot;
-    enum held_take found = held_set_take(&thread->held, (uint64_t)(uintptr_t)pointer, &size, &slot->held_epoch);
-    if (LIKELY(found == HELD_PAIR)) {
-        slot_count(&slot->held_pairs, 1);
-        slot_count(&slot->held_pair_bytes, size);
-        return true;
+    if (thread->held.buckets) {
+        found.take = held_set_take(&thread->held, (uint64_t)(uintptr_t)pointer, &found.size,
+                                   &thread->producer.slot->held_epoch);
+        if (LIKELY(found.take != HELD_NOT) || !others || sets < 2)
+            return found;
+    } else if (!others) {
+        return found;
     }
-    if (found == HELD_NOT)
-        return others && sets > 1 && free_held_elsewhere(thread, pointer);
-    /* the tracer stopped the thread inside the take: it settles the pair */
-    slot_count(&slot->held_out_bytes, size);
-    struct stamp stamp = event_stamp(thread);
+    if (free_held_elsewhere(thread, pointer, &found.size))
+        found.take = HELD_PAIR;
+    return found;
+}
+
+/* The free of a block take_held found: a pair that never crosses, counted
+ * in this thread's slot; or, if the tracer stopped the thread inside the
+ * take (and may have taken the block too), a free that crosses flagged
+ * SHM_EVENT_HELD with its size, stamped stamp, for the tracer to settle. */
+static void settle_held_free(struct shim_thread *thread, void *pointer, struct held_found found, struct stamp stamp)
+{
+    struct shm_thread_slot *slot = thread->producer.slot;
+    if (LIKELY(found.take == HELD_PAIR)) {
+        slot_count(&slot->held_pairs, 1);
+        slot_count(&slot->held_pair_bytes, found.size);
+        return;
+    }
+    slot_count(&slot->held_out_bytes, found.size);
     stamp.flags |= SHM_EVENT_HELD;
-    put_event(thread, stamp, (uint64_t)(uintptr_t)pointer, size, SHM_STACK_NONE, SHM_EV_FREE, 0);
+    put_event(thread, stamp, (uint64_t)(uintptr_t)pointer, found.size, SHM_STACK_NONE, SHM_EV_FREE, 0);
+}
+
+/* Whether the free of pointer is a held pair (counted, nothing crosses) or
+ * settled by the tracer: the block was in this thread's set or another's.
+ * Checked before the free's stamp is read, which a pair does not need. */
+static inline __attribute__((always_inline)) bool free_held(struct shim_thread *thread, void *pointer)
+{
+    struct held_found found = take_held(thread, pointer);
+    if (found.take == HELD_NOT)
+        return false;
+    settle_held_free(thread, pointer, found,
+                     found.take == HELD_UNSETTLED ? event_stamp(thread) : (struct stamp){0, 0});
     return true;
 }
 
@@ -1326,17 +1361,6 @@ static inline __attribute__((always_inline)) void record_alloc(void *pointer, si
         return;
     struct stamp stamp = event_stamp(thread); /* after the real allocator returned */
     put_event(thread, stamp, (uint64_t)(uintptr_t)pointer, size, stack_id, SHM_EV_ALLOC, (uint8_t)fn);
-}
-
-/* The stamp is taken by the caller before the real free / realloc.
- * Inlined: a call with its own prologue was a fifth of a recorded free's
- * instructions (callgrind, --sample-rate 512K: 109 an event). */
-static inline __attribute__((always_inline)) void record_free(void *pointer, struct stamp stamp)
-{
-    struct shim_thread *thread = &this_thread;
-    if (!ensure_slot(thread) || free_held(thread, pointer))
-        return;
-    put_event(thread, stamp, (uint64_t)(uintptr_t)pointer, 0, SHM_STACK_NONE, SHM_EV_FREE, 0);
 }
 
 void memslope__case_opens(void);
@@ -1736,16 +1760,55 @@ static void *realloc_bootstrap(void *old, size_t size)
     return moved;
 }
 
-/* Shared by realloc and reallocarray once the real call returned `moved`. */
-static inline void record_realloc(void *old, void *moved, size_t size, struct stamp free_time,
+/* What a realloc knows of its old block before the real call: where the
+ * held sets had it, and its free's stamp. */
+struct realloc_old {
+    struct held_found held;
+    struct stamp free_time;
+};
+
+/* Before the real call: the old block is taken out of the held sets first
+ * (after the call, another thread may already hold a new block at that
+ * address, and a push-out stamped after this free's stamp would not be
+ * cancelled by it), then the free's stamp is read. */
+static inline struct realloc_old realloc_old_before(struct shim_thread *thread, bool recording, void *old)
+{
+    struct realloc_old before = {{HELD_NOT, 0}, {0, 0}};
+    if (!recording || !old)
+        return before;
+    if (ensure_slot(thread))
+        before.held = take_held(thread, old);
+    before.free_time = event_stamp(thread);
+    return before;
+}
+
+/* The old block of a realloc is gone (moved, or freed by realloc(p, 0)). */
+static void record_realloc_free(struct shim_thread *thread, void *old, struct realloc_old before)
+{
+    if (before.held.take != HELD_NOT)
+        settle_held_free(thread, old, before.held, before.free_time);
+    else if (ensure_slot(thread))
+        put_event(thread, before.free_time, (uint64_t)(uintptr_t)old, 0, SHM_STACK_NONE, SHM_EV_FREE, 0);
+}
+
+/* Shared by the reallocs once the real call returned `moved`. */
+static inline void record_realloc(void *old, void *moved, size_t size, struct realloc_old before,
                                   enum shm_alloc_fn fn)
 {
+    struct shim_thread *thread = &this_thread;
     if (moved) {
         if (old)
-            record_free(old, free_time);
+            record_realloc_free(thread, old, before);
         record_alloc(moved, size, fn);
     } else if (old && size == 0) {
-        record_free(old, free_time); /* glibc: realloc(p, 0) frees p, returns NULL */
+        record_realloc_free(thread, old, before); /* glibc: realloc(p, 0) frees p, returns NULL */
+    } else if (before.held.take == HELD_PAIR) {
+        /* it failed, the old block lives on, out of the set it was taken
+         * from: it crosses as a held block would (a block the tracer took
+         * meanwhile, HELD_UNSETTLED, is in its live table already) */
+        sending_held(thread, 1);
+        send_held(thread, &(struct held_block){(uint64_t)(uintptr_t)old, before.held.size, read_clock()});
+        sending_held(thread, 0);
     }
     /* else it failed and the old block is untouched: nothing happened */
 }
@@ -1758,10 +1821,10 @@ SHIM_EXPORT void *realloc(void *old, size_t size)
         return bootstrap_alloc(size, 16);
     struct shim_thread *thread = &this_thread;
     bool recording = should_record(thread) && !operator_nested_call(__builtin_return_address(0));
-    struct stamp free_time = recording && old ? event_stamp(thread) : (struct stamp){0, 0};
+    struct realloc_old before = realloc_old_before(thread, recording, old);
     void *moved = real.realloc(old, size);
     if (recording)
-        record_realloc(old, moved, size, free_time, SHM_FN_REALLOC);
+        record_realloc(old, moved, size, before, SHM_FN_REALLOC);
     return moved;
 }
 
@@ -1778,12 +1841,12 @@ SHIM_EXPORT void *reallocarray(void *old, size_t count, size_t size)
         return bootstrap_alloc(bytes, 16);
     struct shim_thread *thread = &this_thread;
     bool recording = should_record(thread) && !operator_nested_call(__builtin_return_address(0));
-    struct stamp free_time = recording && old ? event_stamp(thread) : (struct stamp){0, 0};
+    struct realloc_old before = realloc_old_before(thread, recording, old);
     /* Not real.reallocarray: glibc's calls realloc through the PLT, that is
      * us, and the block would be counted twice. */
     void *moved = real.realloc(old, bytes);
     if (recording)
-        record_realloc(old, moved, bytes, free_time, SHM_FN_REALLOCARRAY);
+        record_realloc(old, moved, bytes, before, SHM_FN_REALLOCARRAY);
     return moved;
 }
 
@@ -2044,12 +2107,12 @@ static void *python_hook_realloc(void *ctx, void *old, size_t size)
     struct python_domain *domain = ctx;
     struct shim_thread *thread = &this_thread;
     bool recording = should_record(thread);
-    struct stamp free_time = recording && old ? event_stamp(thread) : (struct stamp){0, 0};
+    struct realloc_old before = realloc_old_before(thread, recording, old);
     thread->guard++;
     void *moved = domain->inner.realloc(domain->inner.ctx, old, size);
     thread->guard--;
     if (recording)
-        record_realloc(old, moved, size, free_time, (enum shm_alloc_fn)domain->alloc_fn);
+        record_realloc(old, moved, size, before, (enum shm_alloc_fn)domain->alloc_fn);
     return moved;
 }
 

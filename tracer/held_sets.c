@@ -127,7 +127,12 @@ long held_sets_take(struct shm_consumer *consumer, struct recorder *recorder, pi
     }
     free(buckets);
     free(cleared);
-    return failed ? -1 : taken;
+    if (failed)
+        return -1;
+    struct shm_header *header = consumer->base;
+    __atomic_store_n(&header->held_taken_state, __atomic_load_n(&header->case_state, __ATOMIC_ACQUIRE),
+                     __ATOMIC_RELEASE);
+    return taken;
 }
 
 long held_sets_inherit(const struct shm_consumer *parent_shm, struct recorder *child, pid_t child_pid,

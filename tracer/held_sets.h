@@ -20,8 +20,9 @@
  * image can run its code: every one stopped, ending, or killed; another
  * thread's free takes blocks out of any set. The caller has drained the
  * rings first. The blocks enter the live table at time_ns, read once the
- * threads stopped (the sets keep no stamps). Returns the blocks taken, or
- * -1 when a set could not be read or cleared (what was taken stays taken). */
+ * threads stopped (the sets keep no stamps). Once every set is taken, the
+ * region's held_taken_state says so. Returns the blocks taken, or -1 when a
+ * set could not be read or cleared (what was taken stays taken). */
 long held_sets_take(struct shm_consumer *consumer, struct recorder *recorder, pid_t reader, uint64_t time_ns);
 
 /* A fork child (pid child, not run yet) has a copy of every set of its
