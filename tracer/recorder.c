@@ -26,18 +26,39 @@
  * One address may have several frees waiting: a thread that ends at once
  * after its allocation leaves its ring to be read late, and the blocks it
  * allocated at one address in two rounds were both freed by another thread
- * before either allocation was read (fixtures/handoff_end.c). Kept one a
+ * before either allocation was read (fixtures/handoff_end.c). Kept one an
  * address, the second free replaced the first, and the first allocation
  * cancelled the second's free: its own block stayed live for ever. So an
  * address's frees are kept in stamp order, and an allocation takes the
- * earliest not older than itself. */
+ * earliest not older than itself. Frees whose allocations were never sent
+ * (__libc_malloc's blocks, say) would pile up at a busy address, each
+ * looked through by every event there: an address keeps
+ * PENDING_FREES_PER_ADDRESS, the earliest dropped first (still counted
+ * unmatched). */
 struct pending_free {
     uint64_t address;
     uint64_t time_ns;
     uint32_t source;            /* the ring of the free */
+    uint32_t count;             /* in the earliest: the address's frees waiting */
     struct pending_free *later; /* the address's later frees, in stamp order */
+    struct pending_free *last;  /* in the earliest: the latest */
     UT_hash_handle hh;          /* the earliest of an address's frees is in the hash */
 };
+
+#define PENDING_FREES_PER_ADDRESS 64u
+
+/* Makes next (first's successor, or NULL) the earliest of the address's
+ * frees in first's place. */
+static void pending_free_new_first(struct recorder *recorder, struct pending_free *first,
+                                   struct pending_free *next)
+{
+    HASH_DEL(recorder->pending_frees, first);
+    if (!next)
+        return;
+    next->count = first->count - 1;
+    next->last = first->last;
+    HASH_ADD(hh, recorder->pending_frees, address, sizeof next->address, next);
+}
 
 /* Adds a free of address that matched no live block. */
 static void pending_free_add(struct recorder *recorder, uint64_t address, uint64_t time_ns)
@@ -45,21 +66,35 @@ static void pending_free_add(struct recorder *recorder, uint64_t address, uint64
     struct pending_free *added = calloc(1, sizeof *added), *first;
     if (!added)
         return; /* the free stays counted, unmatched: its allocation will be live */
-    *added = (struct pending_free){.address = address, .time_ns = time_ns, .source = recorder->source};
+    *added = (struct pending_free){.address = address, .time_ns = time_ns, .source = recorder->source, .count = 1};
+    added->last = added;
     HASH_FIND(hh, recorder->pending_frees, &address, sizeof address, first);
-    if (first && first->time_ns <= time_ns) {
+    if (first && first->count >= PENDING_FREES_PER_ADDRESS) {
+        struct pending_free *next = first->later;
+        pending_free_new_first(recorder, first, next);
+        free(first);
+        first = next;
+    }
+    if (!first) {
+        HASH_ADD(hh, recorder->pending_frees, address, sizeof added->address, added);
+    } else if (first->last->time_ns <= time_ns) { /* the usual order */
+        first->last->later = added;
+        first->last = added;
+        first->count++;
+    } else if (time_ns < first->time_ns) {
+        added->later = first;
+        added->last = first->last;
+        added->count = first->count + 1;
+        HASH_DEL(recorder->pending_frees, first);
+        HASH_ADD(hh, recorder->pending_frees, address, sizeof added->address, added);
+    } else {
         struct pending_free *before = first;
-        while (before->later && before->later->time_ns <= time_ns)
+        while (before->later->time_ns <= time_ns)
             before = before->later;
         added->later = before->later;
         before->later = added;
-        return;
+        first->count++;
     }
-    if (first) {
-        HASH_DEL(recorder->pending_frees, first);
-        added->later = first;
-    }
-    HASH_ADD(hh, recorder->pending_frees, address, sizeof added->address, added);
 }
 
 /* The earliest free waiting at address that matches (see below), taken
@@ -71,6 +106,8 @@ static struct pending_free *pending_free_take(struct recorder *recorder, uint64_
 {
     struct pending_free *first, *before = NULL;
     HASH_FIND(hh, recorder->pending_frees, &address, sizeof address, first);
+    if (!first || first->last->time_ns < time_ns)
+        return NULL; /* every one older: frees of earlier blocks */
     struct pending_free *pending = first;
     for (; pending; before = pending, pending = pending->later) {
         if (pending->time_ns < time_ns)
@@ -81,12 +118,13 @@ static struct pending_free *pending_free_take(struct recorder *recorder, uint64_
     }
     if (!pending)
         return NULL;
-    if (before) {
-        before->later = pending->later;
+    if (!before) {
+        pending_free_new_first(recorder, first, first->later);
     } else {
-        HASH_DEL(recorder->pending_frees, first);
-        if (first->later)
-            HASH_ADD(hh, recorder->pending_frees, address, sizeof first->later->address, first->later);
+        before->later = pending->later;
+        if (first->last == pending)
+            first->last = before;
+        first->count--;
     }
     pending->later = NULL;
     return pending;

@@ -249,6 +249,34 @@ static void two_frees_at_one_address_wait_for_their_allocations(void **state)
     recorder_free(&r);
 }
 
+/* An address keeps its 64 latest waiting frees: the earliest go first
+ * (still counted unmatched), so a run of frees never sent allocated costs
+ * no more than that; the latest stays last as frees come in any order. */
+static void waiting_frees_at_one_address_are_bounded(void **state)
+{
+    (void)state;
+    struct recorder r;
+    recorder_init(&r, 0);
+    r.source = 2;
+    for (uint64_t t = 1; t <= 100; t++)
+        recorder_free_block(&r, t * 10, 0x5000);
+    recorder_free_block(&r, 995, 0x5000); /* between two kept ones */
+    assert_int_equal(r.unmatched_frees, 101);
+    r.source = 1;
+    recorder_alloc(&r, 300, 0x5000, 16, 1, lookup, NULL); /* 10..370 dropped: takes 380 */
+    assert_int_equal(r.live_blocks, 0);
+    assert_int_equal(r.unmatched_frees, 100);
+    recorder_alloc(&r, 996, 0x5000, 16, 1, lookup, NULL); /* takes 1000, the last */
+    assert_int_equal(r.live_blocks, 0);
+    recorder_alloc(&r, 990, 0x5000, 16, 1, lookup, NULL); /* takes 990 */
+    recorder_alloc(&r, 991, 0x5000, 16, 1, lookup, NULL); /* takes 995, the last now */
+    assert_int_equal(r.live_blocks, 0);
+    assert_int_equal(r.unmatched_frees, 97);
+    recorder_alloc(&r, 1001, 0x5000, 16, 1, lookup, NULL); /* after every one: live */
+    assert_int_equal(r.live_blocks, 1);
+    recorder_free(&r);
+}
+
 /* A free waiting from the allocation's own ring is skipped, not taken:
  * a later one from another ring is the allocation's. */
 static void same_ring_free_is_skipped_for_a_later_one(void **state)
@@ -616,6 +644,7 @@ int main(void)
         cmocka_unit_test(same_ring_allocation_does_not_cancel_a_free),
         cmocka_unit_test(two_frees_at_one_address_wait_for_their_allocations),
         cmocka_unit_test(same_ring_free_is_skipped_for_a_later_one),
+        cmocka_unit_test(waiting_frees_at_one_address_are_bounded),
         cmocka_unit_test(reuse_read_before_the_free),
         cmocka_unit_test(iteration_snapshots_are_thinned_evenly),
         cmocka_unit_test(snapshots_hold_what_changed),
