@@ -146,11 +146,15 @@ struct shm_event {
 #define SHM_EVENT_STAMP_REPEATED 1u
 /* An allocation that was held in its thread's set (struct shm_held_bucket)
  * and crosses later (pushed out of the set, or the thread ends): time_ns is
- * its allocation's own stamp, older than the ring's events around it, and
- * it was made while no case was open. On a free (size set): the thread held
- * the block, and the tracer may have taken it from the set meanwhile; if
- * the tracer has no such block, the pair counts as one that never crossed. */
+ * when it left the set (see "The held set"), and it was made while no case
+ * was open. On a free (size set): the thread held the block, and the
+ * tracer may have taken it from the set meanwhile; if the tracer has no
+ * such block, the pair counts as one that never crossed. */
 #define SHM_EVENT_HELD 2u
+/* With SHM_EVENT_HELD on an allocation: a block a failed realloc keeps,
+ * taken out of its set while the tracer took the set (HELD_UNSETTLED): live
+ * unless the tracer has it already. */
+#define SHM_EVENT_HELD_KEPT 4u
 
 /*
  * The held set: with --sample-rate (and SHM_ENV_HOLD), each recording thread

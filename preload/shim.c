@@ -895,11 +895,11 @@ static __attribute__((noinline, cold)) bool open_held_set(struct shim_thread *th
 /* Sends a block that left the set without its free (pushed out, a thread's
  * end), flagged SHM_EVENT_HELD: it was made outside any case, and its
  * stamp is when it left the set, not when it was made. */
-static void send_held(struct shim_thread *thread, const struct held_block *block)
+static void send_held(struct shim_thread *thread, const struct held_block *block, uint16_t flags)
 {
     slot_count(&thread->producer.slot->held_out_bytes, block->size);
-    put_event(thread, (struct stamp){block->stamp, SHM_EVENT_HELD}, block->address, block->size, SHM_STACK_NONE,
-              SHM_EV_ALLOC, 0);
+    put_event(thread, (struct stamp){block->stamp, SHM_EVENT_HELD | flags}, block->address, block->size,
+              SHM_STACK_NONE, SHM_EV_ALLOC, 0);
 }
 
 /* Brackets taking blocks out of the set and sending them (the slot's
@@ -920,7 +920,7 @@ static __attribute__((noinline, cold)) void unhold_block(struct shim_thread *thr
     uint64_t stamp = read_clock(); /* before the take: see held_set_insert */
     sending_held(thread, 1);
     if (held_set_take_shared(thread->held.buckets, address, &held_size))
-        send_held(thread, &(struct held_block){address, size, stamp});
+        send_held(thread, &(struct held_block){address, size, stamp}, 0);
     sending_held(thread, 0);
 }
 
@@ -975,7 +975,7 @@ static inline __attribute__((always_inline)) bool hold_block(struct shim_thread 
     if (UNLIKELY(__atomic_load_n(&header->case_state, __ATOMIC_SEQ_CST) != cases))
         unhold_block(thread, pointer, size);
     if (out.address)
-        send_held(thread, &out);
+        send_held(thread, &out, 0);
     sending_held(thread, 0);
     return true;
 }
@@ -991,7 +991,7 @@ static __attribute__((noinline)) void cross_held_set(struct shim_thread *thread)
     uint64_t stamp = read_clock(); /* before the takes: see held_set_insert */
     sending_held(thread, 1);
     while (held_set_take_next(&thread->held, &cursor, stamp, &block))
-        send_held(thread, &block);
+        send_held(thread, &block, 0);
     *(volatile uint64_t *)&block.address = 0; /* see scrub_stack_below */
     sending_held(thread, 0);
     thread->held.buckets = NULL; /* the set stays with the slot, empty */
@@ -1807,12 +1807,13 @@ static inline void record_realloc(void *old, void *moved, size_t size, struct re
         record_alloc(moved, size, fn);
     } else if (old && size == 0) {
         record_realloc_free(thread, old, before); /* glibc: realloc(p, 0) frees p, returns NULL */
-    } else if (before.held.take == HELD_PAIR) {
+    } else if (before.held.take != HELD_NOT) {
         /* it failed, the old block lives on, out of the set it was taken
-         * from: it crosses as a held block would (a block the tracer took
-         * meanwhile, HELD_UNSETTLED, is in its live table already) */
+         * from: it crosses as a held block would, as one the tracer may
+         * have taken from the set already if the take was HELD_UNSETTLED */
+        uint16_t kept = before.held.take == HELD_UNSETTLED ? SHM_EVENT_HELD_KEPT : 0;
         sending_held(thread, 1);
-        send_held(thread, &(struct held_block){(uint64_t)(uintptr_t)old, before.held.size, read_clock()});
+        send_held(thread, &(struct held_block){(uint64_t)(uintptr_t)old, before.held.size, read_clock()}, kept);
         sending_held(thread, 0);
     }
     /* else it failed and the old block is untouched: nothing happened */

@@ -544,6 +544,12 @@ void recorder_held_taken(struct recorder *recorder, uint64_t time_ns, uint64_t a
     add_held_block(recorder, site, time_ns, address, size, !inherited);
 }
 
+void recorder_held_kept(struct recorder *recorder, uint64_t time_ns, uint64_t address, uint64_t size)
+{
+    if (!live_table_contains(&recorder->live, address))
+        recorder_held_taken(recorder, time_ns, address, size, 0);
+}
+
 void recorder_held_free(struct recorder *recorder, uint64_t time_ns, uint64_t address, uint64_t size)
 {
     struct live_block block;

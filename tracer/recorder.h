@@ -200,6 +200,10 @@ void recorder_held_alloc(struct recorder *recorder, uint64_t time_ns, uint64_t a
 void recorder_held_taken(struct recorder *recorder, uint64_t time_ns, uint64_t address, uint64_t size,
                          int inherited);
 
+/* A held block a failed realloc keeps, which the tracer may have taken
+ * from its set already (SHM_EVENT_HELD_KEPT): live, once. */
+void recorder_held_kept(struct recorder *recorder, uint64_t time_ns, uint64_t address, uint64_t size);
+
 /* The free of a block its thread held, stopped by the tracer in the middle
  * of it: if a stop took the block into the live table, an ordinary free;
  * if not, a pair that never crossed. */

@@ -225,7 +225,10 @@ static void apply_event(struct shm_consumer *consumer, struct recorder *recorder
             break;
         }
         if (__builtin_expect(event->flags & SHM_EVENT_HELD, 0)) {
-            recorder_held_alloc(recorder, time_ns, event->addr, event->size);
+            if (event->flags & SHM_EVENT_HELD_KEPT)
+                recorder_held_kept(recorder, time_ns, event->addr, event->size);
+            else
+                recorder_held_alloc(recorder, time_ns, event->addr, event->size);
             break;
         }
         recorder_alloc(recorder, time_ns, event->addr, event->size, event->stack_id, lookup_stack, consumer);

@@ -180,6 +180,23 @@ static void held_free_settles_a_block_taken_or_not(void **state)
     recorder_free(&r);
 }
 
+/* A failed realloc keeps a held block the tracer may have taken meanwhile:
+ * live once, whether it was taken or not. */
+static void held_block_kept_by_a_failed_realloc_is_live_once(void **state)
+{
+    (void)state;
+    struct recorder r;
+    recorder_init(&r, 0);
+    r.sample_rate = 4096;
+    recorder_held_taken(&r, 1, 0x1000, 32, 0);
+    recorder_held_kept(&r, 2, 0x1000, 32); /* taken at the stop: already live */
+    recorder_held_kept(&r, 2, 0x2000, 64); /* not taken: live now */
+    assert_int_equal(r.live_blocks, 2);
+    assert_int_equal(r.live_bytes, 96);
+    assert_int_equal(r.allocations, 2);
+    recorder_free(&r);
+}
+
 /* A fork child gets the blocks its copy of the parent's sets holds, not as
  * its own allocations; one that crossed after the fork instant, before the
  * drain that made the child's copy of the live table, is there once. */
@@ -635,6 +652,7 @@ int main(void)
         cmocka_unit_test(in_order),
         cmocka_unit_test(held_block_cancels_a_later_free_from_any_ring),
         cmocka_unit_test(held_block_taken_at_a_stop_cancels_nothing),
+        cmocka_unit_test(held_block_kept_by_a_failed_realloc_is_live_once),
         cmocka_unit_test(held_block_after_a_free_is_live_and_in_no_case),
         cmocka_unit_test(held_pairs_and_bytes_count),
         cmocka_unit_test(held_free_settles_a_block_taken_or_not),
