@@ -115,6 +115,35 @@ static void held_block_taken_at_a_stop_cancels_nothing(void **state)
     recorder_free(&r);
 }
 
+/* Stamps in tests that compare a free with an allocation of another ring:
+ * further apart than two processors' clocks may disagree
+ * (PENDING_FREE_SKEW_NS, 1 us). */
+#define T(t) ((uint64_t)(t) * 10000u)
+
+/* A block handed to another thread and freed there at once: the free may
+ * be stamped a little before its allocation (the two processors' TSCs
+ * differ), and read first; it is still the allocation's. */
+static void free_stamped_just_before_its_allocation_cancels_it(void **state)
+{
+    (void)state;
+    struct recorder r;
+    recorder_init(&r, 0);
+    r.source = 2;
+    recorder_free_block(&r, 1000000, 0x5000);
+    r.source = 3;
+    recorder_alloc(&r, 1000027, 0x5000, 48, 1, lookup, NULL);
+    assert_int_equal(r.live_blocks, 0);
+    assert_int_equal(r.unmatched_frees, 0);
+    /* 5 us before: an older block's free, the allocation's block live */
+    r.source = 2;
+    recorder_free_block(&r, 2000000, 0x6000);
+    r.source = 3;
+    recorder_alloc(&r, 2005000, 0x6000, 48, 1, lookup, NULL);
+    assert_int_equal(r.live_blocks, 1);
+    assert_int_equal(r.unmatched_frees, 1);
+    recorder_free(&r);
+}
+
 /* A held block allocated after an old free of its address is live; held
  * blocks were made outside any case, whatever case is open when they
  * cross. */
@@ -124,14 +153,14 @@ static void held_block_after_a_free_is_live_and_in_no_case(void **state)
     struct recorder r;
     recorder_init(&r, 0);
     r.sample_rate = 4096;
-    recorder_free_block(&r, 5, 0x5000);
-    recorder_case_begin(&r, 6, "c", 1);
-    recorder_held_alloc(&r, 9, 0x5000, 24);
+    recorder_free_block(&r, T(5), 0x5000);
+    recorder_case_begin(&r, T(6), "c", 1);
+    recorder_held_alloc(&r, T(9), 0x5000, 24);
     assert_int_equal(r.live_blocks, 1);
     assert_int_equal(r.live_bytes, 24);
     assert_int_equal(r.unmatched_frees, 1);
     assert_int_equal(recorder_open_case_live_blocks(&r), 0);
-    recorder_free_block(&r, 12, 0x5000);
+    recorder_free_block(&r, T(12), 0x5000);
     assert_int_equal(r.live_blocks, 0);
     assert_int_equal(recorder_open_case_live_blocks(&r), 0);
     recorder_free(&r);
@@ -246,27 +275,27 @@ static void two_frees_at_one_address_wait_for_their_allocations(void **state)
     struct recorder r;
     recorder_init(&r, 0);
     r.source = 2;
-    recorder_free_block(&r, 5, 0x5000);  /* a block from before recording */
-    recorder_free_block(&r, 40, 0x5000); /* the second round's */
-    recorder_free_block(&r, 20, 0x5000); /* the first round's */
+    recorder_free_block(&r, T(5), 0x5000);  /* a block from before recording */
+    recorder_free_block(&r, T(40), 0x5000); /* the second round's */
+    recorder_free_block(&r, T(20), 0x5000); /* the first round's */
     assert_int_equal(r.unmatched_frees, 3);
     r.source = 1;
-    recorder_alloc(&r, 10, 0x5000, 48, 1, lookup, NULL);
+    recorder_alloc(&r, T(10), 0x5000, 48, 1, lookup, NULL);
     assert_int_equal(r.live_blocks, 0);
     assert_int_equal(r.unmatched_frees, 2);
     r.source = 3;
-    recorder_alloc(&r, 30, 0x5000, 48, 1, lookup, NULL);
+    recorder_alloc(&r, T(30), 0x5000, 48, 1, lookup, NULL);
     assert_int_equal(r.live_blocks, 0);
     assert_int_equal(r.unmatched_frees, 1);
     /* a third allocation, after every free: live */
-    recorder_alloc(&r, 50, 0x5000, 48, 1, lookup, NULL);
+    recorder_alloc(&r, T(50), 0x5000, 48, 1, lookup, NULL);
     assert_int_equal(r.live_blocks, 1);
     assert_int_equal(r.allocations, 3);
     assert_int_equal(r.frees, 3);
     recorder_free(&r);
 }
 
-/* An address keeps its 64 latest waiting frees: the earliest go first
+/* An address keeps its 4,096 latest waiting frees: the earliest go first
  * (still counted unmatched), so a run of frees never sent allocated costs
  * no more than that; the latest stays last as frees come in any order. */
 static void waiting_frees_at_one_address_are_bounded(void **state)
@@ -275,21 +304,21 @@ static void waiting_frees_at_one_address_are_bounded(void **state)
     struct recorder r;
     recorder_init(&r, 0);
     r.source = 2;
-    for (uint64_t t = 1; t <= 100; t++)
-        recorder_free_block(&r, t * 10, 0x5000);
-    recorder_free_block(&r, 995, 0x5000); /* between two kept ones */
-    assert_int_equal(r.unmatched_frees, 101);
+    for (uint64_t t = 1; t <= 4132; t++)
+        recorder_free_block(&r, T(t * 10), 0x5000);
+    recorder_free_block(&r, T(41315), 0x5000); /* between two kept ones */
+    assert_int_equal(r.unmatched_frees, 4133);
     r.source = 1;
-    recorder_alloc(&r, 300, 0x5000, 16, 1, lookup, NULL); /* 10..370 dropped: takes 380 */
+    recorder_alloc(&r, T(300), 0x5000, 16, 1, lookup, NULL); /* 10..370 dropped: takes 380 */
     assert_int_equal(r.live_blocks, 0);
-    assert_int_equal(r.unmatched_frees, 100);
-    recorder_alloc(&r, 996, 0x5000, 16, 1, lookup, NULL); /* takes 1000, the last */
+    assert_int_equal(r.unmatched_frees, 4132);
+    recorder_alloc(&r, T(41316), 0x5000, 16, 1, lookup, NULL); /* takes 41320, the last */
     assert_int_equal(r.live_blocks, 0);
-    recorder_alloc(&r, 990, 0x5000, 16, 1, lookup, NULL); /* takes 990 */
-    recorder_alloc(&r, 991, 0x5000, 16, 1, lookup, NULL); /* takes 995, the last now */
+    recorder_alloc(&r, T(41310), 0x5000, 16, 1, lookup, NULL); /* takes 41310 */
+    recorder_alloc(&r, T(41311), 0x5000, 16, 1, lookup, NULL); /* takes 41315, the last now */
     assert_int_equal(r.live_blocks, 0);
-    assert_int_equal(r.unmatched_frees, 97);
-    recorder_alloc(&r, 1001, 0x5000, 16, 1, lookup, NULL); /* after every one: live */
+    assert_int_equal(r.unmatched_frees, 4129);
+    recorder_alloc(&r, T(41321), 0x5000, 16, 1, lookup, NULL); /* after every one: live */
     assert_int_equal(r.live_blocks, 1);
     recorder_free(&r);
 }
@@ -654,6 +683,7 @@ int main(void)
         cmocka_unit_test(held_block_taken_at_a_stop_cancels_nothing),
         cmocka_unit_test(held_block_kept_by_a_failed_realloc_is_live_once),
         cmocka_unit_test(held_block_after_a_free_is_live_and_in_no_case),
+        cmocka_unit_test(free_stamped_just_before_its_allocation_cancels_it),
         cmocka_unit_test(held_pairs_and_bytes_count),
         cmocka_unit_test(held_free_settles_a_block_taken_or_not),
         cmocka_unit_test(fork_child_inherits_held_blocks),
