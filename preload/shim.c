@@ -1389,11 +1389,10 @@ static void change_case_state(bool open)
             return; /* another thread's marker changed it first */
     } while (!__atomic_compare_exchange_n(&header->case_state, &state, (((state >> 1) + 1) << 1) | (uint64_t)open,
                                           false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
-    uint64_t opened = (((state >> 1) + 1) << 1) | 1;
     if (open && __atomic_load_n(&header->held_sets_made, __ATOMIC_ACQUIRE))
         memslope__case_opens();
-    else if (open) /* no set to take: frees in the case need look in none (an insert that raced this sends its block) */
-        __atomic_store_n(&header->held_taken_state, opened, __ATOMIC_RELEASE);
+    else if (open) /* no set to take, so frees in the case look in none (an insert that raced this sends its block) */
+        __atomic_store_n(&header->held_taken_state, (((state >> 1) + 1) << 1) | 1, __ATOMIC_RELEASE);
 #if defined(__x86_64__)
     __asm__ volatile("lfence" ::: "memory"); /* the marker's TSC read comes after the store */
 #endif
