@@ -8,14 +8,13 @@
 
 #include "held_sets.h"
 
-#include <time.h>
-
 #include <errno.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <linux/kcmp.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
@@ -69,14 +68,6 @@ static int pid_known(struct session *session, pid_t pid)
     return 0;
 }
 
-/* A fork child starts as its parent's image: the same program, the heap as
- * it was at the fork, the same breakpoints and mappings. The parent's
- * events up to the fork must all be in its table before the copy: a parent
- * that is itself a young fork child may not have had its region found yet,
- * its events since its own fork would be missing from the copy, and the
- * child's table would hold blocks the child never had (a later allocation
- * inside one made the leak check refuse the table as corrupt: bash's
- * subshells under pyenv's shims). */
 /* Whether a thread of the process is sending blocks it took out of its
  * held set (shm_layout.h, held_sending). */
 static int held_sends_in_flight(const struct traced_process *process)
@@ -104,6 +95,14 @@ static void drain_held_sends(struct session *session, struct traced_process *par
     process_drain_all(session, parent);
 }
 
+/* A fork child starts as its parent's image: the same program, the heap as
+ * it was at the fork, the same breakpoints and mappings. The parent's
+ * events up to the fork must all be in its table before the copy: a parent
+ * that is itself a young fork child may not have had its region found yet,
+ * its events since its own fork would be missing from the copy, and the
+ * child's table would hold blocks the child never had (a later allocation
+ * inside one made the leak check refuse the table as corrupt: bash's
+ * subshells under pyenv's shims). */
 static struct traced_process *fork_child_create(struct session *session, struct traced_process *parent, pid_t child,
                                                 int vfork)
 {
