@@ -411,14 +411,17 @@ static void cancel_pair(struct recorder *recorder, struct recorder_site *site, s
     recorder->allocated_bytes += size;
 }
 
-/* Whether this allocation's free was already seen: then count both. */
+/* Whether this allocation's free was already seen: then count both. A
+ * held block's (held: see pending_free_take) may meet a free from any ring,
+ * since its own thread's later events say nothing of it, and was made
+ * outside any case. */
 static int cancels_pending_free(struct recorder *recorder, struct recorder_site *site, uint64_t time_ns,
-                                uint64_t address, uint64_t size)
+                                uint64_t address, uint64_t size, int held)
 {
-    struct pending_free *pending = pending_free_take(recorder, address, time_ns, 0);
+    struct pending_free *pending = pending_free_take(recorder, address, time_ns, held);
     if (!pending)
         return 0;
-    cancel_pair(recorder, site, pending, size, recorder->open_case);
+    cancel_pair(recorder, site, pending, size, held ? TRACE_NONE : recorder->open_case);
     return 1;
 }
 
@@ -473,7 +476,7 @@ void recorder_alloc(struct recorder *recorder, uint64_t time_ns, uint64_t addres
         recorder->out_of_memory = 1;
         return;
     }
-    if (UNLIKELY_PENDING(recorder) && cancels_pending_free(recorder, site, time_ns, address, size))
+    if (UNLIKELY_PENDING(recorder) && cancels_pending_free(recorder, site, time_ns, address, size, 0))
         return;
     add_live_block(recorder, site, time_ns, address, size, recorder->open_case, (uint32_t)recorder->iteration, 1);
 }
@@ -504,22 +507,6 @@ void recorder_free_block(struct recorder *recorder, uint64_t time_ns, uint64_t a
     free_removed_block(recorder, time_ns, &block);
 }
 
-/* Whether a free the recorder holds (from any ring: the block was in its
- * thread's set, so its own thread's later events say nothing of it) came
- * after the held block's allocation: then the two cancel out. */
-static int cancels_pending_free_of_held(struct recorder *recorder, struct recorder_site *site, uint64_t time_ns,
-                                        uint64_t address, uint64_t size)
-{
-    /* a free from the same thread with the same stamp: it freed an unknown
-     * block and got the address back at once (a repeated stamp), and the
-     * held block is the new one */
-    struct pending_free *pending = pending_free_take(recorder, address, time_ns, 1);
-    if (!pending)
-        return 0;
-    cancel_pair(recorder, site, pending, size, TRACE_NONE); /* made outside any case */
-    return 1;
-}
-
 /* A held block into the live table, made outside any case (own: this
  * recorder's allocation, not a fork child's inheritance). Its stamp may be
  * older than events applied before it: the timeline and the peak take it
@@ -541,7 +528,7 @@ void recorder_held_alloc(struct recorder *recorder, uint64_t time_ns, uint64_t a
         recorder->out_of_memory = 1;
         return;
     }
-    if (recorder->pending_frees && cancels_pending_free_of_held(recorder, site, time_ns, address, size))
+    if (UNLIKELY_PENDING(recorder) && cancels_pending_free(recorder, site, time_ns, address, size, 1))
         return;
     add_held_block(recorder, site, time_ns, address, size, 1);
 }
