@@ -104,6 +104,7 @@ bool ring_wait_for_space(struct shm_thread_slot *slot, uint64_t index, pid_t con
 {
     int saved_errno = errno; /* malloc must not change errno when it succeeds */
     unsigned timeouts = 0;
+    bool rang = false;
     while (!ring_has_space(slot, index)) {
         /* Dekker-style with the consumer, which advances read_pos, bumps
          * read_seq, then reads producer_waiting: either it sees our flag
@@ -112,6 +113,13 @@ bool ring_wait_for_space(struct shm_thread_slot *slot, uint64_t index, pid_t con
         uint32_t seq = __atomic_load_n(&slot->read_seq, __ATOMIC_SEQ_CST);
         if (ring_has_space(slot, index))
             break;
+        /* The tracer may be asleep between drains (the rings were quiet):
+         * wake it rather than wait out its sleep. Once a wait: it drains
+         * every ring when it wakes. */
+        if (!rang) {
+            kill(consumer_pid, SHM_TRACER_DOORBELL);
+            rang = true;
+        }
         struct timespec timeout = {0, RING_WAIT_TIMEOUT_NS};
         long rc = syscall(SYS_futex, &slot->read_seq, FUTEX_WAIT, seq, &timeout, NULL, 0);
         if (rc == -1 && errno == ETIMEDOUT) {

@@ -45,6 +45,20 @@ static int holding_wanted(const struct record_options *options)
     return hold && strcmp(hold, "always") == 0 ? 2 : 1;
 }
 
+/* The drain loop's sleep while the rings are quiet: IDLE_WAIT_NS, or
+ * MEMSLOPE_IDLE_WAIT_MS in memslope's own environment (tests: with a
+ * sleep of a minute, a run that ends in time was woken by its stops and
+ * the doorbell alone, shm_layout.h). */
+static uint64_t idle_wait_wanted(void)
+{
+    const char *wait_ms = getenv("MEMSLOPE_IDLE_WAIT_MS");
+    char *end;
+    unsigned long long ms = wait_ms ? strtoull(wait_ms, &end, 10) : 0;
+    if (!wait_ms || !*wait_ms || *end || ms == 0 || ms > 3600000ull)
+        return IDLE_WAIT_NS;
+    return ms * 1000000ull;
+}
+
 /* The target's environment is environ (less LD_PRELOAD and MEMSLOPE_*)
  * plus the shim's settings, added in two steps into one array: the tracer
  * adds up to TRACER_SETTINGS before the fork (no-follow, no-freeres, the
@@ -246,6 +260,7 @@ static int start_child(struct session *session, const char *shim_path, struct la
         fprintf(stderr, "memslope: events stamped with %s%s\n", session->clock_is_tsc ? "the TSC" : "CLOCK_MONOTONIC",
                 clock == EVENT_CLOCK_AUTO ? "" : " (--clock)");
     session->holding = holding_wanted(&session->options);
+    session->idle_wait_ns = idle_wait_wanted();
     if (target_environment(session, shim_path, launch) < 0 || pipe2(launch->go, O_CLOEXEC) < 0 ||
         pipe2(launch->error, O_CLOEXEC) < 0 ||
         socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, launch->sockets) < 0) {
@@ -269,7 +284,11 @@ static int start_child(struct session *session, const char *shim_path, struct la
     close_descriptor(&launch->sockets[1]);
     session->region_socket = launch->sockets[0];
     launch->sockets[0] = -1; /* the session's from now on */
-    fcntl(session->region_socket, F_SETFL, O_NONBLOCK);
+    /* A message (a new image's region, an exit check) rings the doorbell
+     * (shm_layout.h), so the drain loop need not wake often to look. */
+    fcntl(session->region_socket, F_SETOWN, getpid());
+    fcntl(session->region_socket, F_SETSIG, SHM_TRACER_DOORBELL);
+    fcntl(session->region_socket, F_SETFL, O_NONBLOCK | O_ASYNC);
     session->initial_pid = launch->child;
     return 0;
 }

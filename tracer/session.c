@@ -4,8 +4,9 @@
  *
  * One thread does everything: it reaps ptrace stops with waitpid(WNOHANG),
  * drains the shared-memory rings of every process image between stops, and
- * sleeps in sigtimedwait() for SIGCHLD (or a short timeout, so that rings
- * are drained while the target runs) when there is nothing to do.
+ * sleeps in sigtimedwait() for SIGCHLD, the doorbell (a full ring, a
+ * message on the region socket: shm_layout.h) or a timeout, so that rings
+ * are drained while the target runs, when there is nothing to do.
  *
  * Processes are followed through clone, fork, vfork and exec; each process
  * image (a fork child, or the program an exec started) is recorded as a
@@ -552,7 +553,8 @@ static void process_maybe_warm_up(struct session *session, struct traced_process
     /* A thread starts at its creator's priority: the warm-up, background
      * work, starts at the target's. */
     int was_raised = lower_priority(session);
-    process->warmup = symbolizer_warmup_start(session->symbols, &process->maps, addresses, count);
+    process->warmup = symbolizer_warmup_start(session->symbols, &process->maps, addresses, count,
+                                               SHM_TRACER_DOORBELL);
     if (was_raised)
         raise_priority(session);
     free(addresses);
@@ -972,21 +974,29 @@ static uint32_t producing_threads(const struct session *session)
  */
 static long wait_ns_after_drain(struct session *session, size_t events)
 {
-    if (!events)
-        return IDLE_WAIT_NS;
-    if (events < BUSY_PAUSE_EVENTS && producing_threads(session) < session->processors)
-        return BUSY_PAUSE_NS;
-    return 0;
+    if (events)
+        return events < BUSY_PAUSE_EVENTS && producing_threads(session) < session->processors ? BUSY_PAUSE_NS : 0;
+    uint64_t wait_ns = session->idle_wait_ns;
+    /* no later than the next checkpoint (taken by the loop once due) */
+    if (session->options.checkpoint_ns && session->next_checkpoint_ns) {
+        uint64_t now = session_now_ns();
+        uint64_t until = session->next_checkpoint_ns > now ? session->next_checkpoint_ns - now : 1;
+        if (until < wait_ns)
+            wait_ns = until;
+    }
+    return (long)wait_ns;
 }
 
-static void wait_for(struct session *session, const sigset_t *wait_set, long wait_ns)
+/* Sleeps up to wait_ns for a signal of wait_set; returns it (0: none). */
+static int wait_for(struct session *session, const sigset_t *wait_set, long wait_ns)
 {
     if (!wait_ns)
-        return;
-    struct timespec timeout = {0, wait_ns};
+        return 0;
+    struct timespec timeout = {wait_ns / 1000000000L, wait_ns % 1000000000L};
     int signal = sigtimedwait(wait_set, NULL, &timeout);
-    if (signal > 0 && signal != SIGCHLD)
+    if (signal > 0 && signal != SIGCHLD && signal != SHM_TRACER_DOORBELL)
         forward_signal(session, signal);
+    return signal > 0 ? signal : 0;
 }
 
 void wait_after_drain(struct session *session, const sigset_t *wait_set, size_t events)
@@ -1003,6 +1013,7 @@ int session_run(struct session *session)
     sigaddset(&wait_set, SIGHUP);
     sigaddset(&wait_set, SIGINT);
     sigaddset(&wait_set, SIGQUIT);
+    sigaddset(&wait_set, SHM_TRACER_DOORBELL);
     sigprocmask(SIG_BLOCK, &wait_set, NULL);
     progress_init(&session->progress, session->options.quiet, session_now_ns());
     raise_priority(session);
@@ -1035,7 +1046,11 @@ int session_run(struct session *session)
         /* in time the loop would have waited; then events may be waiting */
         if (wait_ns && write_stacks_ahead(session))
             continue;
-        wait_for(session, &wait_set, wait_ns);
+        /* A SIGCHLD taken here is a stop the next iteration must reap, busy
+         * or not: no other will come for it, and the loop may next sleep
+         * its whole idle wait. */
+        if (wait_for(session, &wait_set, wait_ns) == SIGCHLD)
+            last_reap_ns = 0;
     }
     /* Images whose end we did not see (cannot happen with ptrace, but a
      * trace must never lose what was recorded). */

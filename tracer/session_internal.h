@@ -133,6 +133,7 @@ struct session {
     int no_ptrace;             /* ptrace was refused: session_run records without it */
     int clock_is_tsc;          /* events stamped with the TSC (--clock; tsc_check.h) */
     int holding;               /* the target's threads may hold unsampled blocks (held_sets.h) */
+    uint64_t idle_wait_ns;     /* the drain loop's sleep while the rings are quiet (IDLE_WAIT_NS) */
     int region_socket;         /* no-ptrace mode: the shims send their regions' memfds here (-1: none) */
     int iteration_symbol_found;
     /* images that ran CPython, those whose frames were read, and the
@@ -169,8 +170,14 @@ struct session {
     uint32_t processors; /* the processors memslope may run on, at the start */
 };
 
-/* Sleep between drains while the target runs and reports nothing. */
-#define IDLE_WAIT_NS 2000000L
+/* Sleep between drains while the target runs and reports nothing. Each
+ * wake-up costs a program whose threads fill the processors more than the
+ * tracer's work does: with two threads holding their blocks
+ * (malloc_bench -t 2 -W 800, MEMSLOPE_HOLD=always) the tracer woke 480
+ * times a second at 2 ms, for 0.074 s of CPU in 3 s, and 0.052 s at 10 ms
+ * (paired wall 1.073 and 1.053 of plain). A full ring or a message on the
+ * region socket ends the sleep at once (SHM_TRACER_DOORBELL). */
+#define IDLE_WAIT_NS 10000000L
 
 /* A drain that found fewer events than this, with a processor free for
  * the tracer to come back on, is followed by a pause of BUSY_PAUSE_NS (cut

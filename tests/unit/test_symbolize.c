@@ -600,7 +600,7 @@ static void test_warmup_fills_the_store(void **state)
     size_t expected_count = symbolizer_resolve(fixture->symbolizer, addresses[0], 1, expected, 8);
 
     struct symbol_store *store = symbol_store_create();
-    symbolizer_warmup_finish(symbolizer_warmup_start(store, &fixture->maps, addresses, 2));
+    symbolizer_warmup_finish(symbolizer_warmup_start(store, &fixture->maps, addresses, 2, 0));
     struct symbol_store_stats warm;
     symbol_store_stats(store, &warm);
     assert_int_equal(warm.offsets_resolved, 2);
@@ -643,7 +643,7 @@ static void test_warmup_stops_when_asked(void **state)
                             (uint64_t)(uintptr_t)dlsym(RTLD_DEFAULT, "malloc")};
     struct symbol_store *store = symbol_store_create();
     symbol_store_lock(store);
-    struct symbolizer_warmup *warmup = symbolizer_warmup_start(store, &fixture->maps, addresses, 2);
+    struct symbolizer_warmup *warmup = symbolizer_warmup_start(store, &fixture->maps, addresses, 2, 0);
     assert_non_null(warmup);
     symbolizer_warmup_stop(warmup);
     symbol_store_unlock(store);
@@ -679,7 +679,7 @@ static void test_warmup_and_main_thread_share_the_store(void **state)
     for (int i = 0; i < ADDRESSES; i++)
         addresses[i] = text->start + 1 + (uint64_t)i * ((text->end - text->start) / ADDRESSES);
     struct symbol_store *store = symbol_store_create();
-    struct symbolizer_warmup *warmup = symbolizer_warmup_start(store, &fixture->maps, addresses, ADDRESSES);
+    struct symbolizer_warmup *warmup = symbolizer_warmup_start(store, &fixture->maps, addresses, ADDRESSES, 0);
     assert_non_null(warmup);
     struct symbolizer *symbolizer = symbolizer_create(store, &fixture->maps);
     struct trace_frame shared[16], alone[16];

@@ -13,9 +13,11 @@
 #include "symbolize.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <uthash.h>
 
 #include "symbol_store.h"
@@ -302,6 +304,7 @@ struct symbolizer_warmup {
     size_t address_count;
     int stop; /* set by symbolizer_warmup_stop: the addresses left are someone else's to resolve */
     int done; /* set by the thread as it ends */
+    int done_signal; /* then sent to the process, if not 0 */
 };
 
 static void *warm_up(void *argument)
@@ -314,6 +317,8 @@ static void *warm_up(void *argument)
         symbolizer_resolve(symbolizer, warmup->addresses[i], 1, frames, 1);
     symbolizer_destroy(symbolizer);
     __atomic_store_n(&warmup->done, 1, __ATOMIC_RELEASE);
+    if (warmup->done_signal)
+        kill(getpid(), warmup->done_signal);
     return NULL;
 }
 
@@ -325,7 +330,7 @@ static void warmup_free(struct symbolizer_warmup *warmup)
 }
 
 struct symbolizer_warmup *symbolizer_warmup_start(struct symbol_store *store, const struct proc_maps *maps,
-                                                  const uint64_t *addresses, size_t count)
+                                                  const uint64_t *addresses, size_t count, int done_signal)
 {
     struct symbolizer_warmup *warmup = store ? calloc(1, sizeof *warmup) : NULL;
     if (!warmup)
@@ -338,6 +343,7 @@ struct symbolizer_warmup *symbolizer_warmup_start(struct symbol_store *store, co
     }
     memcpy(warmup->addresses, addresses, count * sizeof *addresses);
     warmup->address_count = count;
+    warmup->done_signal = done_signal;
     if (pthread_create(&warmup->thread, NULL, warm_up, warmup) != 0) {
         warmup_free(warmup);
         return NULL;

@@ -120,9 +120,11 @@ void symbolizer_destroy(struct symbolizer *symbolizer);
 struct symbolizer_warmup;
 
 /* Copies maps and addresses (return addresses of backtraces). NULL when the
- * thread cannot start (then there is simply no warm-up). */
+ * thread cannot start (then there is simply no warm-up). done_signal, if
+ * not 0, is sent to the process as the thread ends: a caller that sleeps
+ * in sigtimedwait for it learns of the end at once. */
 struct symbolizer_warmup *symbolizer_warmup_start(struct symbol_store *store, const struct proc_maps *maps,
-                                                  const uint64_t *addresses, size_t count);
+                                                  const uint64_t *addresses, size_t count, int done_signal);
 
 /* Asks the warm-up to stop after the address it is resolving, without
  * waiting (NULL: nothing to do). At an image's end, whose output resolves
