@@ -574,6 +574,7 @@ static size_t drain_all(struct session *session)
         if (process->state == PROCESS_ENDED)
             continue;
         process_try_attach(process, now);
+        process->shm.processors = session->processors; /* for its hold_wanted */
         size_t drained = process_drain(process, 0);
         events += drained;
         get_ready_for_leak_check(session, process, drained);

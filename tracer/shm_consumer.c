@@ -469,7 +469,11 @@ static void update_hold_wanted(struct shm_consumer *consumer, uint64_t events, u
     uint64_t rate = (uint64_t)((double)consumer->rate_events * 1e9 / (double)span);
     struct shm_header *header = consumer->base;
     uint32_t wanted = __atomic_load_n(&header->hold_wanted, __ATOMIC_RELAXED);
-    uint32_t next = rate > SHM_HOLD_ON_RATE ? 1 : rate < SHM_HOLD_OFF_RATE ? 0 : wanted;
+    uint32_t producers = __atomic_load_n(&header->producers, __ATOMIC_RELAXED);
+    int crowded = consumer->processors && producers >= consumer->processors;
+    uint64_t on = crowded ? SHM_HOLD_CROWDED_ON_RATE : SHM_HOLD_ON_RATE;
+    uint64_t off = crowded ? SHM_HOLD_CROWDED_OFF_RATE : SHM_HOLD_OFF_RATE;
+    uint32_t next = rate > on ? 1 : rate < off ? 0 : wanted;
     if (next != wanted)
         __atomic_store_n(&header->hold_wanted, next, __ATOMIC_RELAXED);
     consumer->rate_since_ns = now;

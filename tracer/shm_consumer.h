@@ -49,6 +49,7 @@ struct shm_consumer {
     /* The event rate that decides the region's hold_wanted: events (and
      * held pairs, twice) since rate_since_ns. */
     uint64_t rate_since_ns, rate_events;
+    uint32_t processors; /* the processors the image may run on (the caller's to set; 0: unknown) */
 };
 
 struct shm_held_seen {
