@@ -795,7 +795,7 @@ static inline uint64_t read_clock(void)
  * here, a quarter of an event's cost. A repeated stamp is early, never
  * late, and the tracer places a flagged event no earlier than it last
  * looked at the thread's ring (shm_consumer.c), so its time is off by at
- * most the time between two drains (2 ms when the program is idle).
+ * most the time between two drains (10 ms when the program is idle).
  *
  * A reading is repeated only if it was itself taken while this thread was
  * the only producer: after another thread stops, the first event reads the
