@@ -401,13 +401,6 @@ struct shm_header {
  *                     while the exiting thread waits.
  */
 #define SHM_MESSAGE_REGION 'r'
-
-/* The tracer's doorbell: it sleeps between drains while the rings are
- * quiet (tracer/session_internal.h, IDLE_WAIT_NS), and this signal ends the
- * sleep. A thread whose ring is full sends it (ring_writer.c) before it
- * waits for room; the region socket's messages ring it through O_ASYNC.
- * Its default action is to ignore it, should it reach anyone else. */
-#define SHM_TRACER_DOORBELL SIGURG
 #define SHM_EXIT_CHECK_MAGIC 0x4b43484354495845ull /* "EXITCHCK" */
 #define SHM_EXIT_CHECK_VERSION 1u
 #define SHM_EXIT_CHECK_REGISTERS 6u /* x86-64: rbx, rbp, r12, r13, r14, r15 (callee-saved) */
@@ -423,6 +416,13 @@ struct shm_exit_check_request {
     uint64_t stack_pointer;  /* the exiting thread's, while it waits for the reply */
     uint64_t registers[SHM_EXIT_CHECK_REGISTERS];
 };
+
+/* The tracer's doorbell: it sleeps between drains while the rings are
+ * quiet (tracer/session_internal.h, IDLE_WAIT_NS), and this signal ends the
+ * sleep. A thread whose ring is full sends it (ring_writer.c) before it
+ * waits for room; the region socket's messages ring it through O_ASYNC.
+ * Its default action is to ignore it, should it reach anyone else. */
+#define SHM_TRACER_DOORBELL SIGURG
 
 /* How the image's Python objects reach the recording. */
 enum shm_python_mode {
