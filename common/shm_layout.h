@@ -41,7 +41,7 @@
 #include <stdint.h>
 
 #define SHM_MAGIC 0x4d454d534c4f5045ull /* "MEMSLOPE" */
-#define SHM_VERSION 12u
+#define SHM_VERSION 13u
 #define SHM_MEMFD_NAME "memslope"
 
 /* Environment the tracer passes to the target. */
@@ -355,7 +355,10 @@ struct shm_header {
      * at stop_recording_address in the child's memory, at its first stop. */
     uint64_t stop_recording_address;
     uint32_t stop_recording_value;
-    uint32_t pad_stop;
+    /* Set by a thread whose doorbell (SHM_TRACER_DOORBELL) the kernel
+     * refused: the image runs as another user now. The tracer then wakes
+     * as often as it did before it had a doorbell. */
+    uint32_t doorbell_refused;
     /* Threads that hold a slot (claims minus retirements). Read by every
      * event while it is 1 (see the shim's event_stamp), written only when a
      * thread starts or stops recording: a cache line of its own, shared
@@ -419,9 +422,13 @@ struct shm_exit_check_request {
 
 /* The tracer's doorbell: it sleeps between drains while the rings are
  * quiet (tracer/session_internal.h, IDLE_WAIT_NS), and this signal ends the
- * sleep. A thread whose ring is full sends it (ring_writer.c) before it
- * waits for room; the region socket's messages ring it through O_ASYNC.
- * Its default action is to ignore it, should it reach anyone else. */
+ * sleep; the drain after it looks at every slot. A thread whose ring is
+ * full sends it (ring_writer.c) before it waits for room and again at each
+ * timeout of that wait (shm_header.doorbell_refused when the kernel will
+ * not let it); the region socket's messages ring it through O_ASYNC (with
+ * memslope's own credentials); the tracer's symbolizer warm-up rings it as
+ * it ends. Its default action is to ignore it, should it reach anyone
+ * else. */
 #define SHM_TRACER_DOORBELL SIGURG
 
 /* How the image's Python objects reach the recording. */

@@ -68,6 +68,7 @@ bool ring_claim_slot(void *base, struct ring_producer *producer, uint32_t tid)
          * monotonic whether or not the consumer resets them. */
         producer->reserve = __atomic_load_n(&slot->write_pos, __ATOMIC_ACQUIRE);
         producer->nesting = 0;
+        producer->header = header;
         __atomic_fetch_add(&header->producers, 1, __ATOMIC_SEQ_CST);
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         producer->slot = slot;
@@ -100,11 +101,21 @@ static bool ring_has_space(struct shm_thread_slot *slot, uint64_t index)
  * milliseconds, and the question reads /proc. */
 #define RING_WAITS_BEFORE_LET_GO_CHECK 100
 
-bool ring_wait_for_space(struct shm_thread_slot *slot, uint64_t index, pid_t consumer_pid)
+/* Wakes the tracer, asleep between drains while the rings were quiet,
+ * rather than wait out its sleep (shm_layout.h, SHM_TRACER_DOORBELL). */
+static void ring_doorbell(struct shm_header *header, pid_t consumer_pid)
+{
+    if (kill(consumer_pid, SHM_TRACER_DOORBELL) == -1 && errno == EPERM &&
+        !__atomic_load_n(&header->doorbell_refused, __ATOMIC_RELAXED))
+        __atomic_store_n(&header->doorbell_refused, 1, __ATOMIC_RELAXED);
+}
+
+bool ring_wait_for_space(struct shm_header *header, struct shm_thread_slot *slot, uint64_t index,
+                         pid_t consumer_pid)
 {
     int saved_errno = errno; /* malloc must not change errno when it succeeds */
     unsigned timeouts = 0;
-    bool rang = false;
+    bool ring = true;
     while (!ring_has_space(slot, index)) {
         /* Dekker-style with the consumer, which advances read_pos, bumps
          * read_seq, then reads producer_waiting: either it sees our flag
@@ -113,16 +124,16 @@ bool ring_wait_for_space(struct shm_thread_slot *slot, uint64_t index, pid_t con
         uint32_t seq = __atomic_load_n(&slot->read_seq, __ATOMIC_SEQ_CST);
         if (ring_has_space(slot, index))
             break;
-        /* The tracer may be asleep between drains (the rings were quiet):
-         * wake it rather than wait out its sleep. Once a wait: it drains
-         * every ring when it wakes. */
-        if (!rang) {
-            kill(consumer_pid, SHM_TRACER_DOORBELL);
-            rang = true;
-        }
+        /* Once a wait, and again at each timeout of it: the drain the
+         * doorbell starts looks at every ring, and one that came too
+         * early for this ring is followed by a long sleep. */
+        if (ring)
+            ring_doorbell(header, consumer_pid);
+        ring = false;
         struct timespec timeout = {0, RING_WAIT_TIMEOUT_NS};
         long rc = syscall(SYS_futex, &slot->read_seq, FUTEX_WAIT, seq, &timeout, NULL, 0);
         if (rc == -1 && errno == ETIMEDOUT) {
+            ring = true;
             /* Gone, or no longer tracing this process: memslope let it go
              * when the command ended (and its pid may be another's now). */
             timeouts++;

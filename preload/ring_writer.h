@@ -41,6 +41,7 @@
 /* Per-thread producer state; lives in a thread-local variable. */
 struct ring_producer {
     struct shm_thread_slot *slot; /* NULL until the thread claims one */
+    struct shm_header *header;    /* the region of the slot (set with it) */
     uint64_t reserve;             /* next index to hand out (>= write_pos) */
     uint32_t nesting;             /* ring_write levels active on this thread */
 };
@@ -58,7 +59,8 @@ void ring_retire_slot(void *base, struct ring_producer *producer);
 /* Sleeps until event `index` fits in the ring. Returns false if the consumer
  * process `consumer_pid` no longer exists, or, traced (ring_writer_init), no
  * longer traces this process (then the caller stops recording). */
-bool ring_wait_for_space(struct shm_thread_slot *slot, uint64_t index, pid_t consumer_pid);
+bool ring_wait_for_space(struct shm_header *header, struct shm_thread_slot *slot, uint64_t index,
+                         pid_t consumer_pid);
 
 static inline uint64_t ring_take_index(uint64_t *reserve)
 {
@@ -119,7 +121,7 @@ static inline struct shm_event *ring_reserve(struct ring_producer *producer, pid
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     uint64_t index = ring_take_index(&producer->reserve);
     if (__builtin_expect(index - __atomic_load_n(&slot->read_pos, __ATOMIC_ACQUIRE) >= SHM_RING_EVENTS, 0)) {
-        if (!ring_wait_for_space(slot, index, consumer_pid)) {
+        if (!ring_wait_for_space(producer->header, slot, index, consumer_pid)) {
             producer->nesting--;
             return NULL;
         }

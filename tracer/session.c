@@ -562,7 +562,9 @@ static void process_maybe_warm_up(struct session *session, struct traced_process
         session->warmups_running++;
 }
 
-static size_t drain_all(struct session *session)
+/* every_slot: look at every ring of every image (after the doorbell: a
+ * thread that claimed a slot since the last look may be the one ringing). */
+static size_t drain_all(struct session *session, int every_slot)
 {
     uint64_t now = session_now_ns();
     size_t events = 0;
@@ -575,7 +577,7 @@ static size_t drain_all(struct session *session)
             continue;
         process_try_attach(process, now);
         process->shm.processors = session->processors; /* for its hold_wanted */
-        size_t drained = process_drain(process, 0);
+        size_t drained = process_drain(process, every_slot);
         events += drained;
         get_ready_for_leak_check(session, process, drained);
         process_maybe_warm_up(session, process, now);
@@ -957,9 +959,20 @@ static uint32_t producing_threads(const struct session *session)
     return threads;
 }
 
+/* Whether a running image's threads cannot ring the doorbell (they run as
+ * another user: shm_layout.h, doorbell_refused). */
+static int doorbell_refused(const struct session *session)
+{
+    for (size_t i = 0; i < session->process_count; i++)
+        if (session->processes[i]->state != PROCESS_ENDED && shm_consumer_doorbell_refused(&session->processes[i]->shm))
+            return 1;
+    return 0;
+}
+
 /*
  * After a drain that found `events`: nothing, a short pause, or the idle
- * wait, each cut short by a signal (SIGCHLD: a child stopped or ended).
+ * wait, each cut short by a signal (SIGCHLD: a child stopped or ended; the
+ * doorbell).
  *
  * Why a pause after a light drain: the tracer drained again the moment it
  * finished, a few dozen events at a time, and each pass took from the
@@ -978,8 +991,10 @@ static long wait_ns_after_drain(struct session *session, size_t events)
     if (events)
         return events < BUSY_PAUSE_EVENTS && producing_threads(session) < session->processors ? BUSY_PAUSE_NS : 0;
     uint64_t wait_ns = session->idle_wait_ns;
+    if (wait_ns > IDLE_WAIT_UNRUNG_NS && doorbell_refused(session))
+        wait_ns = IDLE_WAIT_UNRUNG_NS;
     /* no later than the next checkpoint (taken by the loop once due) */
-    if (session->options.checkpoint_ns && session->next_checkpoint_ns) {
+    if (session->options.checkpoint_ns && session->next_checkpoint_ns && !session->write_failure_reported) {
         uint64_t now = session_now_ns();
         uint64_t until = session->next_checkpoint_ns > now ? session->next_checkpoint_ns - now : 1;
         if (until < wait_ns)
@@ -1023,6 +1038,7 @@ int session_run(struct session *session)
 
     size_t events = 0;
     uint64_t last_reap_ns = 0;
+    int rung = 0; /* the doorbell ended the last wait */
     for (;;) {
         int reaped = 0;
         uint64_t now = session_now_ns();
@@ -1038,7 +1054,8 @@ int session_run(struct session *session)
             last_reap_ns = now;
         }
         let_go_of_the_rest(session);
-        events = drain_all(session);
+        events = drain_all(session, rung);
+        rung = 0;
         progress_update(&session->progress, session, now);
         checkpoint_running_images(session, now);
         if (reaped)
@@ -1050,8 +1067,10 @@ int session_run(struct session *session)
         /* A SIGCHLD taken here is a stop the next iteration must reap, busy
          * or not: no other will come for it, and the loop may next sleep
          * its whole idle wait. */
-        if (wait_for(session, &wait_set, wait_ns) == SIGCHLD)
+        int signal = wait_for(session, &wait_set, wait_ns);
+        if (signal == SIGCHLD)
             last_reap_ns = 0;
+        rung = signal == SHM_TRACER_DOORBELL;
     }
     /* Images whose end we did not see (cannot happen with ptrace, but a
      * trace must never lose what was recorded). */

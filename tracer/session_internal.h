@@ -175,9 +175,13 @@ struct session {
  * tracer's work does: with two threads holding their blocks
  * (malloc_bench -t 2 -W 800, MEMSLOPE_HOLD=always) the tracer woke 480
  * times a second at 2 ms, for 0.074 s of CPU in 3 s, and 0.052 s at 10 ms
- * (paired wall 1.073 and 1.053 of plain). A full ring or a message on the
- * region socket ends the sleep at once (SHM_TRACER_DOORBELL). */
+ * (paired wall 1.073 and 1.053 of plain). A full ring, a message on the
+ * region socket or the symbolizer warm-up's end ends the sleep at once
+ * (SHM_TRACER_DOORBELL), and so does a stop (SIGCHLD). */
 #define IDLE_WAIT_NS 10000000L
+/* The sleep while an image's threads cannot ring (doorbell_refused): as
+ * before the doorbell. */
+#define IDLE_WAIT_UNRUNG_NS 2000000L
 
 /* A drain that found fewer events than this, with a processor free for
  * the tracer to come back on, is followed by a pause of BUSY_PAUSE_NS (cut

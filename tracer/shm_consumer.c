@@ -536,6 +536,12 @@ uint32_t shm_consumer_producers(const struct shm_consumer *consumer)
     return __atomic_load_n(&((const struct shm_header *)consumer->base)->producers, __ATOMIC_RELAXED);
 }
 
+int shm_consumer_doorbell_refused(const struct shm_consumer *consumer)
+{
+    return consumer->base &&
+           __atomic_load_n(&((const struct shm_header *)consumer->base)->doorbell_refused, __ATOMIC_RELAXED) != 0;
+}
+
 struct shm_counters shm_consumer_counters(const struct shm_consumer *consumer)
 {
     if (!consumer->base)

@@ -97,6 +97,9 @@ struct shm_held_seen *shm_consumer_held_seen(struct shm_consumer *consumer, uint
  * a hint); 0 before the region is found. */
 uint32_t shm_consumer_producers(const struct shm_consumer *consumer);
 
+/* Whether the image's threads found their doorbell refused (shm_layout.h). */
+int shm_consumer_doorbell_refused(const struct shm_consumer *consumer);
+
 /* What the shim tells the leak scan about the process's memory: its
  * allocator ranges (pymalloc's arenas; copied into *ranges, which memory
  * points at: free it) and its TLS block. Entries are checked, the target
