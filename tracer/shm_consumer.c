@@ -416,6 +416,12 @@ struct shm_held_seen *shm_consumer_held_seen(struct shm_consumer *consumer, uint
  * look, and the bytes the sets hold now (common/shm_layout.h, "The held
  * set"). Every slot below the high-water mark: a slot freed since keeps
  * its counters, and a thread that only freed held blocks sent no event. */
+static void mark_active(struct shm_consumer *consumer, uint32_t index)
+{
+    if (index < SHM_MAX_THREADS)
+        consumer->rate_active[index / 64] |= 1ull << (index % 64);
+}
+
 static uint64_t account_held(struct shm_consumer *consumer, struct recorder *recorder, uint64_t now)
 {
     uint64_t new_pairs = 0;
@@ -433,6 +439,9 @@ static uint64_t account_held(struct shm_consumer *consumer, struct recorder *rec
             return new_pairs;
         uint64_t pair_bytes = __atomic_load_n(&slot->held_pair_bytes, __ATOMIC_RELAXED);
         uint64_t out = __atomic_load_n(&slot->held_out_bytes, __ATOMIC_RELAXED);
+        if (pairs > seen->pairs || in != seen->in_seen)
+            mark_active(consumer, i);
+        seen->in_seen = in;
         if (pairs > seen->pairs) { /* the target's memory is not trusted: never backwards */
             recorder_held_pairs(recorder, pairs - seen->pairs, pair_bytes - seen->pair_bytes);
             new_pairs += pairs - seen->pairs;
@@ -454,13 +463,15 @@ static uint64_t account_held(struct shm_consumer *consumer, struct recorder *rec
 /* Asks the image's threads to hold their unsampled blocks while its
  * allocations and frees (held pairs counted, so that holding does not
  * hide the rate that started it) come fast enough: shm_layout.h,
- * hold_wanted. */
+ * hold_wanted. Faster still unless as many threads ran in the window as
+ * there are processors (SHM_HOLD_CROWDED_ON_RATE). */
 static void update_hold_wanted(struct shm_consumer *consumer, uint64_t events, uint64_t now)
 {
     consumer->rate_events += events;
     if (!consumer->rate_since_ns || now < consumer->rate_since_ns) {
         consumer->rate_since_ns = now;
         consumer->rate_events = 0;
+        memset(consumer->rate_active, 0, sizeof consumer->rate_active);
         return;
     }
     uint64_t span = now - consumer->rate_since_ns;
@@ -469,8 +480,11 @@ static void update_hold_wanted(struct shm_consumer *consumer, uint64_t events, u
     uint64_t rate = (uint64_t)((double)consumer->rate_events * 1e9 / (double)span);
     struct shm_header *header = consumer->base;
     uint32_t wanted = __atomic_load_n(&header->hold_wanted, __ATOMIC_RELAXED);
-    uint32_t producers = __atomic_load_n(&header->producers, __ATOMIC_RELAXED);
-    int crowded = consumer->processors && producers >= consumer->processors;
+    uint32_t active = 0;
+    for (size_t i = 0; i < SHM_MAX_THREADS / 64; i++)
+        active += (uint32_t)__builtin_popcountll(consumer->rate_active[i]);
+    memset(consumer->rate_active, 0, sizeof consumer->rate_active);
+    int crowded = consumer->processors && active >= consumer->processors;
     uint64_t on = crowded ? SHM_HOLD_CROWDED_ON_RATE : SHM_HOLD_ON_RATE;
     uint64_t off = crowded ? SHM_HOLD_CROWDED_OFF_RATE : SHM_HOLD_OFF_RATE;
     uint32_t next = rate > on ? 1 : rate < off ? 0 : wanted;
@@ -516,7 +530,13 @@ size_t shm_consumer_drain(struct shm_consumer *consumer, struct recorder *record
         for (uint64_t p = position; p != end && p - position < PREFETCH_AHEAD; p++)
             recorder_prefetch(recorder, ring_event(slot, p)->addr);
     }
+    uint64_t starts[SHM_MAX_THREADS];
+    for (size_t i = 0; i < count; i++)
+        starts[i] = cursors[i].position;
     size_t consumed = merge_cursors(consumer, recorder, cursors, count, tsc);
+    for (size_t i = 0; i < count; i++)
+        if (cursors[i].position != starts[i])
+            mark_active(consumer, cursors[i].index);
     update_hold_wanted(consumer, consumed + 2 * account_held(consumer, recorder, now), now);
     for (size_t i = 0; i < count; i++) {
         if (clock_now > consumer->slot_floors[cursors[i].index])

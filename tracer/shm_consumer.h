@@ -49,6 +49,10 @@ struct shm_consumer {
     /* The event rate that decides the region's hold_wanted: events (and
      * held pairs, twice) since rate_since_ns. */
     uint64_t rate_since_ns, rate_events;
+    /* Slots whose threads did anything since rate_since_ns (events crossed,
+     * held pairs or blocks held), one bit a slot: the threads that run, not
+     * those that hold a ring (a main thread waiting in pthread_join). */
+    uint64_t rate_active[SHM_MAX_THREADS / 64];
     uint32_t processors; /* the processors the image may run on (the caller's to set; 0: unknown) */
 };
 
@@ -59,6 +63,7 @@ struct shm_held_seen {
      * once emptied): unchanged, nothing went in since, and it is not read */
     uint64_t in_at_take;
     int emptied;
+    uint64_t in_seen; /* the slot's held_in_bytes at the last drain */
 };
 
 void shm_consumer_init(struct shm_consumer *consumer);
