@@ -412,16 +412,17 @@ struct shm_held_seen *shm_consumer_held_seen(struct shm_consumer *consumer, uint
     return &consumer->held_seen[index];
 }
 
-/* Counts the pairs each thread's held set took care of since the last
- * look, and the bytes the sets hold now (common/shm_layout.h, "The held
- * set"). Every slot below the high-water mark: a slot freed since keeps
- * its counters, and a thread that only freed held blocks sent no event. */
+/* Counts slot index as running in the rate window (rate_active). */
 static void mark_active(struct shm_consumer *consumer, uint32_t index)
 {
     if (index < SHM_MAX_THREADS)
         consumer->rate_active[index / 64] |= 1ull << (index % 64);
 }
 
+/* Counts the pairs each thread's held set took care of since the last
+ * look, and the bytes the sets hold now (common/shm_layout.h, "The held
+ * set"). Every slot below the high-water mark: a slot freed since keeps
+ * its counters, and a thread that only freed held blocks sent no event. */
 static uint64_t account_held(struct shm_consumer *consumer, struct recorder *recorder, uint64_t now)
 {
     uint64_t new_pairs = 0;
@@ -463,8 +464,8 @@ static uint64_t account_held(struct shm_consumer *consumer, struct recorder *rec
 /* Asks the image's threads to hold their unsampled blocks while its
  * allocations and frees (held pairs counted, so that holding does not
  * hide the rate that started it) come fast enough: shm_layout.h,
- * hold_wanted. Faster still unless as many threads ran in the window as
- * there are processors (SHM_HOLD_CROWDED_ON_RATE). */
+ * hold_wanted: faster than SHM_HOLD_ON_RATE, or SHM_HOLD_CROWDED_ON_RATE
+ * when as many threads ran in the window as there are processors. */
 static void update_hold_wanted(struct shm_consumer *consumer, uint64_t events, uint64_t now)
 {
     consumer->rate_events += events;
