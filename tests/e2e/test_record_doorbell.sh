@@ -14,8 +14,8 @@
 # doorbell, and once the tracer has seen that (at the end of a sleep made
 # 4 s here) it sleeps 2 ms at most: the program's 20 ring fills, each
 # after a quiet spell, would take 80 s otherwise, past the recording's
-# timeout. Then Python's
-# symbolizer warm-up, whose end lets the loop write stacks ahead.
+# timeout. Then Python's symbolizer warm-up, whose end lets the loop write
+# stacks ahead.
 . "$(dirname "$0")/lib.sh"
 need_memslope
 need_python
