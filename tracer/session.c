@@ -1015,9 +1015,9 @@ static int wait_for(struct session *session, const sigset_t *wait_set, long wait
     return signal > 0 ? signal : 0;
 }
 
-void wait_after_drain(struct session *session, const sigset_t *wait_set, size_t events)
+int wait_after_drain(struct session *session, const sigset_t *wait_set, size_t events)
 {
-    wait_for(session, wait_set, wait_ns_after_drain(session, events));
+    return wait_for(session, wait_set, wait_ns_after_drain(session, events));
 }
 
 int session_run(struct session *session)

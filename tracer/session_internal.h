@@ -233,7 +233,9 @@ struct traced_process *replace_image(struct session *session, struct traced_proc
 void checkpoint_running_images(struct session *session, uint64_t now);
 void warn_iterations_missed(struct session *session);
 void forward_signal(struct session *session, int signal);
-void wait_after_drain(struct session *session, const sigset_t *wait_set, size_t events);
+/* Waits as a drain that found `events` asks (nothing, a pause, the idle
+ * sleep); returns the signal that ended the wait (0: none). */
+int wait_after_drain(struct session *session, const sigset_t *wait_set, size_t events);
 
 /* session_stops.c */
 void resume_thread(pid_t tid, int signal);

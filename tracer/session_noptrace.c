@@ -175,11 +175,12 @@ int session_run_without_ptrace(struct session *session, const sigset_t *wait_set
     if (!process)
         return 1;
     process->flags |= TRACE_PROC_PRIMARY;
+    int rung = 0; /* the doorbell ended the last wait: look at every slot */
     for (;;) {
         int status;
         pid_t got = waitpid(process->pid, &status, WNOHANG);
         process = receive_regions(session, process);
-        size_t events = process_drain(process, 0);
+        size_t events = process_drain(process, rung);
         progress_update(&session->progress, session, session_now_ns());
         checkpoint_running_images(session, session_now_ns());
         if (got == process->pid) {
@@ -189,6 +190,6 @@ int session_run_without_ptrace(struct session *session, const sigset_t *wait_set
         }
         if (got < 0 && errno != EINTR)
             return 1;
-        wait_after_drain(session, wait_set, events);
+        rung = wait_after_drain(session, wait_set, events) == SHM_TRACER_DOORBELL;
     }
 }

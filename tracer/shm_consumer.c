@@ -486,9 +486,12 @@ static void update_hold_wanted(struct shm_consumer *consumer, uint64_t events, u
         active += (uint32_t)__builtin_popcountll(consumer->rate_active[i]);
     memset(consumer->rate_active, 0, sizeof consumer->rate_active);
     int crowded = consumer->processors && active >= consumer->processors;
-    uint64_t on = crowded ? SHM_HOLD_CROWDED_ON_RATE : SHM_HOLD_ON_RATE;
-    uint64_t off = crowded ? SHM_HOLD_CROWDED_OFF_RATE : SHM_HOLD_OFF_RATE;
-    uint32_t next = rate > on ? 1 : rate < off ? 0 : wanted;
+    uint32_t next;
+    if (crowded)
+        next = rate > SHM_HOLD_CROWDED_ON_RATE ? 1 : rate < SHM_HOLD_CROWDED_OFF_RATE ? 0 : wanted;
+    else /* between the two rates, only holding that the uncrowded rate started goes on */
+        next = rate > SHM_HOLD_ON_RATE ? 1 : rate < SHM_HOLD_OFF_RATE ? 0 : wanted && consumer->hold_uncrowded;
+    consumer->hold_uncrowded = next && (rate > SHM_HOLD_ON_RATE || consumer->hold_uncrowded);
     if (next != wanted)
         __atomic_store_n(&header->hold_wanted, next, __ATOMIC_RELAXED);
     consumer->rate_since_ns = now;
@@ -527,17 +530,13 @@ size_t shm_consumer_drain(struct shm_consumer *consumer, struct recorder *record
         if (end - position > SHM_RING_EVENTS) /* corrupted by the target: skip what cannot be real */
             position = end - SHM_RING_EVENTS;
         cursors[count++] = (struct ring_cursor){slot, position, end, consumer->slot_floors[index], index};
+        if (position != end) /* the merge takes every cursor to its end */
+            mark_active(consumer, index);
         /* consume_run prefetches PREFETCH_AHEAD events ahead: these first */
         for (uint64_t p = position; p != end && p - position < PREFETCH_AHEAD; p++)
             recorder_prefetch(recorder, ring_event(slot, p)->addr);
     }
-    uint64_t starts[SHM_MAX_THREADS];
-    for (size_t i = 0; i < count; i++)
-        starts[i] = cursors[i].position;
     size_t consumed = merge_cursors(consumer, recorder, cursors, count, tsc);
-    for (size_t i = 0; i < count; i++)
-        if (cursors[i].position != starts[i])
-            mark_active(consumer, cursors[i].index);
     update_hold_wanted(consumer, consumed + 2 * account_held(consumer, recorder, now), now);
     for (size_t i = 0; i < count; i++) {
         if (clock_now > consumer->slot_floors[cursors[i].index])

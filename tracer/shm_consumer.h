@@ -53,6 +53,10 @@ struct shm_consumer {
      * held pairs or blocks held), one bit a slot: the threads that run, not
      * those that hold a ring (a main thread waiting in pthread_join). */
     uint64_t rate_active[SHM_MAX_THREADS / 64];
+    /* Holding is on, and a window over SHM_HOLD_ON_RATE has come since it
+     * went on: one crowded window (say, the start's) must not keep it on
+     * in the band between the uncrowded rates. */
+    int hold_uncrowded;
     uint32_t processors; /* the processors the image may run on (the caller's to set; 0: unknown) */
 };
 
