@@ -458,6 +458,17 @@ static uint64_t account_held(struct shm_consumer *consumer, struct recorder *rec
     return new_pairs;
 }
 
+uint32_t shm_hold_next(uint64_t rate, uint32_t active, uint32_t processors, uint32_t wanted, int *uncrowded)
+{
+    uint32_t next;
+    if (processors && active >= processors)
+        next = rate > SHM_HOLD_CROWDED_ON_RATE ? 1 : rate < SHM_HOLD_CROWDED_OFF_RATE ? 0 : wanted;
+    else /* between the two rates, only holding that the uncrowded rate started goes on */
+        next = rate > SHM_HOLD_ON_RATE ? 1 : rate < SHM_HOLD_OFF_RATE ? 0 : wanted && *uncrowded;
+    *uncrowded = next && (rate > SHM_HOLD_ON_RATE || *uncrowded);
+    return next;
+}
+
 /* How long the rate that decides hold_wanted is measured over. */
 #define HOLD_RATE_WINDOW_NS 20000000ull
 
@@ -485,13 +496,7 @@ static void update_hold_wanted(struct shm_consumer *consumer, uint64_t events, u
     for (size_t i = 0; i < SHM_MAX_THREADS / 64; i++)
         active += (uint32_t)__builtin_popcountll(consumer->rate_active[i]);
     memset(consumer->rate_active, 0, sizeof consumer->rate_active);
-    int crowded = consumer->processors && active >= consumer->processors;
-    uint32_t next;
-    if (crowded)
-        next = rate > SHM_HOLD_CROWDED_ON_RATE ? 1 : rate < SHM_HOLD_CROWDED_OFF_RATE ? 0 : wanted;
-    else /* between the two rates, only holding that the uncrowded rate started goes on */
-        next = rate > SHM_HOLD_ON_RATE ? 1 : rate < SHM_HOLD_OFF_RATE ? 0 : wanted && consumer->hold_uncrowded;
-    consumer->hold_uncrowded = next && (rate > SHM_HOLD_ON_RATE || consumer->hold_uncrowded);
+    uint32_t next = shm_hold_next(rate, active, consumer->processors, wanted, &consumer->hold_uncrowded);
     if (next != wanted)
         __atomic_store_n(&header->hold_wanted, next, __ATOMIC_RELAXED);
     consumer->rate_since_ns = now;

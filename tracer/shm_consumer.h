@@ -106,6 +106,14 @@ struct shm_held_seen *shm_consumer_held_seen(struct shm_consumer *consumer, uint
  * a hint); 0 before the region is found. */
 uint32_t shm_consumer_producers(const struct shm_consumer *consumer);
 
+/* Whether the image's threads should hold their unsampled blocks
+ * (shm_layout.h, hold_wanted) after a rate window of rate events a second
+ * in which active threads ran, on processors (0: unknown), the answer
+ * being wanted so far. *uncrowded says, and is set to, whether holding went
+ * on, or has been since, over SHM_HOLD_ON_RATE: only such holding goes on
+ * between the uncrowded rates. */
+uint32_t shm_hold_next(uint64_t rate, uint32_t active, uint32_t processors, uint32_t wanted, int *uncrowded);
+
 /* Whether the image's threads found their doorbell refused (shm_layout.h). */
 int shm_consumer_doorbell_refused(const struct shm_consumer *consumer);
 

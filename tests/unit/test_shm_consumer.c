@@ -367,6 +367,50 @@ static void test_tsc_stamps_converted(void **state)
 }
 #endif
 
+/* Holding's thresholds: 1 M / 0.5 M events a second while as many threads
+ * ran as there are processors, 3 M / 1.5 M otherwise. */
+static void test_hold_crowded_from_one_million(void **state)
+{
+    (void)state;
+    int uncrowded = 0;
+    assert_int_equal(shm_hold_next(1600000, 2, 2, 0, &uncrowded), 1);
+    assert_int_equal(shm_hold_next(800000, 2, 2, 1, &uncrowded), 1);  /* within the band: stays */
+    assert_int_equal(shm_hold_next(400000, 2, 2, 1, &uncrowded), 0);
+    assert_int_equal(shm_hold_next(1600000, 1, 2, 0, &uncrowded), 0); /* one thread ran: not crowded */
+    assert_int_equal(shm_hold_next(1600000, 8, 0, 0, &uncrowded), 0); /* processors unknown */
+}
+
+/* One crowded window (the start's) must not keep holding on in the band
+ * between the uncrowded rates (the second review of round twenty-two:
+ * one worker at 1.6 M a second held for the whole run). */
+static void test_hold_crowded_window_does_not_stick(void **state)
+{
+    (void)state;
+    int uncrowded = 0;
+    assert_int_equal(shm_hold_next(2100000, 2, 2, 0, &uncrowded), 1);
+    assert_int_equal(uncrowded, 0);
+    assert_int_equal(shm_hold_next(2400000, 1, 2, 1, &uncrowded), 0);
+    assert_int_equal(shm_hold_next(1600000, 1, 2, 0, &uncrowded), 0);
+}
+
+/* Holding that an uncrowded window over 3 M started goes on down to 1.5 M,
+ * whether later windows are crowded or not. */
+static void test_hold_uncrowded_band_keeps_its_own(void **state)
+{
+    (void)state;
+    int uncrowded = 0;
+    assert_int_equal(shm_hold_next(4000000, 1, 8, 0, &uncrowded), 1);
+    assert_int_equal(uncrowded, 1);
+    assert_int_equal(shm_hold_next(2000000, 1, 8, 1, &uncrowded), 1);
+    assert_int_equal(shm_hold_next(2000000, 8, 8, 1, &uncrowded), 1);
+    assert_int_equal(shm_hold_next(2000000, 1, 8, 1, &uncrowded), 1);
+    assert_int_equal(shm_hold_next(1000000, 1, 8, 1, &uncrowded), 0);
+    assert_int_equal(uncrowded, 0);
+    /* crowded at 4 M counts as over the uncrowded rate too */
+    assert_int_equal(shm_hold_next(4000000, 8, 8, 0, &uncrowded), 1);
+    assert_int_equal(shm_hold_next(2000000, 1, 8, 1, &uncrowded), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -378,6 +422,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_repeated_stamp_not_before_previous_drain, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_repeated_stamp_floor_is_the_rings_own, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_rings_merged_by_stamp, setup_region, teardown_region),
+        cmocka_unit_test(test_hold_crowded_from_one_million),
+        cmocka_unit_test(test_hold_crowded_window_does_not_stick),
+        cmocka_unit_test(test_hold_uncrowded_band_keeps_its_own),
 #if defined(__x86_64__)
         cmocka_unit_test_setup_teardown(test_tsc_stamps_converted, setup_region, teardown_region),
 #endif
