@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "../common/shm_layout.h"
+#include "../common/units.h"
 #include "session_internal.h"
 #include "trace_writer.h"
 #include "symbols/symbols.h"
@@ -51,12 +52,17 @@ static int holding_wanted(const struct record_options *options)
  * the doorbell alone, shm_layout.h). */
 static uint64_t idle_wait_wanted(void)
 {
-    const char *wait_ms = getenv("MEMSLOPE_IDLE_WAIT_MS");
-    char *end;
-    unsigned long long ms = wait_ms ? strtoull(wait_ms, &end, 10) : 0;
-    if (!wait_ms || !*wait_ms || *end || ms == 0 || ms > 3600000ull)
+    const char *set = getenv("MEMSLOPE_IDLE_WAIT_MS");
+    uint64_t ms;
+    if (!set || !*set)
         return IDLE_WAIT_NS;
-    return ms * 1000000ull;
+    if (units_parse_count(set, &ms) == 0 && ms >= 1 && ms <= 3600000)
+        return ms * 1000000ull;
+    fprintf(stderr,
+            "memslope: warning: MEMSLOPE_IDLE_WAIT_MS=%s is not a number of milliseconds from 1 to 3600000; the "
+            "default sleep of %ld ms applies\n",
+            set, IDLE_WAIT_NS / 1000000L);
+    return IDLE_WAIT_NS;
 }
 
 /* The target's environment is environ (less LD_PRELOAD and MEMSLOPE_*)
