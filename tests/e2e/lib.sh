@@ -405,6 +405,37 @@ trace_stacks() {
     "$PY" "$E2E_DIR/trace_stacks.py" "$1"
 }
 
+# trace_sections TRACE: the kinds of TRACE's sections, in order, as "KIND
+# KIND ..." (docs/trace-format.md: u32 kind, u32, u64 length, payload, u32
+# crc); a trace being written may end inside a section, which is not
+# counted.
+trace_sections() {
+    "$PY" - "$1" <<'PY'
+import struct, sys
+data = open(sys.argv[1], "rb").read()
+offset, kinds = 16, []
+while offset + 16 <= len(data):
+    kind, _, length = struct.unpack_from("<IIQ", data, offset)
+    if offset + 16 + length + 4 > len(data):
+        break
+    kinds.append(str(kind))
+    offset += 16 + length + 4
+print(" ".join(kinds))
+PY
+}
+
+# wait_for_section TRACE KIND: "yes" as soon as TRACE, being written, holds
+# a section of KIND, "no" after 20 s without one.
+wait_for_section() {
+    for _ in $(seq 200); do
+        case " $(trace_sections "$1" 2>/dev/null) " in
+            *" $2 "*) echo yes; return ;;
+        esac
+        sleep 0.1
+    done
+    echo no
+}
+
 # --- valgrind ------------------------------------------------------------------
 
 # vg_run NAME [VALGRIND-OPTIONS] -- COMMAND [ARG...]: memcheck as it runs by

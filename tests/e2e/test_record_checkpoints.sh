@@ -71,17 +71,7 @@ else
     diff without.figures with.figures | head -n 30
     expect_eq "a normal end: the same figures with checkpoints and without" same different
 fi
-sections=$("$PY" - with.trace <<'PY'
-import struct, sys
-data = open(sys.argv[1], "rb").read()
-offset, processes = 16, 0
-while offset + 16 <= len(data):
-    kind, _, length = struct.unpack_from("<IIQ", data, offset)
-    processes += kind == 5
-    offset += 16 + length + 4
-print(processes)
-PY
-)
+sections=$(trace_sections with.trace | tr ' ' '\n' | grep -c '^5$') # PROCESS sections
 expect_eq "with checkpoints: PROCESS written at checkpoints and at the end" yes \
     "$([ "$sections" -ge 3 ] && echo yes || echo "no: $sections")"
 finish

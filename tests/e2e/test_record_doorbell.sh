@@ -70,26 +70,7 @@ fi
 "$MEMSLOPE" record --quiet --checkpoint off -o "$WORK/py.trace" -- "$PY" -c 'import json, email.message, time; time.sleep(60)' \
     >/dev/null 2>&1 &
 tracer=$!
-written=no
-for _ in $(seq 200); do
-    if "$PY" - "$WORK/py.trace" <<'PY'
-import struct, sys
-data, offset = open(sys.argv[1], "rb").read(), 16
-while offset + 16 <= len(data):
-    kind, _, length = struct.unpack_from("<IIQ", data, offset)
-    if offset + 16 + length + 4 > len(data):
-        break
-    if kind == 16:  # STACKS_SHARED (docs/trace-format.md)
-        sys.exit(0)
-    offset += 16 + length + 4
-sys.exit(1)
-PY
-    then
-        written=yes
-        break
-    fi
-    sleep 0.1
-done
+written=$(wait_for_section "$WORK/py.trace" 16) # STACKS_SHARED (docs/trace-format.md)
 kill -KILL $tracer
 wait $tracer 2>/dev/null
 expect_eq "python: stacks written ahead while it sleeps" yes "$written"

@@ -11,48 +11,22 @@ need_memslope
 need_python
 cd "$WORK" || fail "cannot enter $WORK"
 
-# The sections of a trace by kind (trace-format.md: u32 kind, u32, u64
-# length, payload, u32 crc), as "KIND KIND ...": a trace being written may
-# end inside a section, which is not counted.
-sections() {
-    "$PY" - "$1" <<'PY'
-import struct, sys
-data = open(sys.argv[1], "rb").read()
-offset, kinds = 16, []
-while offset + 16 <= len(data):
-    kind, _, length = struct.unpack_from("<IIQ", data, offset)
-    if offset + 16 + length + 4 > len(data):
-        break
-    kinds.append(str(kind))
-    offset += 16 + length + 4
-print(" ".join(kinds))
-PY
-}
 PROCESS=5
 STACKS_SHARED=16
 
-# wait_for_stacks TRACE: up to 20 s for a STACKS_SHARED section in TRACE
-# (written once the image's symbolizer warm-up has ended, some 20 ms after
-# its first allocations and whatever the warm-up takes).
-wait_for_stacks() {
-    for _ in $(seq 200); do
-        case " $(sections "$1" 2>/dev/null) " in
-            *" $STACKS_SHARED "*) echo yes; return ;;
-        esac
-        sleep 0.1
-    done
-    echo no
-}
+# The stacks are written once the image's symbolizer warm-up has ended,
+# some 20 ms after its first allocations and whatever the warm-up takes:
+# wait_for_section (lib.sh) waits up to 20 s for them.
 
 # A Python start-up makes about ten thousand sites; the program then sleeps.
 "$MEMSLOPE" record --quiet --checkpoint off -o killed.trace -- "$PY" -c 'import json, email.message, time; time.sleep(60)' \
     >/dev/null 2>&1 &
 tracer=$!
-written=$(wait_for_stacks killed.trace)
+written=$(wait_for_section killed.trace $STACKS_SHARED)
 kill -KILL $tracer
 wait $tracer 2>/dev/null
 expect_eq "stacks written while the program runs, checkpoints off" yes "$written"
-kinds=" $(sections killed.trace) "
+kinds=" $(trace_sections killed.trace) "
 expect_eq "the image named before its stacks" yes \
     "$(echo "$kinds" | awk -v p=$PROCESS -v s=$STACKS_SHARED '{for (i = 1; i <= NF; i++) {if ($i == p) seen = 1; if ($i == s) {print seen ? "yes" : "no: stacks first"; exit}}}')"
 "$MEMSLOPE" report killed.trace --format json >killed.json 2>killed.err
@@ -77,12 +51,12 @@ import json, email.message, os, time
 while not os.path.exists("go"):
     time.sleep(0.02)' >/dev/null 2>ended.err &
 tracer=$!
-written=$(wait_for_stacks ended.trace)
+written=$(wait_for_section ended.trace $STACKS_SHARED)
 touch go
 wait $tracer
 expect_eq "ended: exit" 0 "$?"
 expect_eq "ended: stacks written while the program ran" yes "$written"
-kinds=" $(sections ended.trace) "
+kinds=" $(trace_sections ended.trace) "
 expect_eq "ended: PROCESS records ahead of the stacks and at the end" yes \
     "$(n=$(echo "$kinds" | tr ' ' '\n' | grep -c "^$PROCESS\$"); [ "$n" -ge 2 ] && echo yes || echo "no: $n")"
 report_json ended.trace ended.json >/dev/null
