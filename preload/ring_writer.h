@@ -37,6 +37,7 @@
 #include <sys/types.h>
 
 #include "../common/shm_layout.h"
+#include "populate.h"
 
 /* Per-thread producer state; lives in a thread-local variable. */
 struct ring_producer {
@@ -126,6 +127,10 @@ static inline struct shm_event *ring_reserve(struct ring_producer *producer, pid
             return NULL;
         }
     }
+    /* On the ring's first lap, its next 64 KiB in one go (populate.h) */
+    if (__builtin_expect((index & (POPULATE_CHUNK_BYTES / sizeof(struct shm_event) - 1)) == 0, 0) &&
+        index < SHM_RING_EVENTS)
+        populate_ahead(&slot->ring[index], POPULATE_CHUNK_BYTES);
 #if defined(__x86_64__)
     /* The line a few events ahead, for writing: the tracer has read it
      * (a ring ago), so the first store to it waited for the line to come

@@ -14,6 +14,7 @@
 #include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -122,6 +123,45 @@ static void test_claim_write_retire(void **state)
     }
     assert_ptr_equal(again.slot, slot);
     assert_int_equal(again.reserve, 10);
+}
+
+/* Whether the page holding address is mapped in (mincore). */
+static bool page_resident(const void *address)
+{
+    unsigned char in = 0;
+    uintptr_t page = (uintptr_t)address & ~(uintptr_t)4095;
+    assert_int_equal(mincore((void *)page, 4096, &in), 0);
+    return in & 1;
+}
+
+/* On its first lap the ring is populated 64 KiB at a time as the writes
+ * enter each stretch (populate.h), and errno is the caller's after it. */
+static void test_first_lap_populated_ahead(void **state)
+{
+    void *base = *state;
+    struct ring_producer producer = {0};
+    assert_true(ring_claim_slot(base, &producer, 4242));
+    struct shm_thread_slot *slot = producer.slot;
+    const uint64_t chunk_events = POPULATE_CHUNK_BYTES / sizeof(struct shm_event);
+    const struct shm_event *second_chunk = &slot->ring[chunk_events];
+    assert_false(page_resident(second_chunk + 128)); /* 4 KiB in: clear of the first chunk's rounding */
+    errno = 4321;
+    struct shm_event event = event_numbered(0);
+    assert_true(ring_write(&producer, &event, getpid()));
+    if (populate_unsupported)
+        skip(); /* a kernel before 5.14: nothing populated, the faults come as they did */
+    assert_int_equal(errno, 4321);
+    assert_true(page_resident(&slot->ring[chunk_events - 1]));
+    assert_false(page_resident(second_chunk + 128));
+    for (uint64_t n = 1; n < chunk_events; n++) {
+        event = event_numbered(n);
+        assert_true(ring_write(&producer, &event, getpid()));
+    }
+    assert_false(page_resident(second_chunk + 128)); /* nothing written there yet */
+    event = event_numbered(chunk_events);
+    assert_true(ring_write(&producer, &event, getpid()));
+    assert_true(page_resident(&slot->ring[2 * chunk_events - 1]));
+    ring_retire_slot(base, &producer);
 }
 
 static void test_slots_exhausted(void **state)
@@ -356,6 +396,7 @@ int main(void)
         cmocka_unit_test(test_region_is_a_named_memfd),
         cmocka_unit_test(test_parse_u64),
         cmocka_unit_test_setup_teardown(test_claim_write_retire, setup_region, teardown_region),
+        cmocka_unit_test_setup_teardown(test_first_lap_populated_ahead, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_slots_exhausted, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_nested_write_is_published_by_the_outer, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_handler_after_outer_publish, setup_region, teardown_region),

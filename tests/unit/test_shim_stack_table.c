@@ -9,10 +9,12 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/mman.h>
 
 #include "../../preload/shm_region.h"
+#include "../../preload/populate.h"
 #include "../../preload/stack_table.h"
 
 static int setup_region(void **state)
@@ -462,11 +464,49 @@ static void test_concurrent_inserts_with_tails_agree(void **state)
     assert_true(header->frame_pool_used < frames_in_stacks / 2);
 }
 
+static bool page_resident(const void *address)
+{
+    unsigned char in = 0;
+    uintptr_t page = (uintptr_t)address & ~(uintptr_t)4095;
+    assert_int_equal(mincore((void *)page, 4096, &in), 0);
+    return in & 1;
+}
+
+/* The frame pool and the stack table fill in order, each 64 KiB populated
+ * as the first stack enters it (populate.h): stacks of 100 distinct frames
+ * reach the pool's second chunk (8,192 frames) at the 82nd. */
+static void test_pool_populated_as_it_fills(void **state)
+{
+    void *base = *state;
+    const uint64_t *pool = shm_frame_pool(base);
+    const uint32_t chunk = POPULATE_CHUNK_BYTES / sizeof(uint64_t);
+    uint64_t frames[100];
+    for (uint32_t n = 0; n < 100; n++) {
+        for (uint32_t f = 0; f < 100; f++)
+            frames[f] = 0x400000 + n * 1000 + f;
+        uint32_t id = stack_table_intern(base, stack_hash(frames, 100), frames, 100, NULL);
+        assert_int_equal(id, n + 1);
+        if (populate_unsupported)
+            skip(); /* a kernel before 5.14: nothing populated, the faults come as they did */
+        const struct shm_header *header = base;
+        uint32_t used = header->frame_pool_used;
+        assert_true(page_resident(&pool[chunk - 1]));
+        /* the chunk past the last frame written is not populated yet */
+        assert_true(page_resident(&pool[used - 1]));
+        if (used <= chunk)
+            assert_false(page_resident(&pool[chunk + 512]));
+        else
+            assert_true(page_resident(&pool[2 * chunk - 1]));
+    }
+    assert_true(page_resident(&shm_stack_table(base)[0]));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hash_is_nonzero_and_order_sensitive),
         cmocka_unit_test_setup_teardown(test_insert_then_dedupe, setup_region, teardown_region),
+        cmocka_unit_test_setup_teardown(test_pool_populated_as_it_fills, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_empty_stack_is_a_stack, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_hash_collision_keeps_probing, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_outer_frames_stored_once, setup_region, teardown_region),

@@ -1,0 +1,4 @@
+/* populate.c - see populate.h. */
+#include "populate.h"
+
+int populate_unsupported;
