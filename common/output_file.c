@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -270,14 +271,61 @@ int output_file_open(struct output_file *output, const char *path, unsigned flag
     return rc;
 }
 
+/* A replaced file smaller than this is let go of at once: freeing its
+ * blocks costs less than a thread. */
+#define REPLACED_KEPT_MIN_BYTES (256u << 10)
+
+/* The file a rename is about to replace, opened so that the rename does not
+ * drop its last reference: freeing a large file's blocks (ext4: 1.3 ms for
+ * a 3 MiB trace on the VM of docs/performance.md) then waits for
+ * let_go_of_replaced, instead of delaying a recording's launch (`record -o
+ * X` in a loop replaces X every time). -1 when there is nothing to keep. */
+static int hold_replaced(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    struct stat status;
+    if (fd >= 0 && (fstat(fd, &status) != 0 || !S_ISREG(status.st_mode) || status.st_nlink != 1 ||
+                    status.st_size < (off_t)REPLACED_KEPT_MIN_BYTES)) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+static void *close_in_background(void *descriptor)
+{
+    close((int)(intptr_t)descriptor);
+    return NULL;
+}
+
+/* Closes fd from hold_replaced in a detached thread of its own, which frees
+ * the file's blocks while the caller goes on; at once if no thread starts. */
+static void let_go_of_replaced(int fd)
+{
+    if (fd < 0)
+        return;
+    pthread_attr_t attributes;
+    pthread_t thread;
+    int started = pthread_attr_init(&attributes) == 0 &&
+                  pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED) == 0 &&
+                  pthread_create(&thread, &attributes, close_in_background, (void *)(intptr_t)fd) == 0;
+    pthread_attr_destroy(&attributes);
+    if (!started)
+        close(fd);
+}
+
 int output_file_publish(struct output_file *output, char *err, size_t err_size)
 {
     if (output->kind != OUTPUT_NEW_FILE || output->published)
         return 0;
+    int replaced = hold_replaced(output->path);
     if (rename(output->temp_path, output->path) != 0) {
         snprintf(err, err_size, "cannot put the new %s in place: rename: %s", output->path, strerror(errno));
+        if (replaced >= 0)
+            close(replaced);
         return -1;
     }
+    let_go_of_replaced(replaced);
     free(output->temp_path);
     output->temp_path = NULL;
     output->published = 1;

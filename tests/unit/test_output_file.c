@@ -103,6 +103,46 @@ static void test_new_file_published(void **state)
     assert_string_equal(read_text(path), "new");
 }
 
+/* Whether some descriptor of this process is open on the file with inode. */
+static int inode_open(ino_t inode)
+{
+    for (int fd = 0; fd < 1024; fd++) {
+        struct stat status;
+        if (fstat(fd, &status) == 0 && status.st_ino == inode)
+            return 1;
+    }
+    return 0;
+}
+
+/* A large file replaced by a publish is let go of by a thread of its own
+ * (output_file.c, hold_replaced): the path names the new file at once, and
+ * the old one is closed soon after, never kept open. */
+static void test_large_replaced_file_let_go(void **state)
+{
+    (void)state;
+    const char *path = in_folder("big.trace");
+    FILE *big = fopen(path, "w");
+    assert_non_null(big);
+    static const char kibibyte[1024];
+    for (int i = 0; i < 1024; i++)
+        assert_int_equal(fwrite(kibibyte, 1, sizeof kibibyte, big), sizeof kibibyte); /* 1 MiB: kept */
+    assert_int_equal(fclose(big), 0);
+    struct stat old;
+    assert_int_equal(stat(path, &old), 0);
+    struct output_file output;
+    char err[512];
+    assert_int_equal(output_file_open(&output, path, 0, err, sizeof err), 0);
+    assert_int_equal(write(output.fd, "new", 3), 3);
+    assert_int_equal(output_file_close(&output, err, sizeof err), 0);
+    assert_string_equal(read_text(path), "new");
+    int waited_ms = 0;
+    while (inode_open(old.st_ino) && waited_ms < 5000) {
+        usleep(1000);
+        waited_ms++;
+    }
+    assert_false(inode_open(old.st_ino));
+}
+
 /* Discarded before publishing: the path keeps what it had, no file left. */
 static void test_new_file_discarded(void **state)
 {
@@ -198,6 +238,7 @@ int main(void)
         cmocka_unit_test(test_kinds),
         cmocka_unit_test(test_new_file_published),
         cmocka_unit_test(test_new_file_discarded),
+        cmocka_unit_test(test_large_replaced_file_let_go),
         cmocka_unit_test(test_own_link_kept),
         cmocka_unit_test(test_foreign_link_refused),
         cmocka_unit_test(test_device_in_place),
