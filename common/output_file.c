@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -275,14 +276,16 @@ int output_file_open(struct output_file *output, const char *path, unsigned flag
  * blocks costs less than a thread. */
 #define REPLACED_KEPT_MIN_BYTES (256u << 10)
 
-/* The file a rename is about to replace, opened so that the rename does not
- * drop its last reference: freeing a large file's blocks (ext4: 1.3 ms for
- * a 3 MiB trace on the VM of docs/performance.md) then waits for
- * let_go_of_replaced, instead of delaying a recording's launch (`record -o
- * X` in a loop replaces X every time). -1 when there is nothing to keep. */
+/* The file a rename is about to replace, held (an O_PATH descriptor: no
+ * open of its own, no read permission needed, nothing done to a FIFO or
+ * a device that took the path meanwhile) so that the rename does not drop
+ * its last reference: freeing a large file's blocks (ext4: 1.3 ms for a
+ * 3 MiB trace on the VM of docs/performance.md, 10 ms for 256 MiB) then
+ * waits for let_go_of_replaced, instead of delaying a recording's launch
+ * (`record -o X` in a loop replaces X every time). -1: nothing to hold. */
 static int hold_replaced(const char *path)
 {
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
     struct stat status;
     if (fd >= 0 && (fstat(fd, &status) != 0 || !S_ISREG(status.st_mode) || status.st_nlink != 1 ||
                     status.st_size < (off_t)REPLACED_KEPT_MIN_BYTES)) {
@@ -299,17 +302,28 @@ static void *close_in_background(void *descriptor)
 }
 
 /* Closes fd from hold_replaced in a detached thread of its own, which frees
- * the file's blocks while the caller goes on; at once if no thread starts. */
+ * the file's blocks while the caller goes on; at once if no thread starts.
+ * The thread starts with every signal blocked: the caller may wait for
+ * signals in one thread (record's SIGCHLD, SIGINT, SIGTERM and doorbell,
+ * perf's relayed ones) and block them only later, and a thread with them
+ * open would take them meanwhile: SIGINT killing memslope mid-recording,
+ * a SIGCHLD lost. */
 static void let_go_of_replaced(int fd)
 {
     if (fd < 0)
         return;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
     pthread_attr_t attributes;
     pthread_t thread;
-    int started = pthread_attr_init(&attributes) == 0 &&
-                  pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED) == 0 &&
+    int started = 0;
+    if (pthread_attr_init(&attributes) == 0) {
+        started = pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED) == 0 &&
                   pthread_create(&thread, &attributes, close_in_background, (void *)(intptr_t)fd) == 0;
-    pthread_attr_destroy(&attributes);
+        pthread_attr_destroy(&attributes);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (!started)
         close(fd);
 }
