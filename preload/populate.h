@@ -10,6 +10,11 @@
  * table); `python3 -c pass` takes about 840 faults in the shim's memory.
  * One MADV_POPULATE_WRITE (Linux 5.14) for a 64 KiB chunk as the writes
  * enter it pays the first cost once for 16 pages.
+ *
+ * Only from an area's second chunk on: most threads and images write a
+ * few events and stacks, and populating their first 64 KiB would cost
+ * them 16 pages of memory each (charged to the program) for one or two
+ * they touch. An area that grows past its first chunk is one that grows.
  */
 #ifndef MEMSLOPE_POPULATE_H
 #define MEMSLOPE_POPULATE_H
@@ -17,18 +22,24 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
 
-/* The stretch populated at once: 16 pages. */
+/* The stretch populated at once: 16 pages of 4 KiB. */
 #define POPULATE_CHUNK_BYTES 65536u
 
-/* Set once MADV_POPULATE_WRITE failed (a kernel older than 5.14, or a
- * seccomp filter that allows only some advice): the faults then happen
- * as they did without it. Part of the shim's global state (shim.c). */
+/* Set (to 1) by the first MADV_POPULATE_WRITE that fails, for the rest of
+ * the image: a kernel older than 5.14, a seccomp filter that refuses this
+ * advice, a passing ENOMEM. The faults then happen as they did without it.
+ * Threads and signal handlers read and set it with relaxed atomics: a set
+ * that another thread sees late costs it one more failed madvise. Defined
+ * in populate.c; part of the shim's global state (shim.c says why there is
+ * any). A filter that kills or traps on this advice instead of refusing it
+ * ends the program: docs/user-guide.md says so. */
 extern int populate_unsupported;
 
 /* Populates length bytes from start (rounded out to whole pages),
@@ -36,13 +47,16 @@ extern int populate_unsupported;
  * signal handler. */
 static inline void populate_ahead(const void *start, size_t length)
 {
-    if (populate_unsupported)
+    if (__atomic_load_n(&populate_unsupported, __ATOMIC_RELAXED))
         return;
     int saved_errno = errno;
-    uintptr_t first = (uintptr_t)start & ~(uintptr_t)4095;
-    uintptr_t end = ((uintptr_t)start + length + 4095) & ~(uintptr_t)4095;
+    uintptr_t page = (uintptr_t)getauxval(AT_PAGESZ);
+    if (page == 0 || (page & (page - 1)) != 0)
+        page = 4096;
+    uintptr_t first = (uintptr_t)start & ~(page - 1);
+    uintptr_t end = ((uintptr_t)start + length + page - 1) & ~(page - 1);
     if (madvise((void *)first, end - first, MADV_POPULATE_WRITE) != 0)
-        populate_unsupported = 1;
+        __atomic_store_n(&populate_unsupported, 1, __ATOMIC_RELAXED);
     errno = saved_errno;
 }
 

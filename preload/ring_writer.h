@@ -94,6 +94,9 @@ static inline void ring_publish(struct ring_producer *producer)
     }
 }
 
+/* The events of one chunk that ring_reserve populates (populate.h). */
+#define RING_POPULATE_EVENTS (POPULATE_CHUNK_BYTES / sizeof(struct shm_event))
+
 /* How far ahead of the event being written ring_reserve asks for its
  * ring's line for writing: 16 events, 8 lines. */
 #define RING_WRITE_AHEAD 16u
@@ -127,8 +130,9 @@ static inline struct shm_event *ring_reserve(struct ring_producer *producer, pid
             return NULL;
         }
     }
-    /* On the ring's first lap, its next 64 KiB in one go (populate.h) */
-    if (__builtin_expect((index & (POPULATE_CHUNK_BYTES / sizeof(struct shm_event) - 1)) == 0, 0) &&
+    /* On the ring's first lap, from its second 64 KiB on, each 64 KiB in
+     * one go (populate.h) */
+    if (__builtin_expect((index & (RING_POPULATE_EVENTS - 1)) == 0, 0) && index >= RING_POPULATE_EVENTS &&
         index < SHM_RING_EVENTS)
         populate_ahead(&slot->ring[index], POPULATE_CHUNK_BYTES);
 #if defined(__x86_64__)

@@ -57,7 +57,6 @@
 #include "freeres.h"
 #include "held_set.h"
 #include "owner_lock.h"
-#include "populate.h"
 #include "python_runtime.h"
 #include "ring_writer.h"
 #include "../common/shm_layout.h"
@@ -274,8 +273,6 @@ static bool create_region(void)
     if (!region)
         return false;
     publish_own_tls();
-    /* hashed ids land all over the index's near part: its 64 pages in one go */
-    populate_ahead((char *)region + SHM_STACK_INDEX_OFFSET, STACK_INDEX_NEAR_SLOTS * sizeof(uint32_t));
     struct shm_header *header = region;
     header->stop_recording_address = (uint64_t)(uintptr_t)&record_state;
     header->stop_recording_value = RECORD_OFF;

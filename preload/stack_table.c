@@ -23,21 +23,29 @@ static uint32_t outer_frames_in_common(const uint64_t *pool, const struct stack_
     return common;
 }
 
-/* The 64 KiB chunks of the pool that frames [offset, offset + own) are the
- * first to enter, and the stack table's next 64 KiB from the entry of id
- * when id starts one, are populated before they are written (populate.h):
- * both fill in order, so each chunk is entered once. */
-static void populate_entering(uint64_t *pool, uint32_t offset, uint32_t own, struct shm_stack_entry *entry,
+/* The pool's and the stack table's 64 KiB chunks, from their second on,
+ * are populated before the first frames or entry that enter them are
+ * written (populate.h): both fill in order, so each chunk is entered once
+ * (a thread that loses a race for the last ids may populate one twice). */
+static void populate_entering(uint64_t *pool, uint32_t offset, uint32_t own, struct shm_stack_entry *table,
                               uint32_t id)
 {
     const uint32_t chunk = POPULATE_CHUNK_BYTES / sizeof(uint64_t);
     if (own) {
         uint32_t first_new = (offset + chunk - 1) / chunk, last = (offset + own - 1) / chunk;
+        if (first_new == 0)
+            first_new = 1;
         if (first_new <= last)
-            populate_ahead(&pool[(uint64_t)first_new * chunk], (size_t)(last - first_new + 1) * POPULATE_CHUNK_BYTES);
+            populate_ahead(&pool[(uint64_t)first_new * chunk],
+                           (size_t)(last - first_new + 1) * POPULATE_CHUNK_BYTES);
     }
-    if (id % (POPULATE_CHUNK_BYTES / sizeof *entry) == 0)
-        populate_ahead(entry, POPULATE_CHUNK_BYTES);
+    /* the first entry that starts in a chunk: entries straddle chunks */
+    uint64_t at = (uint64_t)id * sizeof *table, table_bytes = (uint64_t)SHM_STACK_TABLE_ENTRIES * sizeof *table;
+    if (at >= POPULATE_CHUNK_BYTES && at % POPULATE_CHUNK_BYTES < sizeof *table) {
+        uint64_t from = at - at % POPULATE_CHUNK_BYTES;
+        uint64_t length = table_bytes - from < POPULATE_CHUNK_BYTES ? table_bytes - from : POPULATE_CHUNK_BYTES;
+        populate_ahead((const char *)table + from, (size_t)length);
+    }
 }
 
 /* Takes the next stack id and frame pool space, fills the entry and
@@ -70,7 +78,7 @@ static uint32_t new_entry(struct shm_header *header, uint64_t hash, const uint64
     uint32_t offset = __atomic_fetch_add(&header->frame_pool_used, own, __ATOMIC_RELAXED);
     if ((uint64_t)offset + own > SHM_FRAME_POOL_FRAMES)
         return SHM_STACK_NONE; /* raced past the end: the id stays unused */
-    populate_entering(pool, offset, own, entry, id);
+    populate_entering(pool, offset, own, shm_stack_table(header), id);
     if (own)
         memcpy(&pool[offset], frames, (size_t)own * sizeof(uint64_t));
     entry->hash = hash;

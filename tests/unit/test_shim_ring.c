@@ -135,33 +135,47 @@ static bool page_resident(const void *address)
 }
 
 /* On its first lap the ring is populated 64 KiB at a time as the writes
- * enter each stretch (populate.h), and errno is the caller's after it. */
+ * enter each stretch from its second on (populate.h): a thread with a few
+ * events keeps to the pages it writes, and errno is the caller's after. */
 static void test_first_lap_populated_ahead(void **state)
 {
     void *base = *state;
     struct ring_producer producer = {0};
     assert_true(ring_claim_slot(base, &producer, 4242));
     struct shm_thread_slot *slot = producer.slot;
-    const uint64_t chunk_events = POPULATE_CHUNK_BYTES / sizeof(struct shm_event);
-    const struct shm_event *second_chunk = &slot->ring[chunk_events];
-    assert_false(page_resident(second_chunk + 128)); /* 4 KiB in: clear of the first chunk's rounding */
-    errno = 4321;
+    const uint64_t chunk_events = RING_POPULATE_EVENTS;
+    const struct shm_event *first_end = &slot->ring[chunk_events - 1], *second_end = &slot->ring[2 * chunk_events - 1];
     struct shm_event event = event_numbered(0);
     assert_true(ring_write(&producer, &event, getpid()));
-    if (populate_unsupported)
-        skip(); /* a kernel before 5.14: nothing populated, the faults come as they did */
-    assert_int_equal(errno, 4321);
-    assert_true(page_resident(&slot->ring[chunk_events - 1]));
-    assert_false(page_resident(second_chunk + 128));
+    assert_false(page_resident(first_end)); /* the first chunk: page by page */
     for (uint64_t n = 1; n < chunk_events; n++) {
         event = event_numbered(n);
         assert_true(ring_write(&producer, &event, getpid()));
     }
-    assert_false(page_resident(second_chunk + 128)); /* nothing written there yet */
+    assert_false(page_resident(second_end)); /* nothing written there yet */
+    errno = 4321;
     event = event_numbered(chunk_events);
     assert_true(ring_write(&producer, &event, getpid()));
-    assert_true(page_resident(&slot->ring[2 * chunk_events - 1]));
+    assert_int_equal(errno, 4321);
+    if (__atomic_load_n(&populate_unsupported, __ATOMIC_RELAXED))
+        skip(); /* a kernel before 5.14: nothing populated, the faults come as they did */
+    assert_true(page_resident(second_end));
     ring_retire_slot(base, &producer);
+}
+
+/* A madvise that fails (here: memory not mapped) keeps errno and stops
+ * the populating for the rest of the image. */
+static void test_populate_failure_keeps_errno(void **state)
+{
+    (void)state;
+    void *hole = mmap(NULL, POPULATE_CHUNK_BYTES, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(hole != MAP_FAILED);
+    assert_int_equal(munmap(hole, POPULATE_CHUNK_BYTES), 0);
+    errno = 4321;
+    populate_ahead(hole, POPULATE_CHUNK_BYTES);
+    assert_int_equal(errno, 4321);
+    assert_int_equal(__atomic_load_n(&populate_unsupported, __ATOMIC_RELAXED), 1);
+    __atomic_store_n(&populate_unsupported, 0, __ATOMIC_RELAXED); /* for the tests after this one */
 }
 
 static void test_slots_exhausted(void **state)
@@ -397,6 +411,7 @@ int main(void)
         cmocka_unit_test(test_parse_u64),
         cmocka_unit_test_setup_teardown(test_claim_write_retire, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_first_lap_populated_ahead, setup_region, teardown_region),
+        cmocka_unit_test(test_populate_failure_keeps_errno),
         cmocka_unit_test_setup_teardown(test_slots_exhausted, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_nested_write_is_published_by_the_outer, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(test_handler_after_outer_publish, setup_region, teardown_region),
