@@ -24,9 +24,9 @@ static uint32_t outer_frames_in_common(const uint64_t *pool, const struct stack_
 }
 
 /* The pool's and the stack table's 64 KiB chunks, from their second on,
- * are populated before the first frames or entry that enter them are
- * written (populate.h): both fill in order, so each chunk is entered once
- * (a thread that loses a race for the last ids may populate one twice). */
+ * are populated before the first frames or entry that reach into them are
+ * written (populate.h): both are handed out by fetch-and-add, in order, so
+ * each chunk is entered once. */
 static void populate_entering(uint64_t *pool, uint32_t offset, uint32_t own, struct shm_stack_entry *table,
                               uint32_t id)
 {
@@ -39,10 +39,12 @@ static void populate_entering(uint64_t *pool, uint32_t offset, uint32_t own, str
             populate_ahead(&pool[(uint64_t)first_new * chunk],
                            (size_t)(last - first_new + 1) * POPULATE_CHUNK_BYTES);
     }
-    /* the first entry that starts in a chunk: entries straddle chunks */
-    uint64_t at = (uint64_t)id * sizeof *table, table_bytes = (uint64_t)SHM_STACK_TABLE_ENTRIES * sizeof *table;
-    if (at >= POPULATE_CHUNK_BYTES && at % POPULATE_CHUNK_BYTES < sizeof *table) {
-        uint64_t from = at - at % POPULATE_CHUNK_BYTES;
+    /* the entry whose last byte is the first in a chunk: 24-byte entries
+     * straddle chunks, and one that does writes into the next first */
+    uint64_t last_byte = (uint64_t)id * sizeof *table + sizeof *table - 1;
+    uint64_t table_bytes = (uint64_t)SHM_STACK_TABLE_ENTRIES * sizeof *table;
+    if (last_byte >= POPULATE_CHUNK_BYTES && last_byte % POPULATE_CHUNK_BYTES < sizeof *table) {
+        uint64_t from = last_byte - last_byte % POPULATE_CHUNK_BYTES;
         uint64_t length = table_bytes - from < POPULATE_CHUNK_BYTES ? table_bytes - from : POPULATE_CHUNK_BYTES;
         populate_ahead((const char *)table + from, (size_t)length);
     }
