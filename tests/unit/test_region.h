@@ -1,12 +1,13 @@
 /*
  * test_region.h - a shared-memory region in this process, as the shim
- * makes it, for cmocka setups (state = the region's base). Shared by the
- * ring and consumer tests (included, not linked: each test is its own
- * program).
+ * makes it, for cmocka setups (state = the region's base), and a look at
+ * which of its pages are in. Shared by the ring, stack table, consumer and
+ * Python tests (included, not linked: each test is its own program).
  */
 #ifndef MEMSLOPE_TEST_REGION_H
 #define MEMSLOPE_TEST_REGION_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -32,6 +33,16 @@ static int teardown_region(void **state)
 {
     munmap(*state, SHM_TOTAL_SIZE);
     return 0;
+}
+
+/* Whether the 4 KiB page holding address is mapped in (mincore): what the
+ * populate tests look at (preload/populate.h). */
+static inline bool page_resident(const void *address)
+{
+    unsigned char in = 0;
+    uintptr_t page = (uintptr_t)address & ~(uintptr_t)4095;
+    assert_int_equal(mincore((void *)page, 4096, &in), 0);
+    return in & 1;
 }
 
 #endif

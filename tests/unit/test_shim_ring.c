@@ -125,15 +125,6 @@ static void test_claim_write_retire(void **state)
     assert_int_equal(again.reserve, 10);
 }
 
-/* Whether the page holding address is mapped in (mincore). */
-static bool page_resident(const void *address)
-{
-    unsigned char in = 0;
-    uintptr_t page = (uintptr_t)address & ~(uintptr_t)4095;
-    assert_int_equal(mincore((void *)page, 4096, &in), 0);
-    return in & 1;
-}
-
 /* On its first lap the ring is populated 64 KiB at a time as the writes
  * enter each stretch from its second on (populate.h): a thread with a few
  * events keeps to the pages it writes, and errno is the caller's after. */

@@ -17,24 +17,7 @@
 #include "../../preload/shm_region.h"
 #include "../../preload/populate.h"
 #include "../../preload/stack_table.h"
-
-static int setup_region(void **state)
-{
-    void *base = mmap(NULL, SHM_TOTAL_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                      -1, 0);
-    if (base == MAP_FAILED)
-        return -1;
-    madvise(base, SHM_TOTAL_SIZE, MADV_NOHUGEPAGE); /* small pages, as the shim's memfd: see test_region.h */
-    shm_region_init_header(base, 1234, 64, 0, SHM_CLOCK_MONOTONIC_NS);
-    *state = base;
-    return 0;
-}
-
-static int teardown_region(void **state)
-{
-    munmap(*state, SHM_TOTAL_SIZE);
-    return 0;
-}
+#include "test_region.h"
 
 /* The frames of a stored stack, its inner ones and its tail put together
  * (valid until the next call). */
@@ -464,14 +447,6 @@ static void test_concurrent_inserts_with_tails_agree(void **state)
     struct shm_header *header = base;
     assert_int_equal(header->stacks_dropped, 0);
     assert_true(header->frame_pool_used < frames_in_stacks / 2);
-}
-
-static bool page_resident(const void *address)
-{
-    unsigned char in = 0;
-    uintptr_t page = (uintptr_t)address & ~(uintptr_t)4095;
-    assert_int_equal(mincore((void *)page, 4096, &in), 0);
-    return in & 1;
 }
 
 /* The frame pool fills in order, each 64 KiB from its second on populated
