@@ -1,6 +1,9 @@
 /*
  * populate.h - mapping a stretch of the shared region into this process
- * ahead of the writes that would fault it in page by page.
+ * ahead of the writes that would fault it in page by page: the shim's
+ * counterpart of common/populate.h (the tracer's memory_populate, which
+ * maps memory about to be written whole). The shim's keeps errno, rounds
+ * out to whole pages, and stops at its first failure.
  *
  * Why: the region's append-only parts (a thread's ring on its first lap,
  * the frame pool, the stack table) are written page after page, and each
@@ -16,18 +19,15 @@
  * them 16 pages of memory each (charged to the program) for one or two
  * they touch. An area that grows past its first chunk is one that grows.
  */
-#ifndef MEMSLOPE_POPULATE_H
-#define MEMSLOPE_POPULATE_H
+#ifndef MEMSLOPE_PRELOAD_POPULATE_H
+#define MEMSLOPE_PRELOAD_POPULATE_H
 
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/auxv.h>
-#include <sys/mman.h>
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
+#include "../common/populate.h" /* MADV_POPULATE_WRITE where the headers lack it */
 
 /* The stretch populated at once: 16 pages of 4 KiB. */
 #define POPULATE_CHUNK_BYTES 65536u
