@@ -1,10 +1,9 @@
 /* output_file.c - see output_file.h. */
 #include "output_file.h"
+#include "detached_thread.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -302,29 +301,10 @@ static void *close_in_background(void *descriptor)
 }
 
 /* Closes fd from hold_replaced in a detached thread of its own, which frees
- * the file's blocks while the caller goes on; at once if no thread starts.
- * The thread starts with every signal blocked: the caller may wait for
- * signals in one thread (record's SIGCHLD, SIGINT, SIGTERM and doorbell,
- * perf's relayed ones) and block them only later, and a thread with them
- * open would take them meanwhile: SIGINT killing memslope mid-recording,
- * a SIGCHLD lost. */
+ * the file's blocks while the caller goes on; at once if no thread starts. */
 static void let_go_of_replaced(int fd)
 {
-    if (fd < 0)
-        return;
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pthread_attr_t attributes;
-    pthread_t thread;
-    int started = 0;
-    if (pthread_attr_init(&attributes) == 0) {
-        started = pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED) == 0 &&
-                  pthread_create(&thread, &attributes, close_in_background, (void *)(intptr_t)fd) == 0;
-        pthread_attr_destroy(&attributes);
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (!started)
+    if (fd >= 0 && detached_thread_start(close_in_background, (void *)(intptr_t)fd) != 0)
         close(fd);
 }
 

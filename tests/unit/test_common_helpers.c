@@ -1,16 +1,20 @@
 /* test_common_helpers.c - the small helpers of common/: an array that
- * doubles (growable_array.h), the word map (word_map.h) and the error
- * buffer (error_buffer.h). */
+ * doubles (growable_array.h), the word map (word_map.h), the error
+ * buffer (error_buffer.h), huge pages and a detached thread's signals. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
+#include <signal.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "../../common/detached_thread.h"
 #include "../../common/error_buffer.h"
 #include "../../common/growable_array.h"
 #include "../../common/huge_pages.h"
@@ -148,6 +152,46 @@ static void test_huge_pages_reserve_is_aligned(void **state)
     assert_int_equal(munmap(base, bytes), 0);
 }
 
+/* What a detached thread finds of its own mask, through a pipe. */
+static void *report_mask(void *pipe_end)
+{
+    sigset_t mask;
+    pthread_sigmask(SIG_BLOCK, NULL, &mask);
+    char blocked[3] = {(char)sigismember(&mask, SIGINT), (char)sigismember(&mask, SIGTERM),
+                       (char)sigismember(&mask, SIGCHLD)};
+    (void)!write((int)(intptr_t)pipe_end, blocked, sizeof blocked);
+    return NULL;
+}
+
+/* A detached thread starts with every signal blocked (detached_thread.h:
+ * the main thread waits for them), and its creator's mask is left as it
+ * was, blocked signals included. */
+static void test_detached_thread_blocks_signals(void **state)
+{
+    (void)state;
+    int ends[2];
+    assert_int_equal(pipe(ends), 0);
+    sigset_t usr2, before, after;
+    sigemptyset(&usr2);
+    sigaddset(&usr2, SIGUSR2);
+    pthread_sigmask(SIG_BLOCK, &usr2, &before);
+    pthread_sigmask(SIG_BLOCK, NULL, &before);
+    assert_int_equal(detached_thread_start(report_mask, (void *)(intptr_t)ends[1]), 0);
+    char blocked[3] = {0};
+    assert_int_equal(read(ends[0], blocked, sizeof blocked), (ssize_t)sizeof blocked);
+    assert_int_equal(blocked[0], 1);
+    assert_int_equal(blocked[1], 1);
+    assert_int_equal(blocked[2], 1);
+    pthread_sigmask(SIG_BLOCK, NULL, &after);
+    for (int signal = 1; signal < SIGRTMIN; signal++)
+        assert_int_equal(sigismember(&after, signal), sigismember(&before, signal));
+    assert_int_equal(sigismember(&after, SIGINT), 0);
+    assert_int_equal(sigismember(&after, SIGUSR2), 1);
+    pthread_sigmask(SIG_UNBLOCK, &usr2, NULL);
+    close(ends[0]);
+    close(ends[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -158,6 +202,7 @@ int main(void)
         cmocka_unit_test(test_error_printf),
         cmocka_unit_test(test_huge_pages_free_in_buddyinfo),
         cmocka_unit_test(test_huge_pages_reserve_is_aligned),
+        cmocka_unit_test(test_detached_thread_blocks_signals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
