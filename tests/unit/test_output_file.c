@@ -9,7 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -145,6 +148,35 @@ static void test_large_replaced_file_let_go(void **state)
     assert_false(file_open(&old));
 }
 
+/* A FIFO that took the path between the open and the publish is replaced
+ * without being opened (hold_replaced looks with O_PATH): a writer blocked
+ * in its open stays blocked, as with no memslope there. */
+static void test_fifo_at_publish_left_alone(void **state)
+{
+    (void)state;
+    const char *path = in_folder("fifo.trace");
+    struct output_file output;
+    char err[512];
+    assert_int_equal(output_file_open(&output, path, 0, err, sizeof err), 0);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    pid_t writer = fork();
+    assert_true(writer >= 0);
+    if (writer == 0) {
+        int fd = open(path, O_WRONLY); /* blocks until a reader opens the FIFO */
+        _exit(fd >= 0 ? 0 : 1);
+    }
+    usleep(50000); /* the writer is in its open */
+    assert_int_equal(output_file_close(&output, err, sizeof err), 0);
+    usleep(200000);
+    int status;
+    assert_int_equal(waitpid(writer, &status, WNOHANG), 0); /* still blocked: nobody opened it */
+    kill(writer, SIGKILL);
+    assert_int_equal(waitpid(writer, &status, 0), writer);
+    struct stat now;
+    assert_int_equal(stat(path, &now), 0);
+    assert_true(S_ISREG(now.st_mode));
+}
+
 /* Discarded before publishing: the path keeps what it had, no file left. */
 static void test_new_file_discarded(void **state)
 {
@@ -241,6 +273,7 @@ int main(void)
         cmocka_unit_test(test_new_file_published),
         cmocka_unit_test(test_new_file_discarded),
         cmocka_unit_test(test_large_replaced_file_let_go),
+        cmocka_unit_test(test_fifo_at_publish_left_alone),
         cmocka_unit_test(test_own_link_kept),
         cmocka_unit_test(test_foreign_link_refused),
         cmocka_unit_test(test_device_in_place),
