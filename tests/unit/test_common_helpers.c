@@ -174,7 +174,7 @@ static void test_detached_thread_blocks_signals(void **state)
     sigset_t usr2, before, after;
     sigemptyset(&usr2);
     sigaddset(&usr2, SIGUSR2);
-    pthread_sigmask(SIG_BLOCK, &usr2, &before);
+    pthread_sigmask(SIG_BLOCK, &usr2, NULL);
     pthread_sigmask(SIG_BLOCK, NULL, &before);
     assert_int_equal(detached_thread_start(report_mask, (void *)(intptr_t)ends[1]), 0);
     char blocked[3] = {0};
