@@ -9,7 +9,9 @@
     python3 bench/compare.py [-t THREADS] [-r ROUNDS] [-n OPS] [-W WORK]
                              [--record-args ARGS] NAME...
         runs plain and `memslope record` of each saved build NAME (or
-        "tree" for build/ as it is) in turns, ROUNDS times, and prints for
+        "tree" for build/ as it is; or floor:pass and floor:set, the
+        benchmark under bench/held_floor.c's preload, nothing recorded:
+        the floor under the sampled rows) in turns, ROUNDS times, and prints for
         each: median wall time, its paired ratio to plain (median over
         rounds of this run / the same round's plain run), the benchmark's
         own CPU time (its cpu_s= line) and the tracer's (the whole tree's
@@ -39,6 +41,8 @@ import run as bench_run  # noqa: E402  (run.py, the full benchmark: its way of r
 ROOT = bench_run.ROOT
 BUILDS = os.path.join(ROOT, "build", "bench", "builds")
 BENCH = os.path.join(ROOT, "build", "bench", "malloc_bench")
+HELD_FLOOR = os.path.join(ROOT, "build", "bench", "held_floor.so")
+FLOOR_MODES = ("pass", "set")
 
 
 def save(name):
@@ -64,6 +68,16 @@ def with_own_cache(name, cmd):
     cache = os.path.join(ROOT, "build", "bench", "cache", name)
     os.makedirs(cache, exist_ok=True)
     return ["env", "XDG_CACHE_HOME=" + cache] + cmd
+
+
+def command_of(name, bench, trace, record_args):
+    """The command that runs bench as build name does."""
+    if name.startswith("floor:"):
+        mode = name[len("floor:"):]
+        if mode not in FLOOR_MODES:
+            sys.exit("compare.py: no floor named %r (floor:pass or floor:set)" % name)
+        return ["env", "LD_PRELOAD=" + HELD_FLOOR, "HELD_FLOOR=" + mode] + bench
+    return with_own_cache(name, [memslope_of(name), "record"] + record_args.split() + ["-o", trace, "--"] + bench)
 
 
 def run_once(cmd, out_dir, tag):
@@ -96,14 +110,11 @@ def main():
         return
     if not args.builds:
         ap.error("name at least one build (or 'tree')")
-    if not os.path.exists(BENCH):
+    if not os.path.exists(BENCH) or not os.path.exists(HELD_FLOOR):
         subprocess.run(["make", "-C", os.path.join(ROOT, "bench"), "build"], check=True)
     bench = [BENCH, "-t", str(args.threads), "-n", str(args.ops), "-W", str(args.work)]
     trace = os.path.join(ROOT, "build", "bench", "compare.trace")
-    configs = [("plain", bench)] + [
-        (name, with_own_cache(name, [memslope_of(name), "record"] + args.record_args.split()
-                              + ["-o", trace, "--"] + bench))
-        for name in args.builds]
+    configs = [("plain", bench)] + [(name, command_of(name, bench, trace, args.record_args)) for name in args.builds]
     out_dir = os.path.join(ROOT, "build", "bench", "compare")
     os.makedirs(out_dir, exist_ok=True)
     results = {name: [] for name, _ in configs}

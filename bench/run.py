@@ -3,7 +3,10 @@
 
 Runs bench/malloc_bench plainly, under `memslope record`, under
 `memslope record --sample-rate 512K` and under `heaptrack`, in turns
-(A B C D A B C D ...), for 1, 2 and 8 threads; prints medians, ratios to the
+(A B C D A B C D ...), for 1, 2 and 8 threads, besides two floors: the shim
+loaded recording nothing (shim-only) and a preload that only keeps every
+block in a per-thread set (held-floor, bench/held_floor.c, beside the
+sampled run); prints medians, ratios to the
 plain run, trace sizes and peak RSS; checks that memslope's totals equal
 the benchmark's own malloc/free counts (and memcheck's "total heap usage");
 times `memslope report` on a trace of ten million allocations.
@@ -163,6 +166,11 @@ def overhead(args, memslope, bench, out_dir, threads, sample_ok):
         configs.append(("memslope-512K",
                         lambda tr: [memslope, "record", "--sample-rate", "512K", "-o", tr, "--"] + base,
                         ".trace"))
+        # Every block kept in a per-thread set and nothing else (held_floor.c):
+        # what exact counts cost a sampled run in the program's own threads.
+        floor = os.path.join(os.path.dirname(bench), "held_floor.so")
+        if os.path.exists(floor):
+            configs.append(("held-floor", lambda tr: ["env", "LD_PRELOAD=" + floor, "HELD_FLOOR=set"] + base, None))
     if args.heaptrack:
         configs.append(("heaptrack", lambda tr: [args.heaptrack, "-o", tr] + base, "heaptrack"))
 
@@ -580,14 +588,17 @@ def main():
             tr["memslope_over_heaptrack"] = rel
         if "memslope-512K" in tr["configs"]:
             sr = tr["configs"]["memslope-512K"]["wall_ratio"]
-            floor = tr["configs"].get("shim-only", {}).get("wall_ratio")
+            floors = ", ".join("%s %.2f" % (what, tr["configs"][name]["wall_ratio"])
+                               for name, what in (("shim-only", "interposition alone, shim-only"),
+                                                  ("held-floor", "a per-thread set alone, held-floor"))
+                               if name in tr["configs"])
             sbar = sampled_bar(args.work)
             if sbar is None:
                 verdicts.append("memslope-512K/plain %.2f (no bar at -W %d)" % (sr, args.work))
             else:
                 verdicts.append("memslope-512K/plain %.2f %s %.2f: %s%s"
                                 % (sr, "<=" if sr <= sbar else ">", sbar, "MEETS" if sr <= sbar else "MISSES",
-                                   "" if floor is None else " (interposition alone, shim-only: %.2f)" % floor))
+                                   " (%s)" % floors if floors else ""))
         for v in verdicts:
             print("  bar: " + v)
         print("  counts: %s" % ("exact" if tr["counts"]["exact"] else "MISMATCH"),
