@@ -2,38 +2,23 @@
 #include "capture_cache.h"
 
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
-/* The memory comes from a memfd named like the shim's region, not from an
- * anonymous mapping: the leak scan leaves /memfd:memslope* out of its
- * roots (leakscan/process.c), and an entry's words hold what the stack and
- * the frames held, stale addresses of blocks the program has freed or
- * lost among them. Not inherited by a fork child, whose stack ids are its
- * own. Pages are allocated as entries fill: a thread that allocates from
- * a few places costs a few pages. */
+#include "thread_memory.h"
+
+/* From thread_memory.h: an entry's words hold what the stack and the
+ * frames held, stale addresses of blocks the program has freed or lost
+ * among them, which the leak scan must not take for roots. A fork child's
+ * copy is unmapped by its fork handler: its stack ids are its own. Pages
+ * are allocated as entries fill: a thread that allocates from a few places
+ * costs a few pages. */
 struct capture_cache *capture_cache_create(void)
 {
-    int fd = memfd_create("memslope-captures", MFD_CLOEXEC);
-    if (fd < 0)
-        return NULL;
-    void *memory = MAP_FAILED;
-    if (ftruncate(fd, sizeof(struct capture_cache)) == 0)
-        memory = mmap(NULL, sizeof(struct capture_cache), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
-    close(fd);
-    if (memory == MAP_FAILED)
-        return NULL;
-    if (madvise(memory, sizeof(struct capture_cache), MADV_DONTFORK) != 0) {
-        munmap(memory, sizeof(struct capture_cache));
-        return NULL;
-    }
-    return memory;
+    return thread_memory_map(sizeof(struct capture_cache), "memslope-captures");
 }
 
 void capture_cache_destroy(struct capture_cache *cache)
 {
-    if (cache)
-        munmap(cache, sizeof *cache);
+    thread_memory_unmap(cache, sizeof *cache);
 }
 
 void capture_cache_store(struct capture_cache *cache, const struct capture_key *key, bool bp_matters,

@@ -18,9 +18,9 @@
  *
  * Entries are looked up by the start registers and the Python frame, in
  * sets of two, and a hit is taken only after every word checks. A thread
- * makes its cache on its first capture with Python frames (mapped from a
- * memfd, not from the allocator the shim wraps; a fork child does not
- * inherit it); only the outermost capture of a thread uses it, never a
+ * makes its cache on its first capture with Python frames
+ * (thread_memory.h, not the allocator the shim wraps; a fork child drops
+ * its copy); only the outermost capture of a thread uses it, never a
  * signal handler's.
  */
 #ifndef MEMSLOPE_CAPTURE_CACHE_H
