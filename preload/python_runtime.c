@@ -22,6 +22,7 @@
 #include "../common/shm_layout.h"
 #include "shm_region.h"
 #include "stack_table.h"
+#include "thread_memory.h"
 
 /* Longest string or line table copied (longer ones are cut). */
 #define MAX_NAME_BYTES 1024u
@@ -305,7 +306,15 @@ static uint32_t code_table_intern(void *region, const void *code, uint64_t ident
     return 0;
 }
 
-/* A thread's direct-mapped cache in front of the shared table: a hot code
+/* ---- the thread's caches ----------------------------------------------------
+ *
+ * In memory the thread maps at its first merge (thread_memory.h), not in
+ * static TLS: glibc takes that from every thread's stack. Used only by the
+ * outermost capture of a thread (capturing == 1, as the whole merge), never
+ * by a signal handler's capture.
+ */
+
+/* A direct-mapped cache in front of the shared code table: a hot code
  * object costs its identity and one private load. */
 #define CODE_CACHE_ENTRIES 128u
 
@@ -314,12 +323,68 @@ struct code_cache_entry {
     uint32_t index;
 };
 
-static __thread struct code_cache_entry code_cache[CODE_CACHE_ENTRIES] __attribute__((tls_model("initial-exec")));
+/* Lines by (code entry, instruction offset): a line is read from the
+ * entry's copy of the location table once, then costs a private load. */
+#define LINE_CACHE_ENTRIES 256u
+
+struct line_cache_entry {
+    uint32_t code_index; /* 0: empty (entry 0 names no code) */
+    uint32_t offset;
+    uint32_t line;
+};
+
+/* Behind the line cache, where each code's last reading of its location
+ * table stopped (python_linetable.h): a module body read instruction by
+ * instruction as it runs costs its table once, not once an instruction. */
+#define LINE_CURSORS 64u
+
+struct line_cursor_entry {
+    uint32_t code_index; /* 0: none */
+    struct python_linetable_cursor cursor;
+};
+
+/* Frame words by instruction address, in front of the code and line
+ * caches (see frame_word). */
+#define WORD_CACHE_ENTRIES 512u /* power of two */
+
+struct word_cache_entry {
+    uint64_t instruction, code, identity, word; /* code 0: empty */
+};
+
+struct thread_caches {
+    struct code_cache_entry code[CODE_CACHE_ENTRIES];
+    struct line_cache_entry lines[LINE_CACHE_ENTRIES];
+    struct line_cursor_entry line_cursors[LINE_CURSORS];
+    struct word_cache_entry words[WORD_CACHE_ENTRIES];
+};
+
+/* NULL until the thread's first merge, and after its end or when no
+ * memory could be mapped (then caches_closed: its merges read no Python
+ * frames). */
+static __thread struct thread_caches *caches __attribute__((tls_model("initial-exec")));
+static __thread bool caches_closed __attribute__((tls_model("initial-exec")));
+
+/* The thread's caches, mapped now if need be. */
+static struct thread_caches *thread_caches(void)
+{
+    if (__builtin_expect(caches != NULL, 1) || caches_closed)
+        return caches;
+    caches = thread_memory_map(sizeof *caches, "memslope-python");
+    caches_closed = caches == NULL;
+    return caches;
+}
+
+void python_thread_end(void)
+{
+    caches_closed = true;
+    thread_memory_unmap(caches, sizeof *caches);
+    caches = NULL;
+}
 
 static inline uint32_t code_index(void *region, const void *code, uint64_t identity)
 {
     uint64_t address = (uint64_t)(uintptr_t)code;
-    struct code_cache_entry *cached = &code_cache[(address >> 4 ^ address >> 12) & (CODE_CACHE_ENTRIES - 1)];
+    struct code_cache_entry *cached = &caches->code[(address >> 4 ^ address >> 12) & (CODE_CACHE_ENTRIES - 1)];
     if (cached->address == address && cached->identity == identity)
         return cached->index;
     uint32_t index = code_table_intern(region, code, identity);
@@ -366,33 +431,6 @@ bool python_frames_at_most(const void *frame, uint32_t most)
     return true;
 }
 
-/* A thread's cache of lines by (code entry, instruction offset): a line is
- * read from the entry's copy of the location table once, then costs a
- * private load. */
-#define LINE_CACHE_ENTRIES 256u
-
-struct line_cache_entry {
-    uint32_t code_index; /* 0: empty (entry 0 names no code) */
-    uint32_t offset;
-    uint32_t line;
-};
-
-static __thread struct line_cache_entry line_cache[LINE_CACHE_ENTRIES] __attribute__((tls_model("initial-exec")));
-
-/* Behind the line cache, where each code's last reading of its location
- * table stopped (python_linetable.h): a module body read instruction by
- * instruction as it runs costs its table once, not once an instruction.
- * Captures in a signal handler never read Python frames, so no reading of
- * these is interrupted by another. */
-#define LINE_CURSORS 64u
-
-struct line_cursor_entry {
-    uint32_t code_index; /* 0: none */
-    struct python_linetable_cursor cursor;
-};
-
-static __thread struct line_cursor_entry line_cursors[LINE_CURSORS] __attribute__((tls_model("initial-exec")));
-
 /* The line of an instruction from the code entry's copy (the shim's own
  * bytes: the object itself may change its table, never this copy). */
 static uint32_t line_from_entry(void *region, uint32_t code_index, uint32_t offset, bool started)
@@ -400,7 +438,7 @@ static uint32_t line_from_entry(void *region, uint32_t code_index, uint32_t offs
     const struct shm_python_code *entry = &shm_python_code_table(region)[code_index];
     if (!started)
         return entry->first_line; /* not started yet: its first line, as PyCode_Addr2Line for lasti < 0 */
-    struct line_cursor_entry *at = &line_cursors[(code_index * 0x9e3779b1u) >> 26];
+    struct line_cursor_entry *at = &caches->line_cursors[(code_index * 0x9e3779b1u) >> 26];
     if (at->code_index != code_index)
         *at = (struct line_cursor_entry){code_index, {0, 0, 0}};
     const uint8_t *table = (const uint8_t *)shm_python_text_pool(region) + entry->linetable_offset;
@@ -420,7 +458,7 @@ static uint32_t line_of(void *region, uint32_t code_index, uint32_t offset, bool
     if (code_index == 0)
         return 0;
     uint32_t key = started ? offset : UINT32_MAX;
-    struct line_cache_entry *cached = &line_cache[(code_index * 0x9e3779b1u ^ key) & (LINE_CACHE_ENTRIES - 1)];
+    struct line_cache_entry *cached = &caches->lines[(code_index * 0x9e3779b1u ^ key) & (LINE_CACHE_ENTRIES - 1)];
     if (cached->code_index == code_index && cached->offset == key)
         return cached->line;
     uint32_t line = line_from_entry(region, code_index, offset, started);
@@ -435,7 +473,7 @@ static uint32_t line_of(void *region, uint32_t code_index, uint32_t offset, bool
 }
 
 /*
- * A thread's cache of frame words by instruction address, in front of the
+ * The thread's cache of frame words by instruction address, in front of the
  * code and line caches: a hot frame costs its code's identity and one
  * private load instead of two lookups, two hashes and the offset's line.
  *
@@ -452,17 +490,9 @@ static uint32_t line_of(void *region, uint32_t code_index, uint32_t offset, bool
  * one computing it again would give; tests/unit/test_python_frames.c
  * checks each of the three.
  *
- * Used only by the outermost capture of a thread (capturing == 1, as the
- * whole merge), never by a signal handler's capture: no entry is read
- * half-written.
+ * Used only by the outermost capture of a thread (as every thread cache),
+ * never by a signal handler's capture: no entry is read half-written.
  */
-#define WORD_CACHE_ENTRIES 512u /* power of two */
-
-struct word_cache_entry {
-    uint64_t instruction, code, identity, word; /* code 0: empty */
-};
-
-static __thread struct word_cache_entry word_cache[WORD_CACHE_ENTRIES] __attribute__((tls_model("initial-exec")));
 
 /* The byte offset of a frame's instruction in its code's bytecode, and
  * whether the frame has started. instruction: a pointer into the code
@@ -503,7 +533,7 @@ static __attribute__((noinline)) uint64_t fill_word_cache(void *region, struct w
 }
 
 /* The frame word of a frame running code (a code object) at instruction;
- * cache is the thread's word_cache. The word depends on the code's
+ * cache is the thread's caches->words. The word depends on the code's
  * identity besides the two (see above): reads gets what that read. */
 static inline __attribute__((always_inline)) uint64_t frame_word(void *region, struct word_cache_entry *cache,
                                                                  const void *code, uint64_t instruction,
@@ -531,7 +561,7 @@ static __attribute__((noinline)) uint32_t append_frame_object(void *region, cons
     read_set_add_field(reads, (uint64_t)(uintptr_t)lasti, sizeof *lasti);
     uint32_t appended = 0;
     if (code && read_pointer(reads, code, PYTHON_OB_TYPE) == py.code_type &&
-        (out[0] = frame_word(region, word_cache, code, *lasti, reads)) != 0)
+        (out[0] = frame_word(region, caches->words, code, *lasti, reads)) != 0)
         appended = 1;
     *cursor = read_pointer(reads, frame, walk.frame_previous);
     return appended;
@@ -552,7 +582,7 @@ static inline __attribute__((always_inline)) uint32_t evaluation_walk(void *regi
 {
     if (__builtin_expect(walk.frame_lasti != NO_FIELD, 0))
         return append_frame_object(region, cursor, out, room, walked, reads);
-    struct word_cache_entry *cache = word_cache;
+    struct word_cache_entry *cache = caches->words;
     uint64_t *next = out, *end = out + room;
     uint32_t steps = *walked;
     const void *frame = *cursor;
@@ -650,7 +680,8 @@ struct python_merge python_merge_frames(void *region, const void *frame, const u
                                         uint32_t native_count, const struct fast_unwind_memo_frame *native_suffix,
                                         uint64_t *out, uint32_t max, struct read_set *reads)
 {
-    const void *cursor = frame;
+    /* without its caches (no memory for them) the thread's stacks stay native */
+    const void *cursor = thread_caches() ? frame : NULL;
     uint32_t written = 0, walked = 0, next = 0;
     bool cut = false; /* out holds only the first max words of the merge (or may) */
     bool after_python = false; /* the last evaluation gave Python frames */
@@ -811,10 +842,8 @@ static bool find_frame_symbols(const struct python_layout *found)
  * code. */
 static void forget_thread_caches(void)
 {
-    memset(code_cache, 0, sizeof code_cache);
-    memset(line_cache, 0, sizeof line_cache);
-    memset(line_cursors, 0, sizeof line_cursors);
-    memset(word_cache, 0, sizeof word_cache);
+    if (caches)
+        memset(caches, 0, sizeof *caches);
 }
 
 void python_frames_use(const struct python_frame_source *source)

@@ -155,6 +155,11 @@ struct python_merge python_merge_frames(void *region, const void *frame, const u
 /* Writes the rest of the merge to out (head becomes depth). */
 void python_merge_complete(struct python_merge *merge, const uint64_t *native, uint64_t *out);
 
+/* The calling thread is ending: its caches (mapped at its first merge) are
+ * unmapped, and its later merges, in later thread-exit destructors, read
+ * no Python frames. */
+void python_thread_end(void);
+
 /* Set when --iteration py:NAME asked for a profile function: every OBJ
  * allocation then calls python_install_profile, which sets it once per
  * thread when the interpreter is ready. */

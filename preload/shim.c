@@ -63,6 +63,7 @@
 #include "read_set.h"
 #include "shm_region.h"
 #include "stack_table.h"
+#include "thread_memory.h"
 
 #define SHIM_EXPORT __attribute__((visibility("default")))
 #define LIKELY(x) __builtin_expect(!!(x), 1)
@@ -99,6 +100,14 @@ struct stack_cache_entry {
     uint32_t id;
 };
 
+/* What a thread's captures keep between them. In memory the thread maps
+ * at its first capture (thread_memory.h), not in static TLS: glibc takes
+ * that from every thread's stack (fixtures/small_stack.c). */
+struct capture_memory {
+    struct stack_cache_entry stack_cache[STACK_CACHE_ENTRIES];
+    struct fast_unwind_memo unwind_memo; /* the previous backtrace (outermost captures only) */
+};
+
 struct shim_thread {
     struct ring_producer producer;
     uint32_t guard;      /* > 0 while the shim's own code may allocate: pass through */
@@ -108,11 +117,11 @@ struct shim_thread {
     uint8_t sample_primed;
     uint64_t bytes_until_sample;
     uint64_t rng;
-    struct stack_cache_entry stack_cache[STACK_CACHE_ENTRIES];
-    struct fast_unwind_memo unwind_memo; /* the previous backtrace (outermost captures only) */
-    struct stack_tail stack_tail;        /* outer frames its next new stack may share (outermost captures only) */
-    struct capture_cache *captures;      /* backtraces with Python frames (outermost captures only; lazily) */
-    uint8_t captures_closed;             /* the thread is ending: make no new one */
+    struct capture_memory *kept;    /* what its captures keep between them (lazily, capture_memory_of) */
+    uint8_t kept_closed;            /* ending, or no memory could be had: make none */
+    struct stack_tail stack_tail;   /* outer frames its next new stack may share (outermost captures only) */
+    struct capture_cache *captures; /* backtraces with Python frames (outermost captures only; lazily) */
+    uint8_t captures_closed;        /* the thread is ending: make no new one */
     struct held_set held;                /* unsampled blocks it holds back (held_set.h) */
     uint64_t last_stamp;                 /* see event_stamp */
     uint32_t stamps_to_reuse;
@@ -120,6 +129,37 @@ struct shim_thread {
 };
 
 static __thread struct shim_thread this_thread __attribute__((tls_model("initial-exec")));
+
+static __attribute__((noinline, cold)) struct capture_memory *make_capture_memory(struct shim_thread *thread)
+{
+    struct capture_memory *made = thread_memory_map(sizeof *made, "memslope-stacks");
+    thread->kept_closed = made == NULL;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST); /* a handler sees NULL or memory mapped whole */
+    thread->kept = made;
+    return made;
+}
+
+/* The thread's capture memory, mapped now if need be (the outermost
+ * capture's call only: a signal handler's capture may find it not yet
+ * made, and goes without). NULL when none could be had. */
+static inline __attribute__((always_inline)) struct capture_memory *capture_memory_of(struct shim_thread *thread)
+{
+    if (LIKELY(thread->kept != NULL) || thread->kept_closed)
+        return thread->kept;
+    return make_capture_memory(thread);
+}
+
+/* Unmaps the thread's capture memory and makes no more (until a fork
+ * child's handler says otherwise). Forgotten before it is unmapped: a
+ * signal handler's capture in between finds none. */
+static void drop_capture_memory(struct shim_thread *thread)
+{
+    struct capture_memory *kept = thread->kept;
+    thread->kept_closed = 1;
+    thread->kept = NULL;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    thread_memory_unmap(kept, sizeof *kept);
+}
 
 /* ---- process-wide recording state --------------------------------------- */
 
@@ -695,11 +735,13 @@ static void thread_exit_destructor(void *value)
     } else
         this_thread.held.buckets = NULL; /* its parent's: the tracer took its copy from the fork */
     ring_retire_slot(region, producer);
-    /* later destructors' captures go without: a cache made now would
+    /* later destructors' captures go without: memory made now would
      * outlive the thread */
     capture_cache_destroy(this_thread.captures);
     this_thread.captures = NULL;
     this_thread.captures_closed = 1;
+    python_thread_end();
+    drop_capture_memory(&this_thread);
 }
 
 /* A fork child's copies of its parent's held sets, unmapped: the leak scan
@@ -724,6 +766,12 @@ static void fork_child(void)
 {
     struct shim_thread *thread = &this_thread;
     owner_lock_forked(); /* where the kernel does not wipe the locks' epoch */
+    /* Copies of what the parent's thread kept: stack ids name the parent's
+     * region (the child keeps recording in a new one, or not at all). */
+    drop_capture_memory(thread);
+    thread->kept_closed = 0;
+    capture_cache_destroy(thread->captures);
+    thread->captures = NULL;
     /* The copies of the parent's held sets: the tracer took those blocks
      * into the child's live table at the fork (a free that found one here
      * would send nothing, and the block would stay live for ever). */
@@ -740,9 +788,7 @@ static void fork_child(void)
         stop_recording();
     } else {
         memset(&thread->producer, 0, sizeof thread->producer);
-        memset(thread->stack_cache, 0, sizeof thread->stack_cache);
         thread->stack_tail = (struct stack_tail){0, 0}; /* the parent's pool: not in the child's region */
-        thread->captures = NULL; /* not inherited (capture_cache_create) */
         thread->stamps_to_reuse = 0; /* the child's first event reads the clock, not a stamp from before the fork */
         thread->no_slot = 0;
         if (create_region()) {
@@ -1077,10 +1123,13 @@ static void remember_stack(struct stack_cache_entry *entry, uint64_t hash, uint3
     __atomic_store_n(&entry->hash, hash, __ATOMIC_RELAXED);
 }
 
-/* The id of a stack the thread's cache knows. */
-static inline bool cached_stack_id(struct shim_thread *thread, uint64_t hash, uint32_t depth, uint32_t *id)
+/* The id of a stack the thread's cache knows (kept: its capture memory, or
+ * NULL: none). */
+static inline bool cached_stack_id(const struct capture_memory *kept, uint64_t hash, uint32_t depth, uint32_t *id)
 {
-    const struct stack_cache_entry *cached = &thread->stack_cache[hash & (STACK_CACHE_ENTRIES - 1)];
+    if (!kept)
+        return false;
+    const struct stack_cache_entry *cached = &kept->stack_cache[hash & (STACK_CACHE_ENTRIES - 1)];
     if (__atomic_load_n(&cached->hash, __ATOMIC_RELAXED) != hash || cached->depth != depth)
         return false;
     *id = cached->id;
@@ -1093,8 +1142,8 @@ static inline uint32_t new_stack_id(struct shim_thread *thread, uint64_t hash, c
     uint32_t id = stack_table_intern(region, hash, frames, depth, thread->capturing == 1 ? &thread->stack_tail : NULL);
     /* only the outermost capture updates the cache, so a signal handler's
      * update cannot interleave with ours */
-    if (id != SHM_STACK_NONE && thread->capturing == 1)
-        remember_stack(&thread->stack_cache[hash & (STACK_CACHE_ENTRIES - 1)], hash, depth, id);
+    if (id != SHM_STACK_NONE && thread->capturing == 1 && thread->kept)
+        remember_stack(&thread->kept->stack_cache[hash & (STACK_CACHE_ENTRIES - 1)], hash, depth, id);
     return id;
 }
 
@@ -1136,7 +1185,7 @@ static __attribute__((noinline)) void remember_python_capture(struct shim_thread
     python_merge_frames(region, (const void *)(uintptr_t)key->python_frame, native, native_depth, NULL, merged,
                         max_frames, &reads);
     bool bp_matters;
-    if (fast_unwind_memo_reads(&thread->unwind_memo, start, unwound, (int)max_frames, &reads, &bp_matters))
+    if (fast_unwind_memo_reads(&thread->kept->unwind_memo, start, unwound, (int)max_frames, &reads, &bp_matters))
         capture_cache_store(captures, key, bp_matters, &reads, id);
 }
 
@@ -1156,7 +1205,7 @@ static __attribute__((noinline)) uint32_t python_stack_id(struct shim_thread *th
                                                     native_depth, native_suffix, merged, max_frames, NULL);
     uint64_t hash = stack_hash_finish(merge.hash, merge.depth);
     uint32_t id;
-    if (!cached_stack_id(thread, hash, merge.depth, &id)) {
+    if (!cached_stack_id(thread->kept, hash, merge.depth, &id)) {
         python_merge_complete(&merge, native, merged);
         return new_stack_id(thread, hash, merged, merge.depth);
     }
@@ -1198,7 +1247,8 @@ static inline __attribute__((always_inline)) uint32_t capture_stack(struct shim_
      * that allocates meanwhile is recorded like any code. Only a rule
      * lookup or libunwind (which allocate) run under the guard, with the
      * program's signals held until it drops (guard_begin). */
-    struct fast_unwind_memo *memo = thread->capturing == 1 ? &thread->unwind_memo : NULL;
+    struct capture_memory *memory = thread->capturing == 1 ? capture_memory_of(thread) : NULL;
+    struct fast_unwind_memo *memo = memory ? &memory->unwind_memo : NULL;
     /* Python frames only in the outermost capture: not from a signal
      * handler, which may have interrupted the interpreter while it links
      * a frame */
@@ -1242,7 +1292,7 @@ static inline __attribute__((always_inline)) uint32_t capture_stack(struct shim_
         } else {
             uint64_t hash = hashed && skip == 0 && depth == (uint32_t)got ? stack_hash_finish(unwound.hash, depth)
                                                                          : stack_hash(kept, depth);
-            if (!cached_stack_id(thread, hash, depth, &id))
+            if (!cached_stack_id(thread->kept, hash, depth, &id))
                 id = new_stack_id(thread, hash, kept, depth);
         }
     }
