@@ -5,7 +5,8 @@
 # hold it (EINVAL): with 31 KiB of TLS in the shim, the fixture's first
 # thread could not be made (nor node's 32 KiB inspector thread). The
 # shim keeps its per-thread caches in memory it maps itself; its own TLS
-# stays under a kilobyte (checked on the library, PT_TLS).
+# stays under a kilobyte (checked on the library, PT_TLS). Python threads
+# made with threading.stack_size(32768) too.
 . "$(dirname "$0")/lib.sh"
 need_memslope
 need_fixture small_stack
@@ -26,4 +27,21 @@ expect_eq "still reachable blocks" 4 "$(jget "$J" 'd["leaks_at_exit"]["still_rea
 # The shim alone, recording nothing (as it is in a process memslope does not follow)
 env LD_PRELOAD="$SHIM" "$FIXTURES/small_stack" 2>"$WORK/alone.err"
 expect_eq "preloaded alone: exit status (every thread made)" 0 "$?"
+
+# Python's smallest thread stack (threading.stack_size: 32 KiB), whose
+# captures merge Python frames: "can't start new thread" before.
+cat >"$WORK/stack.py" <<'PY'
+import threading
+threading.stack_size(32768)
+out = []
+threads = [threading.Thread(target=lambda: out.append([str(i) * 3 for i in range(500)])) for _ in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(len(out))
+PY
+record "$WORK/py.trace" -- "$PY" "$WORK/stack.py"
+expect_eq "python threads of 32 KiB recorded: exit status" 0 "$REC_RC"
+expect_eq "python threads of 32 KiB recorded: all four ran" 4 "$(cat "$WORK/rec.out")"
 finish
