@@ -3,22 +3,13 @@
 
 #include <string.h>
 
-#include "thread_memory.h"
-
-/* From thread_memory.h: an entry's words hold what the stack and the
- * frames held, stale addresses of blocks the program has freed or lost
- * among them, which the leak scan must not take for roots. A fork child's
- * copy is unmapped by its fork handler: its stack ids are its own. Pages
- * are allocated as entries fill: a thread that allocates from a few places
- * costs a few pages. */
-struct capture_cache *capture_cache_create(void)
+void capture_cache_clear(struct capture_cache *cache)
 {
-    return thread_memory_map(sizeof(struct capture_cache), "memslope-captures");
-}
-
-void capture_cache_destroy(struct capture_cache *cache)
-{
-    thread_memory_unmap(cache, sizeof *cache);
+    /* an entry with key.ip 0 is empty, and its words are read only after
+     * its key matched */
+    memset(cache->entries, 0, sizeof cache->entries);
+    cache->clock = 0;
+    cache->hits = cache->misses = 0;
 }
 
 void capture_cache_store(struct capture_cache *cache, const struct capture_key *key, bool bp_matters,

@@ -18,10 +18,10 @@
  *
  * Entries are looked up by the start registers and the Python frame, in
  * sets of two, and a hit is taken only after every word checks. A thread
- * makes its cache on its first capture with Python frames
- * (thread_memory.h, not the allocator the shim wraps; a fork child drops
- * its copy); only the outermost capture of a thread uses it, never a
- * signal handler's.
+ * has its cache in its ring slot's part of the image's thread memory
+ * (thread_memory.h, not the allocator the shim wraps), emptied when the
+ * thread takes the slot; only the outermost capture of a thread uses it,
+ * never a signal handler's.
  */
 #ifndef MEMSLOPE_CAPTURE_CACHE_H
 #define MEMSLOPE_CAPTURE_CACHE_H
@@ -62,11 +62,10 @@ struct capture_cache {
     struct read_set_word words[CAPTURE_CACHE_SETS * CAPTURE_CACHE_WAYS][READ_SET_MAX];
 };
 
-/* A new, empty cache (about 400 KiB of address space, touched as it
- * fills); NULL when no memory could be mapped. */
-struct capture_cache *capture_cache_create(void);
-
-void capture_cache_destroy(struct capture_cache *cache);
+/* Empties a cache (about 400 KiB, of which the entries, 7 KiB, are
+ * written): one whose words name another thread's stack, or a new one of
+ * memory that is not zeroed. */
+void capture_cache_clear(struct capture_cache *cache);
 
 static inline uint32_t capture_cache_set(const struct capture_key *key)
 {

@@ -22,7 +22,6 @@
 #include "../common/shm_layout.h"
 #include "shm_region.h"
 #include "stack_table.h"
-#include "thread_memory.h"
 
 /* Longest string or line table copied (longer ones are cut). */
 #define MAX_NAME_BYTES 1024u
@@ -308,10 +307,13 @@ static uint32_t code_table_intern(void *region, const void *code, uint64_t ident
 
 /* ---- the thread's caches ----------------------------------------------------
  *
- * In memory the thread maps at its first merge (thread_memory.h), not in
- * static TLS: glibc takes that from every thread's stack. Used only by the
- * outermost capture of a thread (capturing == 1, as the whole merge), never
- * by a signal handler's capture.
+ * In the thread's part of the image's thread memory (thread_memory.h), not
+ * in static TLS: glibc takes that from every thread's stack. Every entry is
+ * right for any thread of the region (a word, a line or a code index is a
+ * function of the code object, its identity and the instruction), so a
+ * thread that takes a slot keeps what its last thread left. Used only by
+ * the outermost capture of a thread (capturing == 1, as the whole merge),
+ * never by a signal handler's capture.
  */
 
 /* A direct-mapped cache in front of the shared code table: a hot code
@@ -358,27 +360,18 @@ struct thread_caches {
     struct word_cache_entry words[WORD_CACHE_ENTRIES];
 };
 
-/* NULL until the thread's first merge, and after its end or when no
- * memory could be mapped (then caches_closed: its merges read no Python
- * frames). */
+/* NULL while the thread has none (python_thread_caches_use): its merges
+ * read no Python frames. */
 static __thread struct thread_caches *caches __attribute__((tls_model("initial-exec")));
-static __thread bool caches_closed __attribute__((tls_model("initial-exec")));
 
-/* The thread's caches, mapped now if need be. */
-static struct thread_caches *thread_caches(void)
+size_t python_thread_caches_size(void)
 {
-    if (__builtin_expect(caches != NULL, 1) || caches_closed)
-        return caches;
-    caches = thread_memory_map(sizeof *caches, "memslope-python");
-    caches_closed = caches == NULL;
-    return caches;
+    return sizeof(struct thread_caches);
 }
 
-void python_thread_end(void)
+void python_thread_caches_use(void *memory)
 {
-    caches_closed = true;
-    thread_memory_unmap(caches, sizeof *caches);
-    caches = NULL;
+    caches = memory;
 }
 
 static inline uint32_t code_index(void *region, const void *code, uint64_t identity)
@@ -681,7 +674,7 @@ struct python_merge python_merge_frames(void *region, const void *frame, const u
                                         uint64_t *out, uint32_t max, struct read_set *reads)
 {
     /* without its caches (no memory for them) the thread's stacks stay native */
-    const void *cursor = thread_caches() ? frame : NULL;
+    const void *cursor = caches ? frame : NULL;
     uint32_t written = 0, walked = 0, next = 0;
     bool cut = false; /* out holds only the first max words of the merge (or may) */
     bool after_python = false; /* the last evaluation gave Python frames */

@@ -155,10 +155,14 @@ struct python_merge python_merge_frames(void *region, const void *frame, const u
 /* Writes the rest of the merge to out (head becomes depth). */
 void python_merge_complete(struct python_merge *merge, const uint64_t *native, uint64_t *out);
 
-/* The calling thread is ending: its caches (mapped at its first merge) are
- * unmapped, and its later merges, in later thread-exit destructors, read
- * no Python frames. */
-void python_thread_end(void);
+/* The bytes of a thread's caches of code entries, lines and frame words,
+ * which live in memory the shim gives each thread (thread_memory.h). */
+size_t python_thread_caches_size(void);
+
+/* The calling thread's caches from now on: python_thread_caches_size()
+ * bytes, 8-byte aligned, zeroed or as another thread of this region left
+ * them; NULL: none, and its merges read no Python frames. */
+void python_thread_caches_use(void *memory);
 
 /* Set when --iteration py:NAME asked for a profile function: every OBJ
  * allocation then calls python_install_profile, which sets it once per

@@ -69,6 +69,7 @@ bool ring_claim_slot(void *base, struct ring_producer *producer, uint32_t tid)
         producer->reserve = __atomic_load_n(&slot->write_pos, __ATOMIC_ACQUIRE);
         producer->nesting = 0;
         producer->header = header;
+        producer->index = index;
         __atomic_fetch_add(&header->producers, 1, __ATOMIC_SEQ_CST);
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         producer->slot = slot;

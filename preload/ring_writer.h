@@ -42,6 +42,7 @@
 /* Per-thread producer state; lives in a thread-local variable. */
 struct ring_producer {
     struct shm_thread_slot *slot; /* NULL until the thread claims one */
+    uint32_t index;               /* the slot's, once claimed */
     struct shm_header *header;    /* the region of the slot (set with it) */
     uint64_t reserve;             /* next index to hand out (>= write_pos) */
     uint32_t nesting;             /* ring_write levels active on this thread */

@@ -100,9 +100,8 @@ struct stack_cache_entry {
     uint32_t id;
 };
 
-/* What a thread's captures keep between them. In memory the thread maps
- * at its first capture (thread_memory.h), not in static TLS: glibc takes
- * that from every thread's stack (fixtures/small_stack.c). */
+/* What a thread's captures keep between them, in its ring slot's part of
+ * the image's thread memory, not in static TLS (see thread_part). */
 struct capture_memory {
     struct stack_cache_entry stack_cache[STACK_CACHE_ENTRIES];
     struct fast_unwind_memo unwind_memo; /* the previous backtrace (outermost captures only) */
@@ -117,11 +116,12 @@ struct shim_thread {
     uint8_t sample_primed;
     uint64_t bytes_until_sample;
     uint64_t rng;
-    struct capture_memory *kept;    /* what its captures keep between them (lazily, capture_memory_of) */
-    uint8_t kept_closed;            /* ending, or no memory could be had: make none */
+    /* Its slot's part of the thread memory (NULL: none; bind_thread_part) */
+    struct thread_part *part;
+    struct capture_memory *kept;    /* what its captures keep between them: part->kept */
+    struct capture_cache *captures; /* backtraces with Python frames (outermost captures only;
+                                       part->captures, emptied at its first use: thread_captures) */
     struct stack_tail stack_tail;   /* outer frames its next new stack may share (outermost captures only) */
-    struct capture_cache *captures; /* backtraces with Python frames (outermost captures only; lazily) */
-    uint8_t captures_closed;        /* the thread is ending: make no new one */
     struct held_set held;                /* unsampled blocks it holds back (held_set.h) */
     uint64_t last_stamp;                 /* see event_stamp */
     uint32_t stamps_to_reuse;
@@ -130,36 +130,15 @@ struct shim_thread {
 
 static __thread struct shim_thread this_thread __attribute__((tls_model("initial-exec")));
 
-static __attribute__((noinline, cold)) struct capture_memory *make_capture_memory(struct shim_thread *thread)
-{
-    struct capture_memory *made = thread_memory_map(sizeof *made, "memslope-stacks");
-    thread->kept_closed = made == NULL;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST); /* a handler sees NULL or memory mapped whole */
-    thread->kept = made;
-    return made;
-}
-
-/* The thread's capture memory, mapped now if need be (the outermost
- * capture's call only: a signal handler's capture may find it not yet
- * made, and goes without). NULL when none could be had. */
-static inline __attribute__((always_inline)) struct capture_memory *capture_memory_of(struct shim_thread *thread)
-{
-    if (LIKELY(thread->kept != NULL) || thread->kept_closed)
-        return thread->kept;
-    return make_capture_memory(thread);
-}
-
-/* Unmaps the thread's capture memory and makes no more (until a fork
- * child's handler says otherwise). Forgotten before it is unmapped: a
- * signal handler's capture in between finds none. */
-static void drop_capture_memory(struct shim_thread *thread)
-{
-    struct capture_memory *kept = thread->kept;
-    thread->kept_closed = 1;
-    thread->kept = NULL;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    thread_memory_unmap(kept, sizeof *kept);
-}
+/* One part of the image's thread memory for each ring slot
+ * (thread_memory.h), used by the thread that holds the slot; the Python
+ * caches (python_thread_caches_size() bytes) follow at
+ * thread_memory_python. Not in static TLS: glibc takes that from every
+ * thread's stack (fixtures/small_stack.c). */
+struct thread_part {
+    struct capture_memory kept;
+    struct capture_cache captures;
+};
 
 /* ---- process-wide recording state --------------------------------------- */
 
@@ -168,6 +147,11 @@ enum record_state { RECORD_UNDECIDED = 0, RECORD_INITIALISING, RECORD_ON, RECORD
 static int record_state;
 static void *region;        /* the shared region of this process image */
 static int region_fd = -1;  /* kept open: the tracer finds the region through it */
+/* The image's thread memory (NULL: none could be had) and its layout: a
+ * part of thread_part_bytes a slot, the Python caches at
+ * thread_memory_python in each. Made with the region. */
+static void *thread_memory;
+static size_t thread_part_bytes, thread_memory_python;
 static pid_t tracer_pid;
 static uint32_t max_frames = SHM_DEFAULT_MAX_FRAMES;
 static uint64_t sample_rate;
@@ -303,6 +287,52 @@ static void publish_own_tls(void)
     header->shim_tls_size = own_tls_size;
 }
 
+static size_t round_up(size_t value, size_t to)
+{
+    return (value + to - 1) / to * to;
+}
+
+/* The image's thread memory, a part a ring slot. Without it threads record
+ * all the same: every capture unwinds in full, and stacks keep the
+ * interpreter's C frames where Python's would be. */
+static void make_thread_memory(void)
+{
+    thread_memory_python = round_up(sizeof(struct thread_part), 64);
+    thread_part_bytes = round_up(thread_memory_python + python_thread_caches_size(), 4096);
+    thread_memory = thread_memory_create((size_t)SHM_MAX_THREADS * thread_part_bytes, "memslope-threads");
+}
+
+/* Gives the thread the part of the slot it took (index): the memo starts
+ * empty, since it names words of the stack of the slot's last thread (and
+ * the capture cache, emptied at its first use: thread_captures); the
+ * stack-id and Python caches are right for any thread of the image.
+ * Published after the memo is emptied: a signal handler's capture sees no
+ * part or a ready one. */
+static void bind_thread_part(struct shim_thread *thread, uint32_t index)
+{
+    struct thread_part *part =
+        thread_memory ? (struct thread_part *)((char *)thread_memory + (size_t)index * thread_part_bytes) : NULL;
+    if (part)
+        part->kept.unwind_memo.count = 0;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    thread->part = part;
+    thread->kept = part ? &part->kept : NULL;
+    thread->captures = NULL;
+    python_thread_caches_use(part ? (char *)part + thread_memory_python : NULL);
+}
+
+/* The thread lets go of its part (its slot is about to retire, or it is
+ * a fork child's copy of its parent's): forgotten before anything else may
+ * use the part, so that a signal handler's capture in between has none. */
+static void unbind_thread_part(struct shim_thread *thread)
+{
+    thread->part = NULL;
+    thread->kept = NULL;
+    thread->captures = NULL;
+    python_thread_caches_use(NULL);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
+
 /* Creates this process image's region and hands it to the tracer the
  * moment it exists: a process that execs or ends at once (or one the
  * tracer cannot ptrace) still has every event drained. */
@@ -312,6 +342,7 @@ static bool create_region(void)
                                clock_is_tsc ? SHM_CLOCK_TSC : SHM_CLOCK_MONOTONIC_NS);
     if (!region)
         return false;
+    make_thread_memory();
     publish_own_tls();
     struct shm_header *header = region;
     header->stop_recording_address = (uint64_t)(uintptr_t)&record_state;
@@ -694,8 +725,10 @@ static bool ensure_slot(struct shim_thread *thread)
     int saved_errno = errno;
     guard_begin(thread);
     bool claimed = ring_claim_slot(region, &thread->producer, (uint32_t)syscall(SYS_gettid));
-    if (claimed)
+    if (claimed) {
+        bind_thread_part(thread, thread->producer.index);
         pthread_setspecific(thread_exit_key, (void *)1); /* arms thread_exit_destructor */
+    }
     else
         thread->no_slot = 1;
     guard_end(thread);
@@ -734,14 +767,10 @@ static void thread_exit_destructor(void *value)
         scrub_stack_below();
     } else
         this_thread.held.buckets = NULL; /* its parent's: the tracer took its copy from the fork */
+    /* the slot's next thread may take the part once the slot retires (a
+     * later destructor that allocates takes a slot and a part again) */
+    unbind_thread_part(&this_thread);
     ring_retire_slot(region, producer);
-    /* later destructors' captures go without: memory made now would
-     * outlive the thread */
-    capture_cache_destroy(this_thread.captures);
-    this_thread.captures = NULL;
-    this_thread.captures_closed = 1;
-    python_thread_end();
-    drop_capture_memory(&this_thread);
 }
 
 /* A fork child's copies of its parent's held sets, unmapped: the leak scan
@@ -766,19 +795,21 @@ static void fork_child(void)
 {
     struct shim_thread *thread = &this_thread;
     owner_lock_forked(); /* where the kernel does not wipe the locks' epoch */
-    /* Copies of what the parent's thread kept: stack ids name the parent's
-     * region (the child keeps recording in a new one, or not at all). */
-    drop_capture_memory(thread);
-    thread->kept_closed = 0;
-    capture_cache_destroy(thread->captures);
-    thread->captures = NULL;
+    /* no signal handler's capture before the child has a region of its own */
+    guard_begin(thread);
+    /* The parent's thread memory, shared with it: stack ids name the
+     * parent's region (the child records in a new one, or not at all). */
+    unbind_thread_part(thread);
+    thread_memory_destroy(thread_memory, (size_t)SHM_MAX_THREADS * thread_part_bytes);
+    thread_memory = NULL;
     /* The copies of the parent's held sets: the tracer took those blocks
      * into the child's live table at the fork (a free that found one here
      * would send nothing, and the block would stay live for ever). */
     unmap_parent_held_sets(thread);
-    if (__atomic_load_n(&record_state, __ATOMIC_ACQUIRE) != RECORD_ON)
+    if (__atomic_load_n(&record_state, __ATOMIC_ACQUIRE) != RECORD_ON) {
+        guard_end(thread);
         return;
-    guard_begin(thread);
+    }
     void *parent_region = region;
     close(region_fd);
     region_fd = -1;
@@ -1147,14 +1178,16 @@ static inline uint32_t new_stack_id(struct shim_thread *thread, uint64_t hash, c
     return id;
 }
 
-/* The thread's capture cache, made on first use; NULL when it could not be
- * or the thread is ending. */
+/* The thread's capture cache, emptied at its first use in the thread's
+ * part: most threads never capture Python frames, and their part's cache
+ * (400 KiB, of which emptying writes 7 KiB) stays untouched. NULL: no
+ * part. Outermost captures only, as the cache. */
 static struct capture_cache *thread_captures(struct shim_thread *thread)
 {
-    if (LIKELY(thread->captures != NULL) || thread->captures_closed)
+    if (LIKELY(thread->captures != NULL) || !thread->part)
         return thread->captures;
-    thread->captures = capture_cache_create();
-    thread->captures_closed = thread->captures == NULL;
+    capture_cache_clear(&thread->part->captures);
+    thread->captures = &thread->part->captures;
     return thread->captures;
 }
 
@@ -1247,7 +1280,7 @@ static inline __attribute__((always_inline)) uint32_t capture_stack(struct shim_
      * that allocates meanwhile is recorded like any code. Only a rule
      * lookup or libunwind (which allocate) run under the guard, with the
      * program's signals held until it drops (guard_begin). */
-    struct capture_memory *memory = thread->capturing == 1 ? capture_memory_of(thread) : NULL;
+    struct capture_memory *memory = thread->capturing == 1 ? thread->kept : NULL;
     struct fast_unwind_memo *memo = memory ? &memory->unwind_memo : NULL;
     /* Python frames only in the outermost capture: not from a signal
      * handler, which may have interrupted the interpreter while it links

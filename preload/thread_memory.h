@@ -1,33 +1,38 @@
 /*
- * thread_memory.h - memory a thread of the shim keeps for itself, outside
- * its static TLS and outside the allocator it wraps.
+ * thread_memory.h - the memory the recording threads of a process image
+ * keep for themselves (their caches), outside their static TLS and outside
+ * the allocator the shim wraps.
  *
- * glibc carves every thread's static TLS, that of each object loaded at
- * start (an LD_PRELOAD shim's included), out of the top of the thread's
+ * glibc carves each thread's static TLS (that of every object loaded at
+ * start, an LD_PRELOAD shim's included) out of the top of the thread's
  * stack, and refuses a stack too small to hold it (pthread_create:
  * EINVAL). The shim's caches once sat in __thread arrays, 31 KiB of them:
  * threads with stacks of 36 KiB or less could not be made under it
  * (fixtures/small_stack.c; node's inspector thread asks for 32 KiB), and a
- * 64 KiB stack lost half. They live here now, made at a thread's first use.
+ * 64 KiB stack lost half.
  *
- * The memory is a private mapping of a memfd named memslope-NAME, not an
- * anonymous one: the leak scan leaves /memfd:memslope* out of its roots
- * (leakscan/process.c), and caches hold stale words of the stack and the
- * heap. Private, so a fork child gets a copy it may use (one made past
- * glibc's fork runs no handler to drop it) and never writes its parent's;
- * a child's fork handler unmaps what it dropped. Pages are allocated as
- * they are first written. Only system calls: safe inside malloc.
+ * One mapping an image, made with its region (in the constructor, and in
+ * a fork child's handler), with a part for each ring slot: a thread uses
+ * the part of the slot it holds. So a thread's start and end make no
+ * system call for it: a program that forbids memfd_create or file growth
+ * once it runs (a seccomp filter, RLIMIT_FSIZE) is not hit later. The
+ * mapping is a memfd named memslope-NAME, MAP_SHARED (a page costs one
+ * page, not a file page and a private copy): the leak scan leaves
+ * /memfd:memslope* out of its roots (leakscan/process.c), and caches hold
+ * stale words of the stack and the heap. Its file descriptor is closed at
+ * once; pages come as they are first touched.
  */
 #ifndef MEMSLOPE_THREAD_MEMORY_H
 #define MEMSLOPE_THREAD_MEMORY_H
 
 #include <stddef.h>
 
-/* size bytes of zeroed memory; NULL when none could be mapped (no file
- * descriptor left, no address space). */
-void *thread_memory_map(size_t size, const char *name);
+/* size bytes of zeroed memory; NULL when none could be had (no file
+ * descriptor, a file size limit below size, no address space). errno is
+ * left as it was. */
+void *thread_memory_create(size_t size, const char *name);
 
-/* Unmaps memory from thread_memory_map (NULL: nothing). */
-void thread_memory_unmap(void *memory, size_t size);
+/* Unmaps memory from thread_memory_create (NULL: nothing). */
+void thread_memory_destroy(void *memory, size_t size);
 
 #endif

@@ -5,12 +5,24 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
 #include "../../preload/capture_cache.h"
 
 static uint64_t memory[8]; /* the words a capture read */
+
+/* A cache of memory that is not zeroed, as a slot's part is when another
+ * thread used it: cleared before use. */
+static struct capture_cache *new_cache(void)
+{
+    struct capture_cache *cache = malloc(sizeof *cache);
+    assert_non_null(cache);
+    memset(cache, 0xa5, sizeof *cache);
+    capture_cache_clear(cache);
+    return cache;
+}
 
 static void read_all(struct read_set *reads)
 {
@@ -29,7 +41,7 @@ static struct capture_key key_at(uint64_t frame)
 static void found_while_its_words_hold(void **state)
 {
     (void)state;
-    struct capture_cache *cache = capture_cache_create();
+    struct capture_cache *cache = new_cache();
     assert_non_null(cache);
     memset(memory, 0, sizeof memory);
     struct read_set reads;
@@ -54,13 +66,13 @@ static void found_while_its_words_hold(void **state)
     other = key;
     other.bp++; /* the unwind did not read rbp */
     assert_true(capture_cache_find(cache, &other, &id));
-    capture_cache_destroy(cache);
+    free(cache);
 }
 
 static void start_rbp_compared_when_it_matters(void **state)
 {
     (void)state;
-    struct capture_cache *cache = capture_cache_create();
+    struct capture_cache *cache = new_cache();
     memset(memory, 0, sizeof memory);
     struct read_set reads;
     read_all(&reads);
@@ -70,13 +82,13 @@ static void start_rbp_compared_when_it_matters(void **state)
     uint32_t id;
     assert_false(capture_cache_find(cache, &other, &id));
     assert_true(capture_cache_find(cache, &key, &id));
-    capture_cache_destroy(cache);
+    free(cache);
 }
 
 static void overflowed_reads_not_kept(void **state)
 {
     (void)state;
-    struct capture_cache *cache = capture_cache_create();
+    struct capture_cache *cache = new_cache();
     struct read_set reads;
     read_set_clear(&reads);
     for (uint32_t i = 0; i <= READ_SET_MAX; i++)
@@ -86,7 +98,7 @@ static void overflowed_reads_not_kept(void **state)
     capture_cache_store(cache, &key, false, &reads, 3);
     uint32_t id;
     assert_false(capture_cache_find(cache, &key, &id));
-    capture_cache_destroy(cache);
+    free(cache);
 }
 
 /* Three keys of one set: storing the third replaces the one used least
@@ -94,7 +106,7 @@ static void overflowed_reads_not_kept(void **state)
 static void a_set_keeps_its_recently_used(void **state)
 {
     (void)state;
-    struct capture_cache *cache = capture_cache_create();
+    struct capture_cache *cache = new_cache();
     memset(memory, 0, sizeof memory);
     struct read_set reads;
     read_all(&reads);
@@ -115,7 +127,25 @@ static void a_set_keeps_its_recently_used(void **state)
     assert_false(capture_cache_find(cache, &keys[1], &id));
     assert_true(capture_cache_find(cache, &keys[2], &id));
     assert_int_equal(id, 12);
-    capture_cache_destroy(cache);
+    free(cache);
+}
+
+/* A cleared cache finds nothing it held: a slot's next thread must not
+ * take entries whose words name the last thread's stack. */
+static void nothing_found_once_cleared(void **state)
+{
+    (void)state;
+    struct capture_cache *cache = new_cache();
+    memset(memory, 0, sizeof memory);
+    struct read_set reads;
+    read_all(&reads);
+    struct capture_key key = key_at(0x5000);
+    uint32_t id;
+    capture_cache_store(cache, &key, false, &reads, 5);
+    assert_true(capture_cache_find(cache, &key, &id));
+    capture_cache_clear(cache);
+    assert_false(capture_cache_find(cache, &key, &id));
+    free(cache);
 }
 
 int main(void)
@@ -125,6 +155,7 @@ int main(void)
         cmocka_unit_test(start_rbp_compared_when_it_matters),
         cmocka_unit_test(overflowed_reads_not_kept),
         cmocka_unit_test(a_set_keeps_its_recently_used),
+        cmocka_unit_test(nothing_found_once_cleared),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -254,6 +254,9 @@ static void assert_word(void *region, uint64_t word, const char *name, uint32_t 
     assert_int_equal(shm_python_word_line(word), line);
 }
 
+/* The calling thread's caches (python_thread_caches_use), made in main. */
+static void *thread_caches_of_tests;
+
 struct merged {
     uint64_t words[64];
     uint32_t depth;
@@ -625,8 +628,35 @@ static void frame_of_code_on_no_line_left_out(void **state)
     }
 }
 
+/* A thread without caches (the shim could not have its thread memory)
+ * merges no Python frames: its stack stays the native one. */
+static void without_caches_the_native_frames(void **state)
+{
+    void *region = *state;
+    const struct python_layout *layout = layout_of(0x030b);
+    use_layout(layout);
+    struct code code = new_code(layout, "unseen", 10);
+    char *frame = new_frame(layout, &code, 2, NULL);
+    close_evaluation(layout, frame, NULL);
+    set_current_frame(layout, frame);
+    const uint64_t native[] = {NATIVE(0), IN_EVAL(0), NATIVE(1)};
+    void *caches = thread_caches_of_tests;
+    python_thread_caches_use(NULL);
+    uint64_t instruction, out[8];
+    struct python_merge merge =
+        python_merge_frames(region, python_current_frame(&instruction), native, 3, NULL, out, 8, NULL);
+    python_merge_complete(&merge, native, out);
+    python_thread_caches_use(caches);
+    assert_int_equal(merge.depth, 3);
+    assert_memory_equal(out, native, sizeof native);
+}
+
 int main(void)
 {
+    /* the thread memory the shim gives each thread, here for this one */
+    thread_caches_of_tests = calloc(1, python_thread_caches_size());
+    assert_non_null(thread_caches_of_tests);
+    python_thread_caches_use(thread_caches_of_tests);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(evaluations_replaced_3_11, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(evaluations_replaced_3_12, setup_region, teardown_region),
@@ -640,6 +670,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(caches_start_over_in_a_new_region, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(frame_without_code_left_out, setup_region, teardown_region),
         cmocka_unit_test_setup_teardown(frame_of_code_on_no_line_left_out, setup_region, teardown_region),
+        cmocka_unit_test_setup_teardown(without_caches_the_native_frames, setup_region, teardown_region),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,19 +1,23 @@
-/* The memory a thread of the shim keeps outside its static TLS
- * (preload/thread_memory.h): zeroed, named so that the leak scan leaves it
- * out of its roots, private to a fork child. */
+/* The memory the recording threads of an image keep outside their static
+ * TLS (preload/thread_memory.h): zeroed, named so that the leak scan leaves
+ * it out of its roots, no file descriptor left open, and no SIGXFSZ under
+ * a file size limit it would pass. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
 #include "../../preload/thread_memory.h"
 
-#define SIZE (24u * 1024u)
+#define SIZE (64u * 1024u)
 
 /* The line of /proc/self/maps for the mapping that starts at memory, in
  * line (empty if none). */
@@ -33,11 +37,26 @@ static void maps_line_of(const void *memory, char *line, size_t size)
     fclose(maps);
 }
 
-static void zeroed_and_named_for_the_leak_scan(void **state)
+static int open_descriptors(void)
+{
+    DIR *fds = opendir("/proc/self/fd");
+    assert_non_null(fds);
+    int count = 0;
+    while (readdir(fds))
+        count++;
+    closedir(fds);
+    return count;
+}
+
+static void zeroed_named_and_no_descriptor_kept(void **state)
 {
     (void)state;
-    unsigned char *memory = thread_memory_map(SIZE, "memslope-test");
+    int before = open_descriptors();
+    errno = 1234;
+    unsigned char *memory = thread_memory_create(SIZE, "memslope-test");
     assert_non_null(memory);
+    assert_int_equal(errno, 1234);
+    assert_int_equal(open_descriptors(), before);
     for (size_t i = 0; i < SIZE; i++)
         assert_int_equal(memory[i], 0);
     memory[SIZE - 1] = 7;
@@ -45,38 +64,40 @@ static void zeroed_and_named_for_the_leak_scan(void **state)
     maps_line_of(memory, line, sizeof line);
     /* leakscan/process.c leaves paths starting /memfd:memslope out of its roots */
     assert_non_null(strstr(line, " /memfd:memslope-test"));
-    assert_non_null(strstr(line, "rw-p")); /* private */
-    thread_memory_unmap(memory, SIZE);
+    assert_non_null(strstr(line, "rw-s")); /* shared: a page written is one page */
+    thread_memory_destroy(memory, SIZE);
     maps_line_of(memory, line, sizeof line);
     assert_string_equal(line, "");
-    thread_memory_unmap(NULL, SIZE); /* nothing */
+    thread_memory_destroy(NULL, SIZE); /* nothing */
 }
 
-/* A fork child has a copy it may write (a child made past glibc's fork
- * runs no handler to drop it) without changing its parent's. */
-static void a_fork_child_writes_its_own_copy(void **state)
+/* Under a file size limit below the size, no memory and no SIGXFSZ (which
+ * ends a program that does not handle it), errno as it was. In a child:
+ * the limit stays there. */
+static void a_file_size_limit_refuses_without_a_signal(void **state)
 {
     (void)state;
-    volatile unsigned char *memory = thread_memory_map(SIZE, "memslope-test");
-    assert_non_null(memory);
-    memory[100] = 1;
     pid_t child = fork();
     assert_true(child >= 0);
-    if (child == 0)
-        _exit(memory[100] == 1 && (memory[100] = 2) == 2 ? 0 : 1);
+    if (child == 0) {
+        struct rlimit limit = {SIZE / 2, SIZE / 2};
+        if (setrlimit(RLIMIT_FSIZE, &limit) != 0)
+            _exit(2);
+        errno = 1234;
+        void *memory = thread_memory_create(SIZE, "memslope-test");
+        _exit(memory == NULL && errno == 1234 ? 0 : 1);
+    }
     int status = 0;
     assert_int_equal(waitpid(child, &status, 0), child);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
-    assert_int_equal(memory[100], 1);
-    thread_memory_unmap((void *)memory, SIZE);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(zeroed_and_named_for_the_leak_scan),
-        cmocka_unit_test(a_fork_child_writes_its_own_copy),
+        cmocka_unit_test(zeroed_named_and_no_descriptor_kept),
+        cmocka_unit_test(a_file_size_limit_refuses_without_a_signal),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
