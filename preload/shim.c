@@ -120,7 +120,8 @@ struct shim_thread {
     struct thread_part *part;
     struct capture_memory *kept;    /* what its captures keep between them: part->kept */
     struct capture_cache *captures; /* backtraces with Python frames (outermost captures only;
-                                       part->captures, emptied at its first use: thread_captures) */
+                                       slot_captures once emptied at its first use: thread_captures) */
+    struct capture_cache *slot_captures; /* the slot's capture cache (NULL: none) */
     struct stack_tail stack_tail;   /* outer frames its next new stack may share (outermost captures only) */
     struct held_set held;                /* unsampled blocks it holds back (held_set.h) */
     uint64_t last_stamp;                 /* see event_stamp */
@@ -137,8 +138,13 @@ static __thread struct shim_thread this_thread __attribute__((tls_model("initial
  * thread's stack (fixtures/small_stack.c). */
 struct thread_part {
     struct capture_memory kept;
-    struct capture_cache captures;
 };
+
+/* Capture caches (400 KiB of address space each) only for the slots below
+ * this, after the parts: all 1,024 took 434 MiB of every recorded
+ * process's address space (less for a program under `ulimit -v`); a
+ * thread of a higher slot captures Python frames without one. */
+#define CAPTURE_CACHE_SLOTS 64u
 
 /* ---- process-wide recording state --------------------------------------- */
 
@@ -149,9 +155,10 @@ static void *region;        /* the shared region of this process image */
 static int region_fd = -1;  /* kept open: the tracer finds the region through it */
 /* The image's thread memory (NULL: none could be had) and its layout: a
  * part of thread_part_bytes a slot, the Python caches at
- * thread_memory_python in each. Made with the region. */
+ * thread_memory_python in each, then CAPTURE_CACHE_SLOTS capture caches
+ * of capture_cache_bytes. Made with the region. */
 static void *thread_memory;
-static size_t thread_part_bytes, thread_memory_python;
+static size_t thread_memory_bytes, thread_part_bytes, thread_memory_python, capture_cache_bytes;
 static pid_t tracer_pid;
 static uint32_t max_frames = SHM_DEFAULT_MAX_FRAMES;
 static uint64_t sample_rate;
@@ -299,7 +306,9 @@ static void make_thread_memory(void)
 {
     thread_memory_python = round_up(sizeof(struct thread_part), 64);
     thread_part_bytes = round_up(thread_memory_python + python_thread_caches_size(), 4096);
-    thread_memory = thread_memory_create((size_t)SHM_MAX_THREADS * thread_part_bytes, "memslope-threads");
+    capture_cache_bytes = round_up(sizeof(struct capture_cache), 4096);
+    thread_memory_bytes = (size_t)SHM_MAX_THREADS * thread_part_bytes + CAPTURE_CACHE_SLOTS * capture_cache_bytes;
+    thread_memory = thread_memory_create(thread_memory_bytes, "memslope-threads");
 }
 
 /* Gives the thread the part of the slot it took (index): the memo starts
@@ -318,19 +327,34 @@ static void bind_thread_part(struct shim_thread *thread, uint32_t index)
     thread->part = part;
     thread->kept = part ? &part->kept : NULL;
     thread->captures = NULL;
+    thread->slot_captures =
+        part && index < CAPTURE_CACHE_SLOTS
+            ? (struct capture_cache *)((char *)thread_memory + (size_t)SHM_MAX_THREADS * thread_part_bytes +
+                                       (size_t)index * capture_cache_bytes)
+            : NULL;
     python_thread_caches_use(part ? (char *)part + thread_memory_python : NULL);
 }
 
 /* The thread lets go of its part (its slot is about to retire, or it is
  * a fork child's copy of its parent's): forgotten before anything else may
- * use the part, so that a signal handler's capture in between has none. */
-static void unbind_thread_part(struct shim_thread *thread)
+ * use the part, so that a signal handler's capture in between has none.
+ * ending: the thread's own, whose capture cache's pages may go (never a
+ * fork child's: the mapping is its parent's, which goes on using it). */
+static void unbind_thread_part(struct shim_thread *thread, bool ending)
 {
+    struct capture_cache *used = thread->captures;
     thread->part = NULL;
     thread->kept = NULL;
-    thread->captures = NULL;
+    thread->captures = thread->slot_captures = NULL;
     python_thread_caches_use(NULL);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    /* a capture cache the thread filled gives its pages back (the slot's
+     * next thread empties it anyway); a failure only keeps them */
+    if (used && ending) {
+        int saved_errno = errno;
+        madvise(used, capture_cache_bytes, MADV_REMOVE);
+        errno = saved_errno;
+    }
 }
 
 /* Creates this process image's region and hands it to the tracer the
@@ -769,7 +793,7 @@ static void thread_exit_destructor(void *value)
         this_thread.held.buckets = NULL; /* its parent's: the tracer took its copy from the fork */
     /* the slot's next thread may take the part once the slot retires (a
      * later destructor that allocates takes a slot and a part again) */
-    unbind_thread_part(&this_thread);
+    unbind_thread_part(&this_thread, true);
     ring_retire_slot(region, producer);
 }
 
@@ -799,8 +823,8 @@ static void fork_child(void)
     guard_begin(thread);
     /* The parent's thread memory, shared with it: stack ids name the
      * parent's region (the child records in a new one, or not at all). */
-    unbind_thread_part(thread);
-    thread_memory_destroy(thread_memory, (size_t)SHM_MAX_THREADS * thread_part_bytes);
+    unbind_thread_part(thread, false);
+    thread_memory_destroy(thread_memory, thread_memory_bytes);
     thread_memory = NULL;
     /* The copies of the parent's held sets: the tracer took those blocks
      * into the child's live table at the fork (a free that found one here
@@ -814,11 +838,13 @@ static void fork_child(void)
     close(region_fd);
     region_fd = -1;
     region = NULL;
+    /* the parent's slot, in the region unmapped below: not ours, followed
+     * or not (a thread that ends later must not retire it) */
+    memset(&thread->producer, 0, sizeof thread->producer);
     const char *no_follow = getenv(SHM_ENV_NO_FOLLOW);
     if (no_follow && no_follow[0] == '1') {
         stop_recording();
     } else {
-        memset(&thread->producer, 0, sizeof thread->producer);
         thread->stack_tail = (struct stack_tail){0, 0}; /* the parent's pool: not in the child's region */
         thread->stamps_to_reuse = 0; /* the child's first event reads the clock, not a stamp from before the fork */
         thread->no_slot = 0;
@@ -1178,16 +1204,16 @@ static inline uint32_t new_stack_id(struct shim_thread *thread, uint64_t hash, c
     return id;
 }
 
-/* The thread's capture cache, emptied at its first use in the thread's
- * part: most threads never capture Python frames, and their part's cache
- * (400 KiB, of which emptying writes 7 KiB) stays untouched. NULL: no
- * part. Outermost captures only, as the cache. */
+/* The thread's capture cache, emptied at its first use: most threads
+ * never capture Python frames, and their slot's cache (400 KiB, of which
+ * emptying writes 7 KiB) stays untouched. NULL: none for its slot.
+ * Outermost captures only, as the cache. */
 static struct capture_cache *thread_captures(struct shim_thread *thread)
 {
-    if (LIKELY(thread->captures != NULL) || !thread->part)
+    if (LIKELY(thread->captures != NULL) || !thread->slot_captures)
         return thread->captures;
-    capture_cache_clear(&thread->part->captures);
-    thread->captures = &thread->part->captures;
+    capture_cache_clear(thread->slot_captures);
+    thread->captures = thread->slot_captures;
     return thread->captures;
 }
 
