@@ -13,6 +13,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "memfd_file.h"
+
 /* How long a send waits for room on a socket made non-blocking. */
 #define SEND_WAIT_MS 1000
 
@@ -64,13 +66,9 @@ void *shm_region_create(int *fd_out, uint32_t pid, uint32_t max_frames, uint64_t
 {
     int saved_errno = errno;
     void *base = NULL;
-    int fd = memfd_create(SHM_MEMFD_NAME, MFD_CLOEXEC);
+    int fd = memfd_of_size(SHM_MEMFD_NAME, SHM_TOTAL_SIZE);
     if (fd < 0)
         goto out;
-    if (ftruncate(fd, (off_t)SHM_TOTAL_SIZE) != 0) {
-        close(fd);
-        goto out;
-    }
     base = mmap(NULL, SHM_TOTAL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (base == MAP_FAILED) {
         base = NULL;

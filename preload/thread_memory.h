@@ -14,8 +14,9 @@
  * One mapping an image, made with its region (in the constructor, and in
  * a fork child's handler), with a part for each ring slot: a thread uses
  * the part of the slot it holds. So a thread's start and end make no
- * system call for it: a program that forbids memfd_create or file growth
- * once it runs (a seccomp filter, RLIMIT_FSIZE) is not hit later. The
+ * system call for it (a first version mapped a memfd for each thread at its
+ * first capture: a fork child that had forbidden memfd_create with a
+ * seccomp filter that kills, as sshd's does, died at its first malloc). The
  * mapping is a memfd named memslope-NAME, MAP_SHARED (a page costs one
  * page, not a file page and a private copy): the leak scan leaves
  * /memfd:memslope* out of its roots (leakscan/process.c), and caches hold
@@ -28,8 +29,9 @@
 #include <stddef.h>
 
 /* size bytes of zeroed memory; NULL when none could be had (no file
- * descriptor, a file size limit below size, no address space). errno is
- * left as it was. */
+ * descriptor, a hard file size limit below size: memfd_file.h, no address
+ * space). errno is left as it was. Only while the process has one thread
+ * (memfd_of_size). */
 void *thread_memory_create(size_t size, const char *name);
 
 /* Unmaps memory from thread_memory_create (NULL: nothing). */

@@ -1,7 +1,7 @@
 /* The memory the recording threads of an image keep outside their static
  * TLS (preload/thread_memory.h): zeroed, named so that the leak scan leaves
- * it out of its roots, no file descriptor left open, and no SIGXFSZ under
- * a file size limit it would pass. */
+ * it out of its roots, no file descriptor left open, no SIGXFSZ under a
+ * file size limit (memfd_file.h), errno kept when it fails. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -71,9 +71,9 @@ static void zeroed_named_and_no_descriptor_kept(void **state)
     thread_memory_destroy(NULL, SIZE); /* nothing */
 }
 
-/* Under a file size limit below the size, no memory and no SIGXFSZ (which
- * ends a program that does not handle it), errno as it was. In a child:
- * the limit stays there. */
+/* Under a hard file size limit below the size, no memory and no SIGXFSZ
+ * (which ends a program that does not handle it), errno as it was. In a
+ * child: the limit stays there. */
 static void a_file_size_limit_refuses_without_a_signal(void **state)
 {
     (void)state;
@@ -93,11 +93,64 @@ static void a_file_size_limit_refuses_without_a_signal(void **state)
     assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+/* Runs check in a child (its limits stay there) and expects it to exit 0. */
+static void in_a_child(int (*check)(void))
+{
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0)
+        _exit(check());
+    int status = 0;
+    assert_int_equal(waitpid(child, &status, 0), child);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* A soft limit below the size, the hard one above: made (the soft limit
+ * is raised for the ftruncate), and the soft limit is put back. */
+static int made_past_a_soft_limit(void)
+{
+    struct rlimit limit = {SIZE / 2, RLIM_INFINITY}, after;
+    if (setrlimit(RLIMIT_FSIZE, &limit) != 0)
+        return 2;
+    void *memory = thread_memory_create(SIZE, "memslope-test");
+    if (getrlimit(RLIMIT_FSIZE, &after) != 0)
+        return 3;
+    return memory != NULL && after.rlim_cur == SIZE / 2 && after.rlim_max == RLIM_INFINITY ? 0 : 1;
+}
+
+static void a_soft_file_size_limit_is_passed(void **state)
+{
+    (void)state;
+    in_a_child(made_past_a_soft_limit);
+}
+
+/* No file descriptor left: no memory, errno as it was. */
+static int refused_without_a_descriptor(void)
+{
+    struct rlimit limit = {64, 64};
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0)
+        return 2;
+    while (dup(0) >= 0)
+        ; /* every descriptor below the limit taken */
+    errno = 1234;
+    void *memory = thread_memory_create(SIZE, "memslope-test");
+    return memory == NULL && errno == 1234 ? 0 : 1;
+}
+
+static void no_descriptor_no_memory_errno_kept(void **state)
+{
+    (void)state;
+    in_a_child(refused_without_a_descriptor);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(zeroed_named_and_no_descriptor_kept),
         cmocka_unit_test(a_file_size_limit_refuses_without_a_signal),
+        cmocka_unit_test(a_soft_file_size_limit_is_passed),
+        cmocka_unit_test(no_descriptor_no_memory_errno_kept),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
