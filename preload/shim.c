@@ -116,9 +116,8 @@ struct shim_thread {
     uint8_t sample_primed;
     uint64_t bytes_until_sample;
     uint64_t rng;
-    /* Its slot's part of the thread memory (NULL: none; bind_thread_part) */
-    struct thread_part *part;
-    struct capture_memory *kept;    /* what its captures keep between them: part->kept */
+    /* From its slot's part of the thread memory (NULL: none; bind_thread_part) */
+    struct capture_memory *kept;    /* what its captures keep between them */
     struct capture_cache *captures; /* backtraces with Python frames (outermost captures only;
                                        slot_captures once emptied at its first use: thread_captures) */
     struct capture_cache *slot_captures; /* the slot's capture cache (NULL: none) */
@@ -324,7 +323,6 @@ static void bind_thread_part(struct shim_thread *thread, uint32_t index)
     if (part)
         part->kept.unwind_memo.count = 0;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    thread->part = part;
     thread->kept = part ? &part->kept : NULL;
     thread->captures = NULL;
     thread->slot_captures =
@@ -343,7 +341,6 @@ static void bind_thread_part(struct shim_thread *thread, uint32_t index)
 static void unbind_thread_part(struct shim_thread *thread, bool ending)
 {
     struct capture_cache *used = thread->captures;
-    thread->part = NULL;
     thread->kept = NULL;
     thread->captures = thread->slot_captures = NULL;
     python_thread_caches_use(NULL);
