@@ -100,8 +100,11 @@ struct stack_cache_entry {
     uint32_t id;
 };
 
-/* What a thread's captures keep between them, in its ring slot's part of
- * the image's thread memory, not in static TLS (see thread_part). */
+/* What a thread's captures keep between them: the head of its ring slot's
+ * part of the image's thread memory (thread_memory.h; the Python caches,
+ * python_thread_caches_size() bytes, follow at thread_memory_python). Not
+ * in static TLS: glibc takes that from every thread's stack
+ * (fixtures/small_stack.c). */
 struct capture_memory {
     struct stack_cache_entry stack_cache[STACK_CACHE_ENTRIES];
     struct fast_unwind_memo unwind_memo; /* the previous backtrace (outermost captures only) */
@@ -129,15 +132,6 @@ struct shim_thread {
 };
 
 static __thread struct shim_thread this_thread __attribute__((tls_model("initial-exec")));
-
-/* One part of the image's thread memory for each ring slot
- * (thread_memory.h), used by the thread that holds the slot; the Python
- * caches (python_thread_caches_size() bytes) follow at
- * thread_memory_python. Not in static TLS: glibc takes that from every
- * thread's stack (fixtures/small_stack.c). */
-struct thread_part {
-    struct capture_memory kept;
-};
 
 /* Capture caches (400 KiB of address space each) only for the slots below
  * this, after the parts: all 1,024 took 434 MiB of every recorded
@@ -303,7 +297,7 @@ static size_t round_up(size_t value, size_t to)
  * interpreter's C frames where Python's would be. */
 static void make_thread_memory(void)
 {
-    thread_memory_python = round_up(sizeof(struct thread_part), 64);
+    thread_memory_python = round_up(sizeof(struct capture_memory), 64);
     thread_part_bytes = round_up(thread_memory_python + python_thread_caches_size(), 4096);
     capture_cache_bytes = round_up(sizeof(struct capture_cache), 4096);
     thread_memory_bytes = (size_t)SHM_MAX_THREADS * thread_part_bytes + CAPTURE_CACHE_SLOTS * capture_cache_bytes;
@@ -318,19 +312,19 @@ static void make_thread_memory(void)
  * part or a ready one. */
 static void bind_thread_part(struct shim_thread *thread, uint32_t index)
 {
-    struct thread_part *part =
-        thread_memory ? (struct thread_part *)((char *)thread_memory + (size_t)index * thread_part_bytes) : NULL;
-    if (part)
-        part->kept.unwind_memo.count = 0;
+    char *part = thread_memory ? (char *)thread_memory + (size_t)index * thread_part_bytes : NULL;
+    struct capture_memory *kept = (struct capture_memory *)part;
+    if (kept)
+        kept->unwind_memo.count = 0;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    thread->kept = part ? &part->kept : NULL;
+    thread->kept = kept;
     thread->captures = NULL;
     thread->slot_captures =
         part && index < CAPTURE_CACHE_SLOTS
             ? (struct capture_cache *)((char *)thread_memory + (size_t)SHM_MAX_THREADS * thread_part_bytes +
                                        (size_t)index * capture_cache_bytes)
             : NULL;
-    python_thread_caches_use(part ? (char *)part + thread_memory_python : NULL);
+    python_thread_caches_use(part ? part + thread_memory_python : NULL);
 }
 
 /* The thread lets go of its part (its slot is about to retire, or it is
