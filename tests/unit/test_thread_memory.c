@@ -11,11 +11,11 @@
 #include <string.h>
 #include <dirent.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
 #include "../../preload/thread_memory.h"
+#include "test_child.h"
 
 #define SIZE (64u * 1024u)
 
@@ -71,28 +71,6 @@ static void zeroed_named_and_no_descriptor_kept(void **state)
     thread_memory_destroy(NULL, SIZE); /* nothing */
 }
 
-/* Under a hard file size limit below the size, no memory and no SIGXFSZ
- * (which ends a program that does not handle it), errno as it was. In a
- * child: the limit stays there. */
-static void a_file_size_limit_refuses_without_a_signal(void **state)
-{
-    (void)state;
-    pid_t child = fork();
-    assert_true(child >= 0);
-    if (child == 0) {
-        struct rlimit limit = {SIZE / 2, SIZE / 2};
-        if (setrlimit(RLIMIT_FSIZE, &limit) != 0)
-            _exit(2);
-        errno = 1234;
-        void *memory = thread_memory_create(SIZE, "memslope-test");
-        _exit(memory == NULL && errno == 1234 ? 0 : 1);
-    }
-    int status = 0;
-    assert_int_equal(waitpid(child, &status, 0), child);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
-}
-
 /* Runs check in a child (its limits stay there) and expects it to exit 0. */
 static void in_a_child(int (*check)(void))
 {
@@ -100,10 +78,25 @@ static void in_a_child(int (*check)(void))
     assert_true(child >= 0);
     if (child == 0)
         _exit(check());
-    int status = 0;
-    assert_int_equal(waitpid(child, &status, 0), child);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_int_equal(test_child_exit_status(child), 0);
+}
+
+/* Under a hard file size limit below the size, no memory and no SIGXFSZ
+ * (which ends a program that does not handle it), errno as it was. */
+static int refused_under_a_hard_limit(void)
+{
+    struct rlimit limit = {SIZE / 2, SIZE / 2};
+    if (setrlimit(RLIMIT_FSIZE, &limit) != 0)
+        return 2;
+    errno = 1234;
+    void *memory = thread_memory_create(SIZE, "memslope-test");
+    return memory == NULL && errno == 1234 ? 0 : 1;
+}
+
+static void a_file_size_limit_refuses_without_a_signal(void **state)
+{
+    (void)state;
+    in_a_child(refused_under_a_hard_limit);
 }
 
 /* A soft limit below the size, the hard one above: made (the soft limit
